@@ -1,1 +1,21 @@
-"""prism.loop"""
+"""prism.loop: batched evaluation and its callback (the PRISM phase callback joins later)."""
+
+from prism.loop.evaluation import (
+    EvalConfig,
+    EvalEnvPool,
+    EvalResult,
+    EvaluationCallback,
+    evaluate_policy,
+    front_figure,
+    pair_seeds,
+)
+
+__all__ = [
+    "EvalConfig",
+    "EvalEnvPool",
+    "EvalResult",
+    "EvaluationCallback",
+    "evaluate_policy",
+    "front_figure",
+    "pair_seeds",
+]
