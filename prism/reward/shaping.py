@@ -4,9 +4,11 @@ A shaper receives each env step with the *emitted* reward vector and returns the
 to be stored, with the sparse channel replaced by the redistribution it implements (SPEC §5):
 
 - ``none``: the sparse channel exactly as emitted (the baseline; also the oracle on a dense env).
-- ``resymnet``: the reward ensemble's per-step prediction from ``h_t`` (added by the reward package).
+- ``resymnet``: the reward ensemble's per-step prediction from ``h_t`` (:class:`ResymnetShaper`).
 - ``uniform`` / ``random``: need the released sum and the segment length, so the transitions of a segment are
-  held until the segment is released (added by the reward package).
+  held until the segment is released (:class:`UniformShaper`, :class:`RandomShaper`).
+
+:func:`make_shaper` builds one by name; :func:`relabel_rewards` re-predicts the sparse channel of a replay batch.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple, Protocol
 
 import numpy as np
+import torch
 
 
 class Transition(NamedTuple):
@@ -49,8 +52,181 @@ class RewardShaper(Protocol):
 class PassThroughShaper:
     """``none``: store the emitted reward unchanged."""
 
-    def push(self, obs, action, reward, next_obs, terminated, truncated, weight, released) -> list[Transition]:
-        return [Transition(obs, action, np.asarray(reward, dtype=np.float32), next_obs, bool(terminated), weight)]
+    def push(
+        self, obs, action, reward, next_obs, terminated, truncated, weight, released
+    ) -> list[Transition]:
+        return [
+            Transition(obs, action, np.asarray(reward, dtype=np.float32), next_obs, bool(terminated), weight)
+        ]
 
     def reset(self) -> None:
         pass
+
+
+# ---- redistributions added by the reward package (SPEC §5) ----------------------------------------------
+
+
+class ResymnetShaper:
+    """``resymnet``: replace the sparse channel by the reward model's per-step prediction from ``h_t`` at once.
+
+    ``model`` is a :class:`~prism.reward.resymnet.RewardEnsemble` (or anything with ``predict(features [N, F])
+    -> [N]`` and ``use_dense_features``); assign a new one after a refit (``shaper.model = ...``). Transitions
+    pushed before the swap keep the reward they were given (the paper's faithful mode; see ``relabel``).
+    """
+
+    def __init__(self, model, sparse_channel: int):
+        self.sparse_channel = int(sparse_channel)
+        self._buf: torch.Tensor | None = None
+        self._dense_idx: np.ndarray | None = None
+        self.model = model
+
+    @property
+    def model(self):
+        return self._model
+
+    @model.setter
+    def model(self, model) -> None:
+        self._model = model
+        self._buf = None  # input width or device may change with the model
+
+    def _features(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray) -> torch.Tensor:
+        """Fill a pre-allocated ``[1, F]`` tensor with ``h_t`` (no per-step tensor allocation)."""
+        model = self._model
+        if self._dense_idx is None or self._dense_idx.shape[0] != reward.shape[0] - 1:
+            self._dense_idx = np.array([i for i in range(reward.shape[0]) if i != self.sparse_channel])
+        o, a = obs.shape[-1], action.shape[-1]
+        width = o + a + (self._dense_idx.shape[0] if model.use_dense_features else 0)
+        if self._buf is None or self._buf.shape[1] != width:
+            mean = getattr(model, "feature_mean", None)
+            device = mean.device if isinstance(mean, torch.Tensor) else torch.device("cpu")
+            self._buf = torch.zeros(1, width, device=device)
+        buf = self._buf
+        if buf.device.type == "cpu":
+            row = buf.numpy()[0]  # shares memory with the tensor
+            row[:o] = obs
+            row[o : o + a] = action
+            if model.use_dense_features:
+                row[o + a :] = reward[self._dense_idx]
+        else:
+            from prism.reward.features import build_features
+
+            buf.copy_(
+                build_features(obs, action, reward, self.sparse_channel, model.use_dense_features)[None]
+            )
+        return buf
+
+    def predict_step(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray) -> float:
+        """The model's shaped sparse reward for one step."""
+        with torch.no_grad():
+            return float(self._model.predict(self._features(obs, action, reward))[0])
+
+    def push(
+        self, obs, action, reward, next_obs, terminated, truncated, weight, released
+    ) -> list[Transition]:
+        shaped = np.array(reward, dtype=np.float32)  # a copy: the env's array is not ours to modify
+        # The emitted dense channels equal the true dense rewards, so h_t can be built from the emitted vector.
+        shaped[self.sparse_channel] = self.predict_step(obs, action, shaped)
+        return [Transition(obs, action, shaped, next_obs, bool(terminated), weight)]
+
+    def reset(self) -> None:
+        pass
+
+
+class _SegmentHoldingShaper:
+    """Holds a segment's transitions until the sparse channel is released, then fills the channel in."""
+
+    def __init__(self, sparse_channel: int):
+        self.sparse_channel = int(sparse_channel)
+        self._pending: list[Transition] = []
+
+    def _weights(self, length: int) -> np.ndarray:
+        """Per-step fractions of the released sum (they sum to 1)."""
+        raise NotImplementedError
+
+    def push(
+        self, obs, action, reward, next_obs, terminated, truncated, weight, released
+    ) -> list[Transition]:
+        rew = np.array(reward, dtype=np.float32)
+        self._pending.append(Transition(obs, action, rew, next_obs, bool(terminated), weight))
+        if not released:
+            return []
+        # The emitted value on the release step is the segment's released sum R; the earlier steps emitted 0.
+        total = float(rew[self.sparse_channel])
+        out, self._pending = self._pending, []
+        fractions = self._weights(len(out))
+        for tr, frac in zip(out, fractions):
+            tr.reward[self.sparse_channel] = total * frac
+        return out
+
+    def reset(self) -> None:
+        # A reset mid-segment drops the unreleased steps: they have no target (the wrapper resets its sum too).
+        self._pending = []
+
+
+class UniformShaper(_SegmentHoldingShaper):
+    """``uniform``: every step of a released segment gets ``R / T``."""
+
+    def _weights(self, length: int) -> np.ndarray:
+        return np.full(length, 1.0 / length)
+
+
+class RandomShaper(_SegmentHoldingShaper):
+    """``random``: ``α_t ~ U(−1, 1)`` per step, ``r_t = R · α_t / Σ_s α_s`` (seeded generator).
+
+    Faithful to the ablation: Σα can be small, so individual rewards can be large, but they always sum to R.
+    """
+
+    def __init__(self, sparse_channel: int, seed: int | None = None):
+        super().__init__(sparse_channel)
+        self._rng = np.random.default_rng(seed)
+
+    def _weights(self, length: int) -> np.ndarray:
+        while True:
+            alpha = self._rng.uniform(-1.0, 1.0, size=length)
+            total = alpha.sum()
+            # Σα = 0 has probability zero but would divide by zero; redraw in that case.
+            if abs(total) > 1e-12:
+                return alpha / total
+
+
+def make_shaper(
+    name: str,
+    *,
+    sparse_channel: int | None = None,
+    model=None,
+    seed: int | None = None,
+) -> RewardShaper:
+    """The shaper for ``reward.name``: ``none``, ``resymnet`` (needs ``model``), ``uniform`` or ``random``."""
+    if name == "none":
+        return PassThroughShaper()
+    if sparse_channel is None:
+        raise ValueError(f"reward.name={name!r} needs the sparse channel")
+    if name == "resymnet":
+        if model is None:
+            raise ValueError("reward.name='resymnet' needs a fitted reward model")
+        return ResymnetShaper(model, sparse_channel)
+    if name == "uniform":
+        return UniformShaper(sparse_channel)
+    if name == "random":
+        return RandomShaper(sparse_channel, seed=seed)
+    raise ValueError(f"reward.name: unknown redistribution {name!r} (known: none, resymnet, uniform, random)")
+
+
+def relabel_rewards(
+    model,
+    obs: torch.Tensor,
+    action: torch.Tensor,
+    reward: torch.Tensor,
+    sparse_channel: int,
+) -> torch.Tensor:
+    """Replay-batch relabelling (``reward.relabel: true``): rewards ``[B, L]`` with the sparse channel replaced
+    by ``model.predict(h_t)``; the dense channels (true values, stored as emitted) are kept and feed ``h_t``.
+    """
+    from prism.reward.features import build_features
+
+    feats = build_features(obs, action, reward, sparse_channel, model.use_dense_features)
+    with torch.no_grad():
+        pred = model.predict(feats).to(reward.dtype)
+    out = reward.clone()
+    out[:, sparse_channel] = pred
+    return out

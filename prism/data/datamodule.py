@@ -1,0 +1,218 @@
+"""Trajectory-sum data for the reward model: variable-length segments → one released sum each (SPEC §4).
+
+Batches are built by index gathering on the store's flat tensors (no per-sample collation): a batch of B
+segments becomes the row indices of all their steps plus, for each step, its position ``0..B-1`` among the
+batch's segments, which is what :func:`prism.reward.losses.segment_sums` needs.
+
+For an ensemble of K members trained together, each member draws its *own* shuffle order every epoch, so a
+training batch holds K different sets of segments: ``features [K, N_max, F]`` padded to the longest member's
+step count, padded steps carrying segment id ``B`` (discarded by the loss).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from prism.data.segments import SegmentStore
+from prism.reward.resymnet import standardisation_stats
+
+
+class SegmentBatch(NamedTuple):
+    """A batch of segments; the leading ``K`` dim is present for training batches only.
+
+    ``segment_ids`` are in ``[0, B]`` where ``B = targets.shape[-1]`` marks padding.
+    """
+
+    features: Tensor  # [K, N, F] or [N, F], standardised
+    segment_ids: Tensor  # [K, N] or [N] long
+    targets: Tensor  # [K, B] or [B] released sums
+    true_sparse: Tensor  # [K, N] or [N] true per-step sparse reward (diagnostics; 0 on padding)
+
+
+def gather_segments(offsets: Tensor, selection: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Row indices of the steps of the selected segments, grouped per row of ``selection``.
+
+    Args:
+        offsets: ``[S+1]`` segment offsets of the store.
+        selection: ``[K, B]`` segment indices (K groups of B segments).
+
+    Returns:
+        ``(rows [K, N_max], segment_ids [K, N_max], valid [K, N_max])``: ``rows[k]`` lists the steps of
+        ``selection[k, 0]``, then of ``selection[k, 1]``, …, padded with row 0; ``segment_ids`` gives the
+        position b of each step's segment in ``selection[k]`` and ``B`` on padding.
+    """
+    k, b = selection.shape
+    starts = offsets[selection]  # [K, B]
+    lengths = offsets[selection + 1] - starts
+    flat_len = lengths.reshape(-1)
+    total = int(flat_len.sum())
+    owner = torch.repeat_interleave(torch.arange(k * b), flat_len)  # flat (k, b) slot of every step
+    seg_start_flat = torch.cumsum(flat_len, 0) - flat_len  # where each slot starts in the flat step list
+    within = torch.arange(total) - seg_start_flat[owner]  # offset of the step inside its segment
+    rows_flat = starts.reshape(-1)[owner] + within
+    member = owner // b
+    per_member = lengths.sum(dim=1)  # [K]
+    member_start = torch.cumsum(per_member, 0) - per_member
+    pos = torch.arange(total) - member_start[member]  # column of the step in its member's row
+    n_max = int(per_member.max()) if k > 0 else 0
+    rows = torch.zeros(k, n_max, dtype=torch.long)
+    seg_ids = torch.full((k, n_max), b, dtype=torch.long)
+    valid = torch.zeros(k, n_max, dtype=torch.bool)
+    rows[member, pos] = rows_flat
+    seg_ids[member, pos] = owner % b
+    valid[member, pos] = True
+    return rows, seg_ids, valid
+
+
+class _MemberShuffledBatches:
+    """Iterable of training batches; a fresh permutation per member each time it is iterated (each epoch)."""
+
+    def __init__(self, dm: TrajectorySumDataModule):
+        self.dm = dm
+
+    def __len__(self) -> int:
+        n = self.dm.train_segments.shape[0]
+        return -(-n // self.dm.batch_size)
+
+    def __iter__(self) -> Iterator[SegmentBatch]:
+        dm = self.dm
+        n = dm.train_segments.shape[0]
+        perms = torch.stack([torch.randperm(n, generator=g) for g in dm.shuffle_generators])  # [K, n]
+        for start in range(0, n, dm.batch_size):
+            selection = dm.train_segments[perms[:, start : start + dm.batch_size]]
+            yield dm.make_batch(selection)
+
+
+class _FixedBatches:
+    """Iterable over pre-built batches (a plain list would be read by Lightning as several dataloaders)."""
+
+    def __init__(self, batches: list[SegmentBatch]):
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[SegmentBatch]:
+        return iter(self.batches)
+
+
+class TrajectorySumDataModule(L.LightningDataModule):
+    """Seeded split by segment, standardised features, member-shuffled training batches.
+
+    Args:
+        store: the collected segments.
+        batch_size: segments per batch (32).
+        val_fraction: fraction of segments held out (0.2), at least one segment on each side.
+        seed: seeds the split.
+        n_members: ensemble size K (one shuffle order per member).
+        shuffle_seeds: one seed per member for its shuffle order (default derived from ``seed``).
+        use_dense_features: False drops the store's dense-reward columns ("w/o dense").
+        val_step_budget: validation batches hold whole segments, about this many steps each.
+
+    The scaler (``feature_mean``, ``feature_scale``) is fitted on the steps of training segments only
+    (population std, zero variance → 1) and copied into the fitted model by :func:`fit_reward_model`.
+    """
+
+    def __init__(
+        self,
+        store: SegmentStore,
+        batch_size: int = 32,
+        val_fraction: float = 0.2,
+        seed: int = 0,
+        n_members: int = 1,
+        shuffle_seeds: Sequence[int] | None = None,
+        use_dense_features: bool = True,
+        val_step_budget: int = 8192,
+    ):
+        super().__init__()
+        if store.num_segments < 2:
+            raise ValueError(
+                f"TrajectorySumDataModule: need at least 2 segments, store has {store.num_segments}"
+            )
+        if not use_dense_features or store.n_dense == 0:
+            use_dense_features = False
+        self.store = store
+        self.batch_size = int(batch_size)
+        self.val_fraction = float(val_fraction)
+        self.seed = int(seed)
+        self.n_members = int(n_members)
+        seeds = (
+            [self.seed * 7919 + 104729 * (k + 1) for k in range(n_members)]
+            if shuffle_seeds is None
+            else shuffle_seeds
+        )
+        if len(seeds) != n_members:
+            raise ValueError(f"shuffle_seeds: expected {n_members} seeds, got {len(seeds)}")
+        self.shuffle_seeds = [int(s) for s in seeds]
+        self.use_dense_features = use_dense_features
+        self.val_step_budget = int(val_step_budget)
+        self._prepared = False
+
+    @property
+    def in_features(self) -> int:
+        s = self.store
+        return s.obs_dim + s.act_dim + (s.n_dense if self.use_dense_features else 0)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._prepared:
+            return
+        store = self.store
+        n_seg = store.num_segments
+        n_val = min(max(1, round(self.val_fraction * n_seg)), n_seg - 1)
+        perm = torch.randperm(n_seg, generator=torch.Generator().manual_seed(self.seed))
+        self.val_segments = perm[:n_val].sort().values
+        self.train_segments = perm[n_val:].sort().values
+
+        feats = store.features[:, : self.in_features]
+        train_rows = torch.zeros(n_seg, dtype=torch.bool)
+        train_rows[self.train_segments] = True
+        train_rows = train_rows[store.segment_index]  # step belongs to a training segment
+        self.feature_mean, self.feature_scale = standardisation_stats(feats[train_rows])
+        # Standardise once; batches then only gather rows.
+        self.features = (feats - self.feature_mean) / self.feature_scale
+        self.offsets = store.segment_offsets.clone()
+        self.targets = store.targets.clone()
+        self.true_sparse = store.true_sparse.clone()
+        self.shuffle_generators = [torch.Generator().manual_seed(s) for s in self.shuffle_seeds]
+        self._val_batches = self._build_val_batches()
+        self._prepared = True
+
+    def make_batch(self, selection: Tensor) -> SegmentBatch:
+        """Training batch for ``selection [K, B]`` segment indices."""
+        rows, seg_ids, valid = gather_segments(self.offsets, selection)
+        return SegmentBatch(
+            features=self.features[rows],
+            segment_ids=seg_ids,
+            targets=self.targets[selection],
+            true_sparse=self.true_sparse[rows] * valid,
+        )
+
+    def _build_val_batches(self) -> list[SegmentBatch]:
+        lengths = self.offsets[self.val_segments + 1] - self.offsets[self.val_segments]
+        # Group consecutive validation segments into chunks of about val_step_budget steps (never splitting a
+        # segment), so memory stays bounded for 1000-step segments.
+        chunk = (torch.cumsum(lengths, 0) - lengths) // max(self.val_step_budget, 1)
+        batches = []
+        for c in torch.unique(chunk):
+            selection = self.val_segments[chunk == c].unsqueeze(0)
+            rows, seg_ids, _ = gather_segments(self.offsets, selection)
+            batches.append(
+                SegmentBatch(
+                    features=self.features[rows[0]],
+                    segment_ids=seg_ids[0],
+                    targets=self.targets[selection[0]],
+                    true_sparse=self.true_sparse[rows[0]],
+                )
+            )
+        return batches
+
+    def train_dataloader(self) -> _MemberShuffledBatches:
+        return _MemberShuffledBatches(self)
+
+    def val_dataloader(self) -> _FixedBatches:
+        return _FixedBatches(self._val_batches)

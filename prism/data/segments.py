@@ -1,0 +1,215 @@
+"""Flat storage of reward-model training data: steps grouped into released segments (SPEC §3–§4).
+
+A *segment* is the run of steps since the previous release of the sparse channel; its target is the sum the
+wrapper released on its last step. The store keeps every step of every segment as rows of flat tensors:
+
+- ``features [N, F]``: ``h_t = [s_t, a_t, r_dense_t]`` (or ``[s_t, a_t]`` for the "w/o dense" ablation);
+- ``segment_index [N]``: which segment each step belongs to (long, non-decreasing);
+- ``true_sparse [N]``: the step's *true* sparse reward (diagnostics only: never a training target);
+- ``targets [S]``: the released sum of each segment;
+- ``segment_offsets [S+1]``: segment ``i`` is rows ``offsets[i]:offsets[i+1]``.
+
+Rows live in pre-allocated buffers that double when full, so adding the data of a new refinement cycle costs
+amortised O(new rows) and never builds per-step Python objects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+_FORMAT_VERSION = 1
+
+
+class SegmentStore:
+    """Growing flat store of segments; see the module docstring.
+
+    Args:
+        obs_dim: observation width (the first ``obs_dim`` feature columns).
+        act_dim: action width (the next ``act_dim`` columns).
+        n_dense: number of dense-reward columns after them (0 when collected without dense rewards).
+        capacity: initial number of step rows to allocate (grows automatically).
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, n_dense: int, capacity: int = 4096):
+        if obs_dim < 0 or act_dim < 0 or n_dense < 0 or obs_dim + act_dim + n_dense == 0:
+            raise ValueError(f"SegmentStore: bad widths obs={obs_dim} act={act_dim} dense={n_dense}")
+        self.obs_dim = int(obs_dim)
+        self.act_dim = int(act_dim)
+        self.n_dense = int(n_dense)
+        capacity = max(int(capacity), 1)
+        self._features = torch.zeros(capacity, self.feature_dim)
+        self._segment_index = torch.zeros(capacity, dtype=torch.long)
+        self._true_sparse = torch.zeros(capacity)
+        self._targets = torch.zeros(max(capacity // 8, 1))
+        self._offsets = torch.zeros(max(capacity // 8, 1) + 1, dtype=torch.long)
+        self._n = 0
+        self._s = 0
+        self.num_episodes = 0
+
+    # ---- sizes and views ----------------------------------------------------------------------------
+    @property
+    def feature_dim(self) -> int:
+        """``F = obs_dim + act_dim + n_dense``."""
+        return self.obs_dim + self.act_dim + self.n_dense
+
+    def __len__(self) -> int:
+        """Number of stored steps N."""
+        return self._n
+
+    @property
+    def num_segments(self) -> int:
+        """Number of stored segments S."""
+        return self._s
+
+    @property
+    def features(self) -> Tensor:
+        return self._features[: self._n]
+
+    @property
+    def segment_index(self) -> Tensor:
+        return self._segment_index[: self._n]
+
+    @property
+    def true_sparse(self) -> Tensor:
+        return self._true_sparse[: self._n]
+
+    @property
+    def targets(self) -> Tensor:
+        return self._targets[: self._s]
+
+    @property
+    def segment_offsets(self) -> Tensor:
+        return self._offsets[: self._s + 1]
+
+    @property
+    def segment_lengths(self) -> Tensor:
+        off = self.segment_offsets
+        return off[1:] - off[:-1]
+
+    # ---- growth ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _grow(buf: Tensor, needed: int) -> Tensor:
+        if needed <= buf.shape[0]:
+            return buf
+        new_cap = max(needed, 2 * buf.shape[0])
+        out = torch.zeros((new_cap, *buf.shape[1:]), dtype=buf.dtype)
+        out[: buf.shape[0]] = buf
+        return out
+
+    def add_episode(
+        self,
+        features: Tensor | np.ndarray,
+        released: Tensor | np.ndarray,
+        emitted_sparse: Tensor | np.ndarray,
+        true_sparse: Tensor | np.ndarray,
+    ) -> int:
+        """Append the steps of one episode (or any run of steps whose last step is a release).
+
+        Args:
+            features: ``[T, F]`` per-step features.
+            released: ``[T]`` bool, ``info["released"][sparse_channel]`` of each step.
+            emitted_sparse: ``[T]`` the sparse channel as emitted by the wrapper (0 except on release steps,
+                where it is the segment's released sum).
+            true_sparse: ``[T]`` the true per-step sparse reward (diagnostics).
+
+        Returns:
+            The number of segments added.
+
+        A segment closes on every step with ``released`` true, so with ``p_rel > 0`` one episode yields several
+        segments. The wrapper always releases on the final (terminated or truncated) step, so a well-formed
+        episode ends with a release; steps after the last release have no target and are rejected.
+        """
+        feats = torch.as_tensor(features, dtype=torch.float32).reshape(-1, self.feature_dim)
+        rel = torch.as_tensor(released, dtype=torch.bool).reshape(-1)
+        emitted = torch.as_tensor(emitted_sparse, dtype=torch.float32).reshape(-1)
+        truth = torch.as_tensor(true_sparse, dtype=torch.float32).reshape(-1)
+        t = feats.shape[0]
+        if not (rel.shape[0] == emitted.shape[0] == truth.shape[0] == t):
+            raise ValueError(
+                f"add_episode: length mismatch features={t} released={rel.shape[0]} "
+                f"emitted={emitted.shape[0]} true={truth.shape[0]}"
+            )
+        if t == 0:
+            return 0
+        if not bool(rel[-1]):
+            raise ValueError("add_episode: the last step must release the sparse channel (segment left open)")
+
+        ends = torch.nonzero(rel).reshape(-1)  # index of the closing step of each segment
+        n_new = int(ends.shape[0])
+        # Segment id of each step = number of releases strictly before it. A step that releases belongs to
+        # the segment it closes, hence the exclusive cumulative count.
+        local_seg = torch.cumsum(rel.long(), 0) - rel.long()
+
+        n0, s0 = self._n, self._s
+        self._features = self._grow(self._features, n0 + t)
+        self._segment_index = self._grow(self._segment_index, n0 + t)
+        self._true_sparse = self._grow(self._true_sparse, n0 + t)
+        self._targets = self._grow(self._targets, s0 + n_new)
+        self._offsets = self._grow(self._offsets, s0 + n_new + 1)
+
+        self._features[n0 : n0 + t] = feats
+        self._segment_index[n0 : n0 + t] = local_seg + s0
+        self._true_sparse[n0 : n0 + t] = truth
+        self._targets[s0 : s0 + n_new] = emitted[ends]
+        self._offsets[s0 + 1 : s0 + n_new + 1] = ends + 1 + n0
+        self._n += t
+        self._s += n_new
+        self.num_episodes += 1
+        return n_new
+
+    def extend(self, other: SegmentStore) -> None:
+        """Append all segments of another store with the same layout."""
+        if (other.obs_dim, other.act_dim, other.n_dense) != (self.obs_dim, self.act_dim, self.n_dense):
+            raise ValueError("extend: stores have different feature layouts")
+        if len(other) == 0:
+            return
+        released = torch.zeros(len(other), dtype=torch.bool)
+        released[other.segment_offsets[1:] - 1] = True
+        emitted = torch.zeros(len(other))
+        emitted[other.segment_offsets[1:] - 1] = other.targets
+        episodes = self.num_episodes + other.num_episodes
+        self.add_episode(other.features, released, emitted, other.true_sparse)
+        self.num_episodes = episodes
+
+    # ---- persistence ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Tensor | int]:
+        """Plain tensors and ints only, so ``torch.load(..., weights_only=True)`` can read it."""
+        return {
+            "version": _FORMAT_VERSION,
+            "obs_dim": self.obs_dim,
+            "act_dim": self.act_dim,
+            "n_dense": self.n_dense,
+            "num_episodes": self.num_episodes,
+            "features": self.features.clone(),
+            "segment_index": self.segment_index.clone(),
+            "true_sparse": self.true_sparse.clone(),
+            "targets": self.targets.clone(),
+            "segment_offsets": self.segment_offsets.clone(),
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Tensor | int]) -> SegmentStore:
+        if state.get("version") != _FORMAT_VERSION:
+            raise ValueError(f"SegmentStore: unsupported format version {state.get('version')!r}")
+        store = cls(int(state["obs_dim"]), int(state["act_dim"]), int(state["n_dense"]), capacity=1)
+        n, s = int(state["features"].shape[0]), int(state["targets"].shape[0])
+        store._features = state["features"].to(torch.float32).clone()
+        store._segment_index = state["segment_index"].to(torch.long).clone()
+        store._true_sparse = state["true_sparse"].to(torch.float32).clone()
+        store._targets = state["targets"].to(torch.float32).clone()
+        store._offsets = state["segment_offsets"].to(torch.long).clone()
+        store._n, store._s = n, s
+        store.num_episodes = int(state["num_episodes"])
+        return store
+
+    def save(self, path: str | Path) -> None:
+        """Write the store with ``torch.save`` (plain tensors; loads with ``weights_only=True``)."""
+        torch.save(self.state_dict(), Path(path))
+
+    @classmethod
+    def load(cls, path: str | Path) -> SegmentStore:
+        return cls.from_state_dict(torch.load(Path(path), weights_only=True))

@@ -1,0 +1,328 @@
+"""Training the ReSymNet ensemble with Lightning (SPEC §4): :class:`RewardModelModule` and :func:`fit_reward_model`.
+
+All K members are trained in one pass over stacked weights, yet each behaves as if trained alone:
+
+- its own initialisation (seed) and its own shuffle order (see :class:`TrajectorySumDataModule`);
+- the loss backpropagated is the *sum* of the members' losses, so member k's gradient is that of its own loss;
+- AdamW acts element-wise, so one optimiser over stacked tensors is K optimisers;
+- the gradient-norm clip is computed and applied per member (a global clip would couple them);
+- early stopping is tracked per member: each keeps a copy of its weights from its best validation epoch and
+  stops counting once its patience runs out; at the end every member is restored to its own best weights.
+  Training continues while any member is still improving (a stopped member keeps receiving updates that are
+  discarded by the restore, which is cheaper than masking it out of the batched matmuls).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import lightning as L
+import torch
+from lightning.pytorch.loggers import Logger
+from torch import Tensor
+
+from prism.data.datamodule import SegmentBatch, TrajectorySumDataModule
+from prism.data.segments import SegmentStore
+from prism.reward.config import RewardConfig
+from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
+from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+
+
+def member_seeds(seed: int, n_members: int) -> list[int]:
+    """Initialisation seed of each member, derived from the fit seed."""
+    return [int(seed) * 1_000_003 + 7 * (k + 1) for k in range(n_members)]
+
+
+def shuffle_seeds(seed: int, n_members: int) -> list[int]:
+    """Shuffle-order seed of each member, derived from the fit seed (distinct from the init seeds)."""
+    return [int(seed) * 7919 + 104_729 * (k + 1) for k in range(n_members)]
+
+
+class RewardModelModule(L.LightningModule):
+    """Fits a :class:`ReSymNetEnsemble` by trajectory-sum regression (paper eq. 1); see the module docstring.
+
+    Args:
+        in_features: width of ``h_t``.
+        config: the reward config (architecture, optimiser, early stopping).
+        seeds: one initialisation seed per member (``len(seeds)`` = K).
+        log_prefix: TensorBoard namespace (``reward``).
+    """
+
+    def __init__(self, in_features: int, config: RewardConfig, seeds: list[int], log_prefix: str = "reward"):
+        super().__init__()
+        self.config = config
+        self.log_prefix = log_prefix
+        k = len(seeds)
+        self.net = ReSymNetEnsemble(k, in_features, config.hidden, config.dropout, config.residual, seeds)
+        self.register_buffer("best_val_loss", torch.full((k,), math.inf))
+        self.register_buffer("best_epoch", torch.full((k,), -1, dtype=torch.long))
+        self.register_buffer("stopped", torch.zeros(k, dtype=torch.bool))
+        self.register_buffer("epochs_run", torch.zeros(k, dtype=torch.long))
+        self.best_state = {n: p.detach().clone() for n, p in self.net.named_parameters()}
+        self.val_history: list[Tensor] = []  # per-epoch validation loss [K]
+        self.corr_history: list[float] = []
+        self._reset_train_acc()
+        self._reset_val_acc()
+
+    @property
+    def n_members(self) -> int:
+        return self.net.n_members
+
+    # ---- accumulators ------------------------------------------------------------------------------
+    def _reset_train_acc(self) -> None:
+        self._train_sse = torch.zeros(self.n_members, device=self.device)
+        self._train_count = 0
+
+    def _reset_val_acc(self) -> None:
+        self._val_sse = torch.zeros(self.n_members, device=self.device)
+        self._val_count = 0
+        self._val_pred: list[Tensor] = []
+        self._val_true: list[Tensor] = []
+
+    # ---- training ----------------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        self.best_state = {n: t.to(self.device) for n, t in self.best_state.items()}
+
+    def configure_optimizers(self):
+        cfg = self.config
+        opt = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.lr_decay)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+    def on_train_epoch_start(self) -> None:
+        self._reset_train_acc()
+
+    def training_step(self, batch: SegmentBatch, batch_idx: int) -> Tensor:
+        pred = self.net(batch.features)  # [K, N], dropout active
+        losses = trajectory_sum_loss(pred, batch.segment_ids, batch.targets)  # [K]   (eq. 1)
+        n_seg = batch.targets.shape[-1]
+        self._train_sse += losses.detach() * n_seg
+        self._train_count += n_seg
+        # Sum, not mean, over members: each member's gradient is then exactly that of its own loss.
+        return losses.sum()
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        clip_per_member_(list(self.net.parameters()), self.config.grad_clip)
+
+    def on_train_epoch_end(self) -> None:
+        if self._train_count:
+            train = self._train_sse / self._train_count
+            self.log_dict(
+                {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in range(self.n_members)},
+                on_epoch=True,
+                on_step=False,
+            )
+
+    # ---- validation / early stopping ----------------------------------------------------------------
+    def on_validation_epoch_start(self) -> None:
+        self._reset_val_acc()
+
+    def validation_step(self, batch: SegmentBatch, batch_idx: int) -> None:
+        pred = self.net(batch.features, dropout=False)  # [K, N] (shared inputs)
+        n_seg = batch.targets.shape[-1]
+        ids = batch.segment_ids.unsqueeze(0).expand(self.n_members, -1)
+        sums = segment_sums(pred, ids, n_seg)  # [K, B]
+        self._val_sse += (sums - batch.targets).pow(2).sum(dim=-1)
+        self._val_count += n_seg
+        self._val_pred.append(pred.mean(dim=0))
+        self._val_true.append(batch.true_sparse)
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking or self._val_count == 0:
+            return
+        val = self._val_sse / self._val_count  # [K] validation MSE of segment sums
+        corr = pearson_correlation(torch.cat(self._val_pred), torch.cat(self._val_true))
+        self.val_history.append(val.detach().cpu())
+        self.corr_history.append(float(corr))
+        epoch = self.current_epoch
+        active = ~self.stopped
+        improved = active & (val < self.best_val_loss)
+        if bool(improved.any()):
+            for name, p in self.net.named_parameters():
+                self.best_state[name][improved] = p.detach()[improved]
+            self.best_val_loss[improved] = val[improved]
+            self.best_epoch[improved] = epoch
+        self.epochs_run[active] = epoch + 1
+        # Patience counts epochs since the member's best: it stops after `patience` epochs without improving.
+        self.stopped |= active & (epoch - self.best_epoch >= self.config.patience)
+        if bool(self.stopped.all()):
+            self.trainer.should_stop = True
+        metrics = {f"{self.log_prefix}/val_loss/m{k}": val[k] for k in range(self.n_members)}
+        metrics[f"{self.log_prefix}/val_corr"] = corr
+        metrics[f"{self.log_prefix}/members_active"] = (~self.stopped).sum().float()
+        self.log_dict(metrics, on_epoch=True, on_step=False)
+
+    def on_train_end(self) -> None:
+        self.restore_best()
+
+    def restore_best(self) -> None:
+        """Load each member's best-validation weights (members never validated keep their current ones)."""
+        seen = self.best_epoch >= 0
+        with torch.no_grad():
+            for name, p in self.net.named_parameters():
+                p[seen] = self.best_state[name][seen].to(p.device)
+
+
+def clip_per_member_(params: list[torch.nn.Parameter], max_norm: float, eps: float = 1e-6) -> Tensor:
+    """Clip the gradient norm of each ensemble member separately (in place); returns the norms ``[K]``.
+
+    Member k's norm is taken over slice ``[k]`` of every stacked parameter — the same rule as
+    ``torch.nn.utils.clip_grad_norm_`` applied to that member alone.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(0)
+    sq = torch.stack([g.pow(2).flatten(1).sum(dim=1) for g in grads]).sum(dim=0)  # [K]
+    norms = sq.sqrt()
+    coef = (max_norm / (norms + eps)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+    return norms
+
+
+@dataclass
+class FitSummary:
+    """What a reward fit did, for logs and reports."""
+
+    epochs_run: list[int]
+    best_epoch: list[int]
+    best_val_loss: list[float]
+    val_correlation: float
+    """Pearson correlation of the ensemble's per-step prediction with the true sparse reward (validation steps)."""
+    val_segment_rel_error: float
+    """Mean over validation segments of ``|Σ r̂ − R| / max(|R|, 1e-8)``."""
+    wall_time_s: float
+    n_train_segments: int
+    n_val_segments: int
+    val_segments: Tensor = field(repr=False)
+
+
+@contextlib.contextmanager
+def _quiet_lightning() -> Iterator[None]:
+    """Silence Lightning's per-fit info lines (GPU available, …) and benign warnings during a reward fit."""
+    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+            warnings.filterwarnings("ignore", message=".*log_every_n_steps.*")
+            warnings.filterwarnings("ignore", message=".*Total length of .* across ranks is zero.*")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def evaluate_segments(model: RewardEnsemble, dm: TrajectorySumDataModule) -> dict[str, Tensor]:
+    """Per-member validation MSE ``[K]``, ensemble per-step correlation and segment sums on ``dm``'s split.
+
+    ``dm``'s batches are already standardised, so the model's network is applied directly.
+    """
+    sse = torch.zeros(model.n_members)
+    preds, truths, sums_all, targets_all = [], [], [], []
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for b in dm.val_dataloader():
+            pred = model.net(b.features.to(device), dropout=False).cpu()
+            n = b.targets.shape[-1]
+            sums = segment_sums(pred, b.segment_ids.unsqueeze(0).expand(pred.shape[0], -1), n)
+            sse += (sums - b.targets).pow(2).sum(dim=-1)
+            preds.append(pred.mean(0))
+            truths.append(b.true_sparse)
+            sums_all.append(sums.mean(0))
+            targets_all.append(b.targets)
+    sums_t, targets_t = torch.cat(sums_all), torch.cat(targets_all)
+    return {
+        "val_loss": sse / targets_t.shape[0],
+        "correlation": pearson_correlation(torch.cat(preds), torch.cat(truths)),
+        "segment_sums": sums_t,
+        "targets": targets_t,
+    }
+
+
+def fit_reward_model(
+    store: SegmentStore,
+    config: RewardConfig,
+    logger: Logger | None = None,
+    seed: int = 0,
+    *,
+    log_prefix: str = "reward",
+    accelerator: str = "cpu",
+) -> RewardEnsemble:
+    """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode).
+
+    Runs its own Lightning ``Trainer`` (no checkpoints, no progress bar) on a :class:`TrajectorySumDataModule`
+    with the seeded 80/20 split; deterministic given ``seed``. The returned :class:`RewardEnsemble` holds the
+    training-split scaler as buffers, every member at its best validation epoch, and a :class:`FitSummary` in
+    ``fit_summary``. Metrics go to ``logger`` under ``{log_prefix}/`` (train/val loss per member, validation
+    correlation, epochs run).
+    """
+    config.validate()
+    start = time.perf_counter()
+    k = config.ensemble_size
+    dm = TrajectorySumDataModule(
+        store,
+        batch_size=config.batch_size,
+        val_fraction=config.val_fraction,
+        seed=seed,
+        n_members=k,
+        shuffle_seeds=shuffle_seeds(seed, k),
+        use_dense_features=config.use_dense_features,
+    )
+    if config.use_dense_features and not dm.use_dense_features:
+        raise ValueError(
+            "fit_reward_model: use_dense_features=True but the store holds no dense-reward columns"
+        )
+    dm.setup("fit")
+    with _quiet_lightning():
+        L.seed_everything(seed, verbose=False)  # dropout masks come from the global RNG
+        module = RewardModelModule(dm.in_features, config, member_seeds(seed, k), log_prefix=log_prefix)
+        trainer = L.Trainer(
+            accelerator=accelerator,
+            devices=1,
+            max_epochs=config.max_epochs,
+            logger=logger if logger is not None else False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            log_every_n_steps=1,
+        )
+        trainer.fit(module, datamodule=dm)
+    model = RewardEnsemble(module.net.cpu(), use_dense_features=dm.use_dense_features)
+    model.set_scaler(dm.feature_mean, dm.feature_scale)
+    model.eval()
+    report = evaluate_segments(model, dm)
+    rel = (
+        (report["segment_sums"] - report["targets"]).abs() / report["targets"].abs().clamp_min(1e-8)
+    ).mean()
+    model.fit_summary = FitSummary(
+        epochs_run=module.epochs_run.tolist(),
+        best_epoch=module.best_epoch.tolist(),
+        best_val_loss=module.best_val_loss.tolist(),
+        val_correlation=float(report["correlation"]),
+        val_segment_rel_error=float(rel),
+        wall_time_s=time.perf_counter() - start,
+        n_train_segments=int(dm.train_segments.shape[0]),
+        n_val_segments=int(dm.val_segments.shape[0]),
+        val_segments=dm.val_segments.clone(),
+    )
+    if logger is not None:
+        step = trainer.global_step
+        final = {f"{log_prefix}/epochs_run/m{i}": float(e) for i, e in enumerate(module.epochs_run.tolist())}
+        final.update(
+            {f"{log_prefix}/best_val_loss/m{i}": v for i, v in enumerate(module.best_val_loss.tolist())}
+        )
+        final[f"{log_prefix}/final_val_corr"] = model.fit_summary.val_correlation
+        final[f"{log_prefix}/fit_time_s"] = model.fit_summary.wall_time_s
+        logger.log_metrics(final, step=step)
+        logger.save()
+    return model
