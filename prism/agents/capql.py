@@ -1,0 +1,378 @@
+"""CAPQL (Lu, Herman & Yu, ICLR 2023) as a LightningModule, with SymReg (SPEC §6, §7).
+
+The module owns one training env and steps it itself: each training "batch" (from an infinite dummy loader)
+is one env step followed by one gradient update (after ``learning_starts``). The RL clock is the module's own
+``env_steps`` counter (a registered buffer, so checkpoints carry it); ``trainer.global_step`` counts optimiser
+steps and is never used. Training stops once ``env_steps >= target_env_steps``.
+
+Data flow of one env step::
+
+    w ~ cone(22.5°)  ->  a = uniform (before learning_starts) | tanh(μ(s, w))  ->  env.step(a)
+      -> shaper.push(s, a, r_emitted, s', terminated, truncated, w, released) -> replay buffer (done = terminated)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from typing import Any
+
+import gymnasium as gym
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from prism.agents.config import AgentConfig
+from prism.agents.losses import capql_actor_loss, capql_critic_loss
+from prism.agents.networks import GaussianActor, VectorCriticEnsemble, sample_tanh_gaussian
+from prism.agents.preferences import cone_weights
+from prism.agents.symmetry import OrbitAveragedActor, reflection_from_spec
+from prism.data.replay import ReplayBatch, ReplayBuffer
+from prism.envs.spec import EnvSpec
+from prism.reward.shaping import PassThroughShaper, RewardShaper
+
+EnvFactory = Callable[[], gym.Env]
+RelabelFn = Callable[[ReplayBatch], ReplayBatch]
+
+_TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/alpha_log_pi", "train/q_mean")
+_WEIGHT_BLOCK = 1024  # preference weights drawn per sampler call (one draw per env step, amortised)
+
+
+class _Forever(IterableDataset):
+    """Yields a dummy item forever: the loader only paces training steps, it never touches the env."""
+
+    def __iter__(self) -> Iterator[int]:
+        while True:
+            yield 0
+
+
+class CAPQLModule(L.LightningModule):
+    """CAPQL with a weight-conditioned tanh-Gaussian actor, two vector critics and optional SymReg.
+
+    Args:
+        config: agent hyperparameters.
+        spec: the env's spec (sizes, objectives, reflection symmetry, default λ and sparse channel).
+        env_factory: builds the training env (dense, or a :class:`~prism.envs.SparseRewardWrapper`); called in
+            ``setup``, never in ``__init__``.
+        shaper: turns env steps into buffer transitions (default :class:`PassThroughShaper`: oracle on a
+            dense env, baseline on the wrapper's output). Settable.
+        symreg_lambda: overrides ``config.symreg_lambda`` (which in turn overrides ``spec.symreg_lambda``).
+        sparse_channel: channel whose ``info["released"]`` flag is passed to the shaper (default the spec's).
+        target_env_steps: stop training once ``env_steps`` reaches it (None: never stop on env steps).
+            Settable, e.g. by a loop callback between phases.
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        spec: EnvSpec,
+        env_factory: EnvFactory,
+        shaper: RewardShaper | None = None,
+        *,
+        symreg_lambda: float | None = None,
+        sparse_channel: int | None = None,
+        target_env_steps: int | None = None,
+    ):
+        super().__init__()
+        self.automatic_optimization = False
+        config.validate()
+        self.config = config
+        self.spec = spec
+        self.env_factory = env_factory
+        self.shaper: RewardShaper = shaper if shaper is not None else PassThroughShaper()
+        self.relabel_fn: RelabelFn | None = None
+        self.target_env_steps = target_env_steps
+        self.sparse_channel = spec.sparse_channel if sparse_channel is None else sparse_channel
+
+        if symreg_lambda is None:
+            symreg_lambda = config.symreg_lambda if config.symreg_lambda is not None else spec.symreg_lambda
+        self.symreg_lambda = float(symreg_lambda)
+        # 'exact' makes L_eq identically 0 and 'none' switches symmetry off: either way no SymReg term.
+        self.effective_symreg_lambda = self.symreg_lambda if config.symmetry_mode == "regularise" else 0.0
+        self.save_hyperparameters(
+            {
+                "agent": asdict(config),
+                "env_id": spec.id,
+                "symreg_lambda": self.symreg_lambda,
+                "sparse_channel": self.sparse_channel,
+            }
+        )
+
+        n_obj = spec.n_objectives
+        reflection = reflection_from_spec(spec)
+        self.register_buffer("obs_sign", reflection.obs_sign, persistent=False)
+        self.register_buffer("act_sign", reflection.act_sign, persistent=False)
+        base_actor = GaussianActor(spec.obs_dim, n_obj, spec.act_dim, config.actor_hidden)
+        self.actor: torch.nn.Module = (
+            OrbitAveragedActor(base_actor, reflection.obs_sign, reflection.act_sign)
+            if config.symmetry_mode == "exact"
+            else base_actor
+        )
+        self.critic = VectorCriticEnsemble(
+            spec.obs_dim + spec.act_dim + n_obj, n_obj, config.critic_hidden, config.n_critics
+        )
+        self.critic_target = VectorCriticEnsemble(
+            spec.obs_dim + spec.act_dim + n_obj, n_obj, config.critic_hidden, config.n_critics
+        )
+        self.critic_target.load_state_dict(self.critic.state_dict())
+        self.critic_target.requires_grad_(False)
+
+        self.register_buffer("env_steps", torch.zeros((), dtype=torch.long))
+        self._steps = 0  # python mirror of env_steps: control flow never reads the tensor
+        self.register_load_state_dict_post_hook(_sync_env_steps)
+
+        # Runtime state (built in setup / on_fit_start, never pickled into hyperparameters).
+        self.env: gym.Env | None = None
+        self.buffer: ReplayBuffer | None = None
+        self._obs: np.ndarray | None = None
+        self._generator: torch.Generator | None = None
+        self._weights_t: torch.Tensor | None = None
+        self._weights_np: np.ndarray | None = None
+        self._weight_cursor = _WEIGHT_BLOCK
+        self._episode_return = np.zeros(n_obj, dtype=np.float64)
+        self._episode_length = 0
+        self._finished_returns: list[np.ndarray] = []
+        self._finished_lengths: list[int] = []
+        self._train_sums: torch.Tensor | None = None
+        self._updates_in_window = 0
+        self._window_start: tuple[float, int] | None = None
+        self._n_updates = 0
+        self.latest_metrics: dict[str, float] = {}
+
+    # ---- public API -------------------------------------------------------------------------------------
+    @property
+    def n_updates(self) -> int:
+        """Gradient updates done so far in this process."""
+        return self._n_updates
+
+    def policy_mean(self, obs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """Pre-tanh mean μ(s, w) ``[B, act_dim]`` of the acting policy (orbit-averaged in ``exact`` mode)."""
+        return self.actor(obs, weight)[0]
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, weight: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Actions ``[B, act_dim]`` in ``[−1, 1]`` for a batch of observations and preference weights.
+
+        ``deterministic`` gives ``tanh(μ(s, w))``; otherwise a sample from the tanh-Gaussian.
+        """
+        mean, log_std = self.actor(obs, weight)
+        if deterministic:
+            return torch.tanh(mean)
+        return sample_tanh_gaussian(mean, log_std)[0]
+
+    def sample_preferences(self, n: int) -> torch.Tensor:
+        """``n`` training preferences ``[n, L]`` from the cone around the uniform weight (SPEC §6)."""
+        return cone_weights(
+            n,
+            self.spec.n_objectives,
+            half_angle=math.radians(self.config.cone_half_angle_deg),
+            generator=self._generator,
+            device=self.device,
+        )
+
+    def expert_policy(self) -> Callable[[np.ndarray], np.ndarray]:
+        """A numpy policy ``obs [obs_dim] -> action [act_dim]``: deterministic, a fresh cone weight per call."""
+
+        def policy(obs: np.ndarray) -> np.ndarray:
+            obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device).unsqueeze(0)
+            return self.act(obs_t, self.sample_preferences(1))[0].cpu().numpy()
+
+        return policy
+
+    # ---- Lightning hooks --------------------------------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        if self.env is None:
+            self.env = self.env_factory()
+            self.spec.check_env(self.env)
+            low, high = self.env.action_space.low, self.env.action_space.high
+            if not (np.allclose(low, -1.0) and np.allclose(high, 1.0)):
+                raise ValueError(
+                    f"CAPQLModule: expects actions in [-1, 1], {self.spec.id} has [{low}, {high}]"
+                )
+
+    def on_fit_start(self) -> None:
+        # After Lightning moved the module to its device, so the buffer is allocated there.
+        if self.buffer is None or self.buffer.device != self.device:
+            self.buffer = ReplayBuffer(
+                self.config.buffer_size,
+                self.spec.obs_dim,
+                self.spec.act_dim,
+                self.spec.n_objectives,
+                self.device,
+            )
+        if self._generator is None or self._generator.device != self.device:
+            seed = self.config.seed
+            if seed is None:
+                seed = int(torch.randint(0, 2**62, ()).item())
+            self._generator = torch.Generator(device=self.device).manual_seed(seed)
+            self._seed = seed
+        if self._obs is None:
+            assert self.env is not None
+            self._obs, _ = self.env.reset(seed=self._seed)
+            self.env.action_space.seed(self._seed)
+            self.shaper.reset()
+        self._weight_cursor = _WEIGHT_BLOCK  # draw fresh weights on this device
+        self._polyak_targets = list(self.critic_target.parameters())
+        self._polyak_sources = list(self.critic.parameters())
+        self._train_sums = torch.zeros(len(_TRAIN_KEYS), device=self.device)
+        self._updates_in_window = 0
+        self._window_start = (time.perf_counter(), self._steps)
+
+    def on_fit_end(self) -> None:
+        self._flush_logs()
+
+    def train_dataloader(self) -> DataLoader:
+        # batch_size=None: no collation, the item is passed through as is.
+        return DataLoader(_Forever(), batch_size=None)
+
+    def configure_optimizers(self):
+        return (
+            torch.optim.Adam(self.actor.parameters(), lr=self.config.lr, **_adam_kwargs(self.device)),
+            torch.optim.Adam(self.critic.parameters(), lr=self.config.lr, **_adam_kwargs(self.device)),
+        )
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
+        if self.target_reached:
+            self.trainer.should_stop = True
+            return -1  # skip the rest of the epoch; the fit loop then sees should_stop
+        return None
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        self.env_step()
+        if self._steps >= self.config.learning_starts and len(self.buffer) >= self.config.batch_size:
+            self.update()
+        if self._steps % self.config.log_every == 0:
+            self._flush_logs()
+        if self.target_reached:
+            self.trainer.should_stop = True
+
+    @property
+    def target_reached(self) -> bool:
+        return self.target_env_steps is not None and self._steps >= self.target_env_steps
+
+    # ---- acting in the env ---------------------------------------------------------------------------
+    def _next_weight(self) -> tuple[torch.Tensor, np.ndarray]:
+        if self._weight_cursor >= _WEIGHT_BLOCK:
+            self._weights_t = self.sample_preferences(_WEIGHT_BLOCK)
+            self._weights_np = self._weights_t.cpu().numpy()
+            self._weight_cursor = 0
+        i = self._weight_cursor
+        self._weight_cursor += 1
+        return self._weights_t[i : i + 1], self._weights_np[i]
+
+    @torch.no_grad()
+    def env_step(self) -> None:
+        """Take one env step with a fresh cone weight and push the result through the shaper into the buffer."""
+        assert self.env is not None and self.buffer is not None and self._obs is not None
+        weight_t, weight = self._next_weight()
+        obs = self._obs
+        if self._steps < self.config.learning_starts:
+            action = self.env.action_space.sample().astype(np.float32)
+        else:
+            # Deterministic action: exploration comes from the per-step preference w (SPEC §6).
+            obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device).unsqueeze(0)
+            action = torch.tanh(self.actor(obs_t, weight_t)[0])[0].cpu().numpy()
+        next_obs, reward, terminated, truncated, info = self.env.step(action)
+        released = bool(info["released"][self.sparse_channel]) if "released" in info else True
+        for tr in self.shaper.push(obs, action, reward, next_obs, terminated, truncated, weight, released):
+            # Transition.terminated is termination only: truncation keeps bootstrapping (see critic_target).
+            self.buffer.add(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.weight)
+
+        self._episode_return += info.get("true_reward", reward)
+        self._episode_length += 1
+        self._steps += 1
+        self.env_steps.fill_(self._steps)
+        if terminated or truncated:
+            # next_obs above is the true final observation of the episode (gymnasium returns it from step);
+            # only now do we reset, so a truncated transition bootstraps from the right state.
+            self._finished_returns.append(self._episode_return.copy())
+            self._finished_lengths.append(self._episode_length)
+            self._episode_return[:] = 0.0
+            self._episode_length = 0
+            self._obs, _ = self.env.reset()
+        else:
+            self._obs = next_obs
+
+    # ---- learning -------------------------------------------------------------------------------------
+    def update(self) -> None:
+        """One CAPQL update: critic step, actor step (+ SymReg), Polyak step of the target critics."""
+        cfg = self.config
+        assert self.buffer is not None
+        batch = self.buffer.sample(cfg.batch_size, generator=self._generator)
+        if self.relabel_fn is not None:
+            batch = self.relabel_fn(batch)
+        actor_opt, critic_opt = self.optimizers()
+
+        critic = capql_critic_loss(self.actor, self.critic, self.critic_target, batch, cfg.gamma, cfg.alpha)
+        critic_opt.zero_grad(set_to_none=True)
+        self.manual_backward(critic.loss)
+        critic_opt.step()
+
+        actor = capql_actor_loss(
+            self.actor,
+            self.critic,
+            batch,
+            cfg.alpha,
+            self.effective_symreg_lambda,
+            self.obs_sign,
+            self.act_sign,
+        )
+        actor_opt.zero_grad(set_to_none=True)
+        self.manual_backward(actor.loss)
+        actor_opt.step()
+
+        with torch.no_grad():
+            # θ̄ ← θ̄ + τ(θ − θ̄), all target tensors in one fused call.
+            torch._foreach_lerp_(self._polyak_targets, self._polyak_sources, cfg.tau)
+            terms = torch.stack(
+                [critic.loss.detach(), actor.policy_loss, actor.symreg, actor.alpha_log_pi, critic.q_mean]
+            )
+            self._train_sums.add_(terms)
+        self._updates_in_window += 1
+        self._n_updates += 1
+
+    # ---- logging ---------------------------------------------------------------------------------------
+    def _flush_logs(self) -> None:
+        """Write the window's averages against env steps (one host sync per ``log_every`` steps)."""
+        if self._window_start is None:
+            return
+        metrics: dict[str, float] = {}
+        if self._updates_in_window > 0 and self._train_sums is not None:
+            means = (self._train_sums / self._updates_in_window).tolist()
+            metrics.update(zip(_TRAIN_KEYS, means))
+            self._train_sums.zero_()
+        if self._finished_returns:
+            returns = np.mean(self._finished_returns, axis=0)
+            for name, value in zip(self.spec.objective_names, returns):
+                metrics[f"rollout/return_{name}"] = float(value)
+            metrics["rollout/episode_length"] = float(np.mean(self._finished_lengths))
+            metrics["rollout/episodes"] = float(len(self._finished_lengths))
+            self._finished_returns.clear()
+            self._finished_lengths.clear()
+        start_time, start_steps = self._window_start
+        now = time.perf_counter()
+        elapsed = max(now - start_time, 1e-9)
+        if self._steps > start_steps:
+            metrics["time/env_steps_per_s"] = (self._steps - start_steps) / elapsed
+            metrics["time/updates_per_s"] = self._updates_in_window / elapsed
+        self._updates_in_window = 0
+        self._window_start = (now, self._steps)
+        if not metrics:
+            return
+        self.latest_metrics = metrics
+        if self.logger is not None:
+            self.logger.log_metrics(metrics, step=self._steps)
+
+
+def _sync_env_steps(module: torch.nn.Module, incompatible_keys: Any) -> None:
+    # Loading a checkpoint restores the env_steps buffer; bring the python mirror along.
+    assert isinstance(module, CAPQLModule)
+    module._steps = int(module.env_steps.item())
+
+
+def _adam_kwargs(device: torch.device) -> dict[str, Any]:
+    # The fused kernel (CPU and CUDA in torch >= 2.4) does the whole Adam step in one call.
+    return {"fused": True} if device.type in ("cpu", "cuda") else {}

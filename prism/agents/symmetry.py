@@ -1,0 +1,86 @@
+"""Reflection-symmetry operators (L_g, K_g), orbit averaging and the equivariance error (SPEC §7).
+
+L_g and K_g are diagonal ±1 matrices taken from the env spec (:meth:`EnvSpec.obs_reflection`,
+:meth:`EnvSpec.act_reflection`); we keep them as sign vectors and apply them by elementwise product. Both are
+involutions, so the group is {1, g} and the orbit average of a map f is ``½(f(s) + K f(L s))``.
+The preference weight w is not transformed: the reflection leaves every reward channel unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from prism.envs.spec import EnvSpec
+
+
+class Reflection(NamedTuple):
+    """Diagonals of L_g (``obs_sign``, ``[obs_dim]``) and K_g (``act_sign``, ``[act_dim]``) as ±1 tensors."""
+
+    obs_sign: torch.Tensor
+    act_sign: torch.Tensor
+
+
+def reflection_from_spec(spec: EnvSpec, device: torch.device | str | None = None) -> Reflection:
+    """The spec's (L_g, K_g) as float32 sign vectors on ``device``."""
+    return Reflection(
+        torch.as_tensor(spec.obs_reflection(), device=device),
+        torch.as_tensor(spec.act_reflection(), device=device),
+    )
+
+
+def reflect_obs(obs: torch.Tensor, obs_sign: torch.Tensor) -> torch.Tensor:
+    """``L_g s`` for a batch ``[..., obs_dim]``."""
+    return obs * obs_sign
+
+
+def reflect_act(action: torch.Tensor, act_sign: torch.Tensor) -> torch.Tensor:
+    """``K_g a`` for a batch ``[..., act_dim]`` (also applies to the pre-tanh mean, tanh being odd)."""
+    return action * act_sign
+
+
+class OrbitAveragedActor(nn.Module):
+    """Exactly equivariant wrapper of a (mean, log-std) actor: the orbit average over {1, g} (paper §4).
+
+    ``μ_eq(s, w) = ½(μ(s, w) + K μ(L s, w))`` and ``ℓ_eq(s, w) = ½(ℓ(s, w) + ℓ(L s, w))``, so
+    ``μ_eq(L s) = K μ_eq(s)`` and ``ℓ_eq(L s) = ℓ_eq(s)`` hold for any base actor. Both branches run as one
+    batch through the base network.
+    """
+
+    def __init__(self, base: nn.Module, obs_sign: torch.Tensor, act_sign: torch.Tensor):
+        super().__init__()
+        self.base = base
+        self.register_buffer("obs_sign", obs_sign.clone().float(), persistent=False)
+        self.register_buffer("act_sign", act_sign.clone().float(), persistent=False)
+
+    def forward(self, obs: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = obs.shape[0]
+        mean, log_std = self.base(
+            torch.cat([obs, reflect_obs(obs, self.obs_sign)]), torch.cat([weight, weight])
+        )
+        mean_eq = 0.5 * (mean[:n] + reflect_act(mean[n:], self.act_sign))
+        log_std_eq = 0.5 * (log_std[:n] + log_std[n:])
+        return mean_eq, log_std_eq
+
+
+MeanFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def equivariance_error(
+    mean_fn: MeanFn,
+    obs: torch.Tensor,
+    weight: torch.Tensor,
+    obs_sign: torch.Tensor,
+    act_sign: torch.Tensor,
+) -> torch.Tensor:
+    """Mean equivariance error ``mean_b ‖μ(L s, w) − K μ(s, w)‖₁`` of a pre-tanh mean function.
+
+    ``mean_fn(obs, weight) -> [B, act_dim]`` (e.g. :meth:`CAPQLModule.policy_mean`). Returns a 0-d tensor
+    (no host sync; call ``.item()`` yourself).
+    """
+    n = obs.shape[0]
+    both = mean_fn(torch.cat([obs, reflect_obs(obs, obs_sign)]), torch.cat([weight, weight]))
+    return (both[n:] - reflect_act(both[:n], act_sign)).abs().sum(dim=-1).mean()
