@@ -214,6 +214,7 @@ def _quiet_lightning() -> Iterator[None]:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*does not have many workers.*")
             warnings.filterwarnings("ignore", message=".*log_every_n_steps.*")
+            warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\).*")
             warnings.filterwarnings("ignore", message=".*Total length of .* across ranks is zero.*")
             yield
     finally:
