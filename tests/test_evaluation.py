@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 from typing import Any
 
 import gymnasium as gym
@@ -272,3 +273,35 @@ def test_callback_writes_rows_and_tensorboard(tmp_path):
         assert [e.step for e in events.Scalars(tag)] == [10, 20, 25], tag
     assert [e.value for e in events.Scalars("eval/hv")][-1] == pytest.approx(direct.hv, rel=1e-5)
     assert "eval/front" in tags["images"] and len(events.Images("eval/front")) == 3
+
+
+def test_worker_processes_give_the_same_evaluation_and_pool_reuse():
+    act = linear_policy(3)
+    kwargs = dict(episodes=3, seed=11, eum_weights=EUM_W, vo_preferences=PREFS)
+    serial = evaluate_policy(act, TOY_SPEC, WEIGHTS, num_workers=0, **kwargs)
+    pool = EvalEnvPool(TOY_SPEC, num_workers=2)
+    try:
+        forked = evaluate_policy(act, TOY_SPEC, WEIGHTS, pool=pool, **kwargs)
+        assert pool.num_workers == 2 and len(pool.envs) < len(WEIGHTS) * 3
+        np.testing.assert_array_equal(forked.lengths, serial.lengths)
+        np.testing.assert_allclose(forked.returns, serial.returns, rtol=1e-6, atol=1e-7)
+        # a smaller evaluation on the same pool uses the first envs only (chunk boundaries cut mid-way)
+        small = evaluate_policy(act, TOY_SPEC, WEIGHTS[:2], pool=pool, **kwargs)
+        np.testing.assert_allclose(small.returns, serial.returns[:2], rtol=1e-6, atol=1e-7)
+    finally:
+        pool.close()
+    assert pool.num_workers == 0
+
+
+def test_worker_errors_surface():
+    parent = os.getpid()
+
+    def env_failing_in_workers():
+        if os.getpid() != parent:
+            raise ValueError("cannot build this env")
+        return CountingEnv()
+
+    pool = EvalEnvPool(COUNT_SPEC, env_fn=env_failing_in_workers, num_workers=1)
+    with pytest.raises(RuntimeError, match="cannot build this env"):
+        pool.ensure(4)
+    pool.close()
