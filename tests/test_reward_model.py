@@ -242,9 +242,13 @@ def test_batched_member_equals_member_trained_alone():
             torch.testing.assert_close(p[k], q[0], rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_without_dense_features_input_width():
+def test_without_dense_features_input_width_and_caller_rng_untouched():
     store = _store(30)
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
     model = fit_reward_model(store, _small(max_epochs=2, use_dense_features=False, ensemble_size=1), seed=0)
+    torch.testing.assert_close(torch.rand(3), expected_next)  # the fit forks the global RNG
     assert model.in_features == store.obs_dim + store.act_dim == 4
     assert not model.use_dense_features
     assert model.net.inp.weight.shape[1] == 4

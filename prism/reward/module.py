@@ -283,8 +283,10 @@ def fit_reward_model(
             "fit_reward_model: use_dense_features=True but the store holds no dense-reward columns"
         )
     dm.setup("fit")
-    with _quiet_lightning():
-        L.seed_everything(seed, verbose=False)  # dropout masks come from the global RNG
+    # fork_rng: the fit seeds torch's global RNG (dropout masks come from it) without disturbing the caller's
+    # stream, so a refit in the middle of an RL run leaves the agent's randomness as it was.
+    with _quiet_lightning(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
         module = RewardModelModule(dm.in_features, config, member_seeds(seed, k), log_prefix=log_prefix)
         trainer = L.Trainer(
             accelerator=accelerator,

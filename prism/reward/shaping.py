@@ -225,8 +225,11 @@ def relabel_rewards(
     from prism.reward.features import build_features
 
     feats = build_features(obs, action, reward, sparse_channel, model.use_dense_features)
+    mean = getattr(model, "feature_mean", None)
+    if isinstance(mean, torch.Tensor):
+        feats = feats.to(mean.device)  # the replay batch may live on another device than the model
     with torch.no_grad():
-        pred = model.predict(feats).to(reward.dtype)
+        pred = model.predict(feats).to(device=reward.device, dtype=reward.dtype)
     out = reward.clone()
     out[:, sparse_channel] = pred
     return out
