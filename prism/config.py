@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from prism.agents.config import AgentConfig
@@ -69,6 +69,9 @@ class RunConfig:
     """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
     run_dir: str = "runs/${env.id}/${method}/seed${seed}"
     """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved)."""
+    threads: int = 1
+    """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
+    these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
     method: str = "prism"
     """A label for reports (oracle, baseline, prism, ablation names); behaviour comes from the keys below."""
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -111,6 +114,8 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         raise ConfigError(_one_line(err)) from None
+    except ValueError as err:  # a part's own __post_init__ check; its message starts with the key
+        raise ConfigError(str(err).strip().splitlines()[0]) from None
     validate(config)
     return config
 
@@ -176,6 +181,7 @@ def validate(config: RunConfig) -> None:
     if not config.run_dir:
         raise ConfigError("run_dir: must be a non-empty path")
     _non_negative("seed", config.seed)
+    _non_negative("threads", config.threads)
 
     loop = config.loop
     _positive("loop.cycles", loop.cycles)
@@ -198,6 +204,12 @@ def validate(config: RunConfig) -> None:
         raise ConfigError(f"reward.val_fraction: must lie in (0, 1), got {config.reward.val_fraction}")
 
     agent = config.agent
+    if agent.seed is not None:
+        raise ConfigError("agent.seed: set the run's top-level `seed` instead (it seeds the agent too)")
+    if agent.device != "auto":
+        raise ConfigError(
+            "agent.device: set the run's top-level `device` instead (one device for the whole run)"
+        )
     _non_negative("agent.learning_starts", agent.learning_starts)
     _positive("agent.batch_size", agent.batch_size)
     _positive("agent.buffer_size", agent.buffer_size)

@@ -16,12 +16,12 @@ class Registry:
 
     def __init__(self, kind: str):
         self.kind = kind
-        self._entries: dict[str, Callable[..., Any]] = {}
+        self._entries: dict[str, Callable[..., Any] | str] = {}
 
-    def register(self, name: str, factory: Callable[..., Any] | None = None):
-        """Register ``factory`` under ``name`` (usable as a decorator)."""
+    def register(self, name: str, factory: Callable[..., Any] | str | None = None):
+        """Register ``factory`` (or its class path) under ``name`` (usable as a decorator)."""
 
-        def add(obj: Callable[..., Any]) -> Callable[..., Any]:
+        def add(obj):
             self._entries[name] = obj
             return obj
 
@@ -33,18 +33,23 @@ class Registry:
     def get(self, key: str, name: str) -> Callable[..., Any]:
         """The factory for ``name``; ``key`` is the config key used in error messages."""
         if name in self._entries:
-            return self._entries[name]
+            entry = self._entries[name]
+            # Built-ins are registered by class path so importing the config does not import torch models.
+            return self._import(key, entry) if isinstance(entry, str) else entry
         if "." in name or ":" in name:
-            module_name, _, attr = name.replace(":", ".").rpartition(".")
-            try:
-                return getattr(importlib.import_module(module_name), attr)
-            except (ImportError, AttributeError) as err:
-                from prism.config import ConfigError
-
-                raise ConfigError(f"{key}: cannot import {self.kind} class path {name!r} ({err})") from None
+            return self._import(key, name)
         from prism.config import ConfigError
 
         raise ConfigError(f"{key}: unknown {self.kind} {name!r} (known: {', '.join(self.names())})")
+
+    def _import(self, key: str, name: str) -> Callable[..., Any]:
+        module_name, _, attr = name.replace(":", ".").rpartition(".")
+        try:
+            return getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError) as err:
+            from prism.config import ConfigError
+
+            raise ConfigError(f"{key}: cannot import {self.kind} class path {name!r} ({err})") from None
 
     def check(self, key: str, name: str) -> None:
         self.get(key, name)
@@ -52,3 +57,4 @@ class Registry:
 
 REWARDS = Registry("reward redistribution")
 AGENTS = Registry("agent")
+AGENTS.register("capql", "prism.agents.capql:CAPQLModule")

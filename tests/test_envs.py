@@ -148,7 +148,9 @@ def test_wrapper_truncated_episode_swimmer():
 def test_release_prob_one_reproduces_the_unwrapped_env(env_id):
     spec = get_env_spec(env_id)
     plain = _rollout(spec.make(), seed=11, action_seed=5, max_steps=300)
-    wrapped = _rollout(make_env(spec, sparse_channel=0, p_rel=1.0, seed=0), seed=11, action_seed=5, max_steps=300)
+    wrapped = _rollout(
+        make_env(spec, sparse_channel=0, p_rel=1.0, seed=0), seed=11, action_seed=5, max_steps=300
+    )
     np.testing.assert_array_equal(plain[0], wrapped[0])  # rewards
     np.testing.assert_array_equal(plain[3], wrapped[3])  # observations unchanged
     assert plain[4:] == wrapped[4:]
@@ -182,7 +184,10 @@ def test_partial_release_sums_match_truth_and_are_seeded():
 
 def test_release_draws_do_not_touch_env_rng():
     spec = TOY_SPEC
-    runs = [_rollout(make_env(spec, sparse_channel=0, p_rel=p, seed=7), seed=2, action_seed=2)[3] for p in (0.0, 0.5)]
+    runs = [
+        _rollout(make_env(spec, sparse_channel=0, p_rel=p, seed=7), seed=2, action_seed=2)[3]
+        for p in (0.0, 0.5)
+    ]
     np.testing.assert_array_equal(*runs)
 
 

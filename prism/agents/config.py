@@ -15,6 +15,10 @@ DeviceName = Literal["auto", "cpu", "cuda"]
 class AgentConfig:
     """Hyperparameters of :class:`prism.agents.capql.CAPQLModule`; defaults are the paper's (SPEC §6)."""
 
+    name: str = "capql"
+    """Agent plug-in: a registered name (``capql``) or a class path ``package.module:Class`` taking
+    ``(config, spec, env_factory, shaper, *, sparse_channel, target_env_steps)``."""
+
     learning_starts: int = 1000
     """Env steps taken with uniform random actions before the first update (and before the policy acts)."""
 

@@ -1,9 +1,9 @@
 """Environment layer: specs with symmetry sets, the sparse-reward wrapper, a fast toy env."""
 
+from prism.envs.factory import make_env  # noqa: I001  (after the specs it builds from)
 from prism.envs.spec import EnvSpec, SpecError, get_env_spec, register_env_spec, registered_env_ids
 from prism.envs.toy import TOY_ENV_ID, TOY_SPEC, ToyReflectionEnv
 from prism.envs.wrappers import SparseRewardWrapper, release_probabilities
-from prism.envs.factory import make_env  # noqa: I001  (after the specs it builds from)
 
 __all__ = [
     "TOY_ENV_ID",

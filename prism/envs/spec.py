@@ -185,7 +185,9 @@ def get_env_spec(env_id: str) -> EnvSpec:
     try:
         return _REGISTRY[env_id]
     except KeyError:
-        raise SpecError(f"env.id: unknown env {env_id!r} (registered: {', '.join(sorted(_REGISTRY))})") from None
+        raise SpecError(
+            f"env.id: unknown env {env_id!r} (registered: {', '.join(sorted(_REGISTRY))})"
+        ) from None
 
 
 def registered_env_ids() -> list[str]:

@@ -42,9 +42,7 @@ class ToyReflectionEnv(gym.Env):
 
     def _obs(self) -> np.ndarray:
         radius = float(np.hypot(*self._p))
-        return np.array(
-            [self._t / self.max_episode_steps, radius, *self._p, *self._v], dtype=np.float32
-        )
+        return np.array([self._t / self.max_episode_steps, radius, *self._p, *self._v], dtype=np.float32)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)

@@ -67,7 +67,9 @@ def release_probabilities(n_objectives: int, sparse_channel: int | None, p_rel: 
     probs = [1.0] * n_objectives
     if sparse_channel is not None:
         if not 0 <= sparse_channel < n_objectives:
-            raise ValueError(f"env.sparse_channel: {sparse_channel} is out of range for {n_objectives} objectives")
+            raise ValueError(
+                f"env.sparse_channel: {sparse_channel} is out of range for {n_objectives} objectives"
+            )
         if not 0.0 <= p_rel <= 1.0:
             raise ValueError(f"env.p_rel: must lie in [0, 1], got {p_rel}")
         probs[sparse_channel] = float(p_rel)

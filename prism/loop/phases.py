@@ -1,0 +1,316 @@
+"""The PRISM loop (paper Algorithm 1, SPEC §5) as a callback on the agent's Trainer.
+
+The agent module only knows how to step its env, shape rewards through its ``shaper`` and update; it
+trains until ``env_steps`` reaches ``target_env_steps``. This callback owns the phase machine:
+
+    collect N random episodes → fit → RL for M steps → collect E expert episodes → refit → RL for M … (IR cycles)
+
+and moves the agent's target on by M at each refit. There is no collection after the last cycle (the
+reference code collects and never uses it). Methods without a learned reward model (oracle, baseline,
+uniform, random) have no collection or fit phase: they train for the same IR·M env steps in one go.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback
+
+from prism.data.collect import collect_episodes, uniform_random_policy
+from prism.data.segments import SegmentStore
+from prism.envs import EnvSpec, make_env
+from prism.reward.config import RewardConfig
+from prism.reward.features import build_features
+from prism.reward.module import fit_reward_model
+
+PHASES = ("init", "collect_random", "fit", "rl", "collect_expert", "done")
+
+
+@dataclass
+class LoopState:
+    """Where the loop is; saved in every checkpoint."""
+
+    cycle: int = 0
+    """0-based index of the current RL cycle."""
+    phase: str = "init"
+    """One of :data:`PHASES`."""
+    episodes_collected: list[int] = field(default_factory=list)
+    """Episodes added to the segment store by each collection, in order (random first)."""
+    fits: int = 0
+    """Reward-model fits done so far."""
+    history: list[tuple[str, int, int]] = field(default_factory=list)
+    """(phase, cycle, env_steps) at the start of every phase: the audit trail tests and reports read."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cycle": self.cycle,
+            "phase": self.phase,
+            "episodes_collected": list(self.episodes_collected),
+            "fits": self.fits,
+            "history": [list(h) for h in self.history],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoopState:
+        return cls(
+            cycle=int(data["cycle"]),
+            phase=str(data["phase"]),
+            episodes_collected=[int(e) for e in data["episodes_collected"]],
+            fits=int(data["fits"]),
+            history=[(str(p), int(c), int(s)) for p, c, s in data["history"]],
+        )
+
+
+@dataclass
+class LoopSettings:
+    """What the loop needs from the run config (kept small so tests can build one by hand)."""
+
+    cycles: int
+    steps_per_cycle: int
+    initial_episodes: int
+    expert_episodes: int
+    sparse_channel: int | None
+    p_rel: float
+    reward: RewardConfig
+    needs_model: bool
+    seed: int
+    run_dir: Path | None = None
+
+
+class PrismLoopCallback(Callback):
+    """Drives the phases of the PRISM loop around the agent's RL training (see the module docstring).
+
+    ``on_phase`` (optional) is called as ``on_phase(state)`` at every phase change, after the state is
+    updated — the run uses it to checkpoint at phase ends.
+    """
+
+    def __init__(
+        self,
+        spec: EnvSpec,
+        settings: LoopSettings,
+        on_phase: Callable[[LoopState], None] | None = None,
+    ):
+        self.spec = spec
+        self.settings = settings
+        self.state = LoopState()
+        self.store: SegmentStore | None = None
+        self.model: torch.nn.Module | None = None
+        self.on_phase = on_phase
+
+    # ---- helpers ------------------------------------------------------------------------------------
+    @property
+    def total_env_steps(self) -> int:
+        return self.settings.cycles * self.settings.steps_per_cycle
+
+    def _set_phase(self, phase: str, agent, trainer: L.Trainer | None) -> None:
+        self.state.phase = phase
+        steps = int(agent.env_steps)
+        self.state.history.append((phase, self.state.cycle, steps))
+        logger = trainer.logger if trainer is not None else None
+        if logger is not None:
+            logger.log_metrics(
+                {"loop/phase": float(PHASES.index(phase)), "loop/cycle": float(self.state.cycle)}, step=steps
+            )
+        if self.on_phase is not None:
+            self.on_phase(self.state)
+
+    def _new_store(self) -> SegmentStore:
+        n_dense = self.spec.n_objectives - 1 if self.settings.reward.use_dense_features else 0
+        return SegmentStore(self.spec.obs_dim, self.spec.act_dim, n_dense)
+
+    def _env(self, index: int):
+        # A fresh env per collection, its release draws seeded from the run seed and the collection index:
+        # collecting never perturbs the training env, and a resumed run collects exactly the same episodes.
+        return make_env(
+            self.spec,
+            sparse_channel=self.settings.sparse_channel,
+            p_rel=self.settings.p_rel,
+            seed=self.settings.seed * 1_000 + 10_007 + index,
+        )
+
+    def _collect(self, agent, trainer, random_policy: bool) -> None:
+        s = self.settings
+        n = s.initial_episodes if random_policy else s.expert_episodes
+        index = len(self.state.episodes_collected)
+        env = self._env(index)
+        collection_seed = s.seed * 1_000 + 500 + index
+        if random_policy:
+            policy = uniform_random_policy(env.action_space, seed=collection_seed)
+        else:
+            policy = agent.expert_policy()
+        if self.store is None:
+            self.store = self._new_store()
+        start = time.perf_counter()
+        stats = collect_episodes(
+            env,
+            policy,
+            n,
+            self.store,
+            s.sparse_channel,
+            use_dense_features=s.reward.use_dense_features,
+            seed=collection_seed,
+        )
+        self.state.episodes_collected.append(stats.episodes)
+        if trainer is not None and trainer.logger is not None:
+            step = int(agent.env_steps)
+            metrics = {
+                "reward/collect_episodes": float(stats.episodes),
+                "reward/collect_mean_length": float(stats.mean_episode_length),
+                "reward/segments_total": float(self.store.num_segments),
+                "time/collect_s": time.perf_counter() - start,
+            }
+            for i, name in enumerate(self.spec.objective_names):
+                metrics[f"reward/collect_return_{name}"] = float(stats.mean_true_return[i])
+            trainer.logger.log_metrics(metrics, step=step)
+
+    def _fit(self, agent, trainer) -> None:
+        s = self.settings
+        logger = None
+        if trainer is not None and s.run_dir is not None:
+            from lightning.pytorch.loggers import TensorBoardLogger
+
+            # Per-epoch reward-model curves go to their own TensorBoard run (x-axis = epoch); summaries go to
+            # the main run against env steps below.
+            logger = TensorBoardLogger(
+                str(s.run_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
+            )
+        model = fit_reward_model(self.store, s.reward, logger=logger, seed=s.seed * 1_000 + self.state.fits)
+        self.state.fits += 1
+        self.set_model(agent, model)
+        if trainer is not None and trainer.logger is not None:
+            summary = model.fit_summary
+            step = int(agent.env_steps)
+            metrics = {
+                "reward/val_correlation": summary.val_correlation,
+                "reward/val_segment_rel_error": summary.val_segment_rel_error,
+                "reward/fit_time_s": summary.wall_time_s,
+                "reward/epochs_run_mean": float(np.mean(summary.epochs_run)),
+                "reward/best_val_loss_mean": float(np.mean(summary.best_val_loss)),
+                "reward/train_segments": float(summary.n_train_segments),
+            }
+            trainer.logger.log_metrics(metrics, step=step)
+            self._log_shaped_vs_true(agent, trainer, model)
+
+    def set_model(self, agent, model: torch.nn.Module) -> None:
+        """Install a (re)fitted reward model in the agent's shaper (and relabel hook)."""
+        self.model = model
+        agent.shaper.model = model
+        if self.settings.reward.relabel:
+            from prism.reward.shaping import make_relabel_fn
+
+            agent.relabel_fn = make_relabel_fn(model, self.settings.sparse_channel)
+
+    def _log_shaped_vs_true(self, agent, trainer, model) -> None:
+        """The paper's Figure 5: shaped vs true per-step sparse reward over one episode of the current policy."""
+        figure = shaped_vs_true_figure(
+            model,
+            self.spec,
+            self.settings.sparse_channel,
+            policy=None if self.state.cycle == 0 and int(agent.env_steps) == 0 else agent.expert_policy(),
+            seed=self.settings.seed + 77,
+        )
+        experiment = getattr(trainer.logger, "experiment", None)
+        if experiment is not None and hasattr(experiment, "add_figure"):
+            experiment.add_figure("reward/shaped_vs_true", figure, global_step=int(agent.env_steps))
+
+    # ---- the phase machine --------------------------------------------------------------------------
+    def _advance(self, agent, trainer) -> None:
+        """Run the non-RL phases from the current one until RL (or the end) is reached.
+
+        Written as a resumable state machine: a run resumed from a checkpoint taken at the start of a
+        phase re-enters that phase here and redoes exactly its work (the checkpoint holds the state from
+        before it began).
+        """
+        s = self.settings
+        while True:
+            phase = self.state.phase
+            if phase == "init":
+                self._set_phase("collect_random" if s.needs_model else "rl", agent, trainer)
+            elif phase == "collect_random":
+                self._collect(agent, trainer, random_policy=True)
+                self._set_phase("fit", agent, trainer)
+            elif phase == "collect_expert":
+                self._collect(agent, trainer, random_policy=False)
+                self.state.cycle += 1
+                self._set_phase("fit", agent, trainer)
+            elif phase == "fit":
+                self._fit(agent, trainer)
+                self._set_phase("rl", agent, trainer)
+            else:  # rl or done
+                break
+        # Without a reward model there is nothing to do between cycles: run all IR·M steps in one go.
+        cycles_done = self.state.cycle + 1 if s.needs_model else s.cycles
+        agent.target_env_steps = cycles_done * s.steps_per_cycle
+
+    # ---- Lightning hooks ----------------------------------------------------------------------------
+    def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
+        self._advance(pl_module, trainer)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
+        s = self.settings
+        steps = int(pl_module.env_steps)
+        if not s.needs_model:
+            # Cycle markers only (no phases): keeps TensorBoard comparable across methods.
+            cycle = min(steps // s.steps_per_cycle, s.cycles - 1)
+            if cycle != self.state.cycle:
+                self.state.cycle = cycle
+                self._set_phase("rl", pl_module, trainer)
+            if steps >= self.total_env_steps and self.state.phase != "done":
+                self._set_phase("done", pl_module, trainer)
+            return
+        if steps < (self.state.cycle + 1) * s.steps_per_cycle:
+            return
+        if self.state.cycle + 1 >= s.cycles:
+            if self.state.phase != "done":
+                self._set_phase("done", pl_module, trainer)
+            return
+        # Cycle boundary: refine the reward model with the current policy's data, then continue RL.
+        self._set_phase("collect_expert", pl_module, trainer)
+        self._advance(pl_module, trainer)
+        # The agent asked to stop when it reached the old target in this very batch; the new cycle's target
+        # lies ahead, so training goes on.
+        trainer.should_stop = False
+
+
+def shaped_vs_true_figure(model, spec: EnvSpec, sparse_channel: int, policy=None, seed: int = 0):
+    """Plot the model's per-step prediction against the true sparse reward over one episode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    env = make_env(spec, sparse_channel=sparse_channel, p_rel=0.0, seed=seed)
+    if policy is None:
+        policy = uniform_random_policy(env.action_space, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    obs_l, act_l, rew_l, true_l = [], [], [], []
+    done = False
+    while not done:
+        action = np.asarray(policy(obs), dtype=np.float32)
+        next_obs, _, terminated, truncated, info = env.step(action)
+        obs_l.append(obs)
+        act_l.append(action)
+        rew_l.append(info["true_reward"])
+        true_l.append(float(info["true_reward"][sparse_channel]))
+        obs, done = next_obs, terminated or truncated
+    features = build_features(
+        np.asarray(obs_l), np.asarray(act_l), np.asarray(rew_l), sparse_channel, model.use_dense_features
+    )
+    with torch.no_grad():
+        predicted = model.predict(features).cpu().numpy()
+    figure, axis = plt.subplots(figsize=(7, 3.2))
+    axis.plot(true_l, label="true", linewidth=1.2)
+    axis.plot(predicted, label="ReSymNet", linewidth=1.2, alpha=0.8)
+    axis.set_xlabel("step")
+    axis.set_ylabel(f"reward channel {sparse_channel} ({spec.objective_names[sparse_channel]})")
+    axis.legend(loc="best")
+    figure.tight_layout()
+    plt.close(figure)
+    return figure

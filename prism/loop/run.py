@@ -1,0 +1,224 @@
+"""Building and running a whole ``prism fit`` run from a :class:`~prism.config.RunConfig`.
+
+This module wires the parts together and owns the run folder; the parts themselves (env, shaper, agent,
+loop callback, evaluation callback) know nothing of each other beyond the contracts in
+``docs/ARCHITECTURE.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from prism.config import ConfigError, RunConfig, load_config, resolve_env_spec, sparse_channel, to_yaml
+from prism.envs import EnvSpec, make_env
+from prism.loop.evaluation import EvaluationCallback
+from prism.loop.phases import LoopSettings, PrismLoopCallback
+from prism.registry import AGENTS, REWARDS
+
+CONFIG_FILE = "config.yaml"
+
+
+@dataclass
+class Run:
+    """Everything ``trainer.fit`` needs, built from a config (and nothing run yet)."""
+
+    config: RunConfig
+    spec: EnvSpec
+    run_dir: Path
+    agent: L.LightningModule
+    loop: PrismLoopCallback
+    evaluation: EvaluationCallback
+    trainer: L.Trainer
+
+
+def _register_builtin_agents() -> None:
+    if "capql" not in AGENTS.names():
+        from prism.agents.capql import CAPQLModule
+
+        AGENTS.register("capql", CAPQLModule)
+
+
+def needs_reward_model(config: RunConfig) -> bool:
+    """Whether the method learns a reward model (and so has collection and fit phases)."""
+    return config.reward.name == "resymnet" or bool(
+        getattr(REWARDS.get("reward.name", config.reward.name), "needs_model", False)
+    )
+
+
+def build_shaper(config: RunConfig, channel: int | None):
+    """The reward shaper for ``reward.name`` (its model, if any, is installed by the loop after a fit)."""
+    if config.reward.name == "resymnet":
+        from prism.reward.shaping import ResymnetShaper
+
+        if channel is None:
+            raise ConfigError("reward.name: resymnet needs a sparse channel, but env.dense is true")
+        return ResymnetShaper(None, channel)
+    factory = REWARDS.get("reward.name", config.reward.name)
+    if config.reward.name != "none" and channel is None:
+        raise ConfigError(f"reward.name: {config.reward.name} needs a sparse channel, but env.dense is true")
+    return factory(sparse_channel=channel, model=None, seed=config.seed + 1)
+
+
+def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int | None = None) -> Run:
+    """Build the env factory, shaper, agent, callbacks and trainer of a run (nothing runs, nothing is written)."""
+    _register_builtin_agents()
+    spec = resolve_env_spec(config)
+    channel = sparse_channel(config, spec)
+    run_dir = Path(config.run_dir)
+    if config.threads > 0:
+        torch.set_num_threads(config.threads)
+    L.seed_everything(config.seed, verbose=False)
+
+    def env_factory():
+        # The training env's release draws have their own seed stream (SPEC §3: not the env's RNG).
+        return make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=config.seed)
+
+    # The run's seed and device are set once, at the top of the config; the agent takes them from there.
+    agent_config = dataclasses.replace(config.agent, seed=config.seed, device=config.device)
+    agent_cls = AGENTS.get("agent.name", config.agent.name)
+    agent = agent_cls(
+        agent_config,
+        spec,
+        env_factory,
+        build_shaper(config, channel),
+        sparse_channel=channel if channel is not None else spec.sparse_channel,
+        target_env_steps=config.loop.steps_per_cycle,
+    )
+    settings = LoopSettings(
+        cycles=config.loop.cycles,
+        steps_per_cycle=config.loop.steps_per_cycle,
+        initial_episodes=config.loop.initial_episodes,
+        expert_episodes=config.loop.expert_episodes,
+        sparse_channel=channel,
+        p_rel=config.env.p_rel,
+        reward=config.reward,
+        needs_model=needs_reward_model(config),
+        seed=config.seed,
+        run_dir=run_dir,
+    )
+    loop = PrismLoopCallback(spec, settings)
+    evaluation = EvaluationCallback(spec, config.eval, run_dir=run_dir)
+    # Order matters: an evaluation due at a cycle's last step sees the policy before the loop moves on, and
+    # the checkpointer (appended by attach_checkpointing) saves after both.
+    callbacks: list[Callback] = [evaluation, loop]
+    if progress_bar:
+        from prism.loop.progress import PhaseProgressBar
+
+        callbacks.append(PhaseProgressBar(loop))
+    # purge_step (on resume): TensorBoard drops events logged after the checkpoint by the killed process.
+    logger = TensorBoardLogger(
+        str(run_dir), name="tb", version="", default_hp_metric=False, purge_step=purge_step
+    )
+    trainer = L.Trainer(
+        accelerator=agent_config.accelerator(),
+        devices=1,
+        max_epochs=-1,
+        max_steps=-1,  # the RL clock is the agent's env-step counter, never Lightning's global_step
+        logger=logger,
+        callbacks=callbacks,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+    )
+    return Run(config, spec, run_dir, agent, loop, evaluation, trainer)
+
+
+def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
+    """Create ``run_dir``; refuse a non-empty one unless ``overwrite`` (never delete anything silently)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run_dir: {str(run_dir)!r} exists and is not a folder")
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise ConfigError(
+                f"run_dir: {str(run_dir)!r} is not empty; use --resume {run_dir} to continue it, "
+                "--overwrite to replace it, or another run_dir"
+            )
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _quiet() -> None:
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*IterableDataset.*__len__.*")
+    warnings.filterwarnings("ignore", message=".*Trying to infer the `batch_size`.*")
+
+
+def fit_run(
+    files: list[str], overrides: list[str], *, resume: str | None = None, overwrite: bool = False
+) -> Run:
+    """``prism fit``: load and validate the config, prepare the run folder, train, evaluate."""
+    _quiet()
+    if resume is not None:
+        from prism.loop.checkpoint import resume_run
+
+        return resume_run(Path(resume), files, overrides)
+    config = load_config(files, overrides)
+    run_dir = Path(config.run_dir)
+    prepare_run_dir(run_dir, overwrite=overwrite)
+    (run_dir / CONFIG_FILE).write_text(to_yaml(config))
+    run = build_run(config)
+    from prism.loop.checkpoint import attach_checkpointing
+
+    attach_checkpointing(run)
+    run.trainer.fit(run.agent)
+    return run
+
+
+def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:
+    """``prism evaluate``: rebuild the agent from ``run_dir``'s config and last checkpoint, evaluate once.
+
+    Writes ``evaluate.csv`` in the run folder (``eval.csv`` stays the training curve) and prints the row.
+    """
+    _quiet()
+    from prism.loop.checkpoint import load_agent_weights
+    from prism.loop.evaluation import append_csv, evaluate_policy
+
+    run_dir = Path(run_dir)
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.is_file():
+        raise ConfigError(f"RUN_DIR: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
+    bad = [o for o in overrides if not o.startswith("eval.")]
+    if bad:
+        raise ConfigError(f"{bad[0].split('=')[0]}: prism evaluate only takes eval.* overrides")
+    config = load_config([config_path], overrides)
+    run = build_run(config, progress_bar=False)
+    env_steps = load_agent_weights(run)
+    agent = run.agent
+    agent.eval()
+    ev = config.eval
+    result = evaluate_policy(
+        lambda o, w: agent.act(o, w, deterministic=True),
+        run.spec,
+        weights=ev.num_weights,
+        episodes=ev.episodes,
+        gamma=ev.gamma,
+        seed=ev.seed,
+        mean_fn=agent.policy_mean,
+        eum_weights=ev.eum_weights,
+        vo_preferences=ev.vo_preferences,
+        preference_seed=ev.preference_seed,
+        device=agent.device,
+    )
+    row = result.row(run.spec.objective_names, env_steps)
+    append_csv(run_dir / "evaluate.csv", row)
+    print(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+    return row
+
+
+def torch_load(path: Path) -> dict:
+    """Checkpoints hold tensors and plain containers only: load them without unpickling arbitrary objects."""
+    return torch.load(path, map_location="cpu", weights_only=True)

@@ -1,0 +1,118 @@
+"""Integration tier: the PRISM loop end to end on the toy env, and the shipped configs build."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+
+from prism.config import load_config
+from prism.loop.run import build_run, fit_run
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+TINY = [
+    "env.id=prism/Toy-v0",
+    "loop.initial_episodes=5",
+    "loop.expert_episodes=3",
+    "loop.cycles=3",
+    "loop.steps_per_cycle=300",
+    "loop.checkpoint_every=300",
+    "reward.hidden=32",
+    "reward.max_epochs=3",
+    "agent.learning_starts=100",
+    "agent.batch_size=32",
+    "agent.buffer_size=5000",
+    "agent.actor_hidden=[32,32]",
+    "agent.critic_hidden=[32,32]",
+    "agent.log_every=100",
+    "eval.every=300",
+    "eval.num_weights=3",
+    "eval.episodes=1",
+]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _scalar_tags(run_dir: Path) -> set[str]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags: set[str] = set()
+    for events in run_dir.rglob("events.out.tfevents*"):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        tags |= set(accumulator.Tags()["scalars"])
+    return tags
+
+
+def test_prism_loop_phase_order_and_counts(tmp_path):
+    run_dir = tmp_path / "run"
+    run = fit_run([str(CONF / "quickstart.yaml")], [*TINY, f"run_dir={run_dir}"])
+    M = 300
+    assert run.loop.state.history == [
+        ("collect_random", 0, 0),
+        ("fit", 0, 0),
+        ("rl", 0, 0),
+        ("collect_expert", 0, M),
+        ("fit", 1, M),
+        ("rl", 1, M),
+        ("collect_expert", 1, 2 * M),
+        ("fit", 2, 2 * M),
+        ("rl", 2, 2 * M),
+        ("done", 2, 3 * M),
+    ]
+    # N random episodes, then E expert episodes before every cycle but the first — none after the last.
+    assert run.loop.state.episodes_collected == [5, 3, 3]
+    assert run.loop.state.fits == 3
+    assert run.loop.store.num_segments == 11  # p_rel = 0: one segment per episode
+    assert int(run.agent.env_steps) == 3 * M
+    assert run.agent.shaper.model is run.loop.model
+
+    rows = _rows(run_dir / "eval.csv")
+    assert [int(r["env_steps"]) for r in rows] == [M, 2 * M, 3 * M]
+    for row in rows:
+        for key in ("hv", "eum", "vo"):
+            assert float(row[key]) == float(row[key])  # finite, not NaN
+    assert (run_dir / "config.yaml").is_file()
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert state["env_steps"] == 3 * M and state["loop"]["state"]["phase"] == "done"
+    tags = _scalar_tags(run_dir)
+    assert {"eval/hv", "eval/eum", "eval/vo", "reward/val_correlation", "loop/phase"} <= tags
+    assert any(t.startswith("train/") for t in tags) and any(t.startswith("rollout/") for t in tags)
+
+
+def test_oracle_has_no_reward_model_and_same_budget(tmp_path):
+    run_dir = tmp_path / "oracle"
+    run = fit_run(
+        [str(CONF / "quickstart.yaml"), str(CONF / "method" / "oracle.yaml")], [*TINY, f"run_dir={run_dir}"]
+    )
+    phases = [p for p, _, _ in run.loop.state.history]
+    assert "fit" not in phases and "collect_random" not in phases
+    assert run.loop.model is None and run.loop.store is None
+    assert int(run.agent.env_steps) == 900
+    assert run.agent.effective_symreg_lambda == 0.0
+    assert [int(r["env_steps"]) for r in _rows(run_dir / "eval.csv")] == [300, 600, 900]
+
+
+@pytest.mark.parametrize(
+    "files",
+    [[p] for p in sorted(CONF.glob("*.yaml"))]
+    + [
+        [CONF / "hopper.yaml", p]
+        for p in sorted([*CONF.glob("method/*.yaml"), *CONF.glob("ablation/*.yaml")])
+    ],
+    ids=lambda fs: "+".join(f.stem for f in fs),
+)
+def test_every_shipped_config_builds(files, tmp_path):
+    config = load_config(files, [f"run_dir={tmp_path / 'r'}"])
+    run = build_run(config, progress_bar=False)
+    assert run.agent.spec.id == config.env.id
+    expected_lambda = 0.0 if config.agent.symreg_lambda == 0.0 else run.spec.symreg_lambda
+    assert run.agent.symreg_lambda == pytest.approx(expected_lambda)
+    assert run.loop.settings.needs_model == (config.reward.name == "resymnet")
+    assert not (tmp_path / "r").exists()  # building writes nothing
