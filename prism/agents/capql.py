@@ -144,6 +144,11 @@ class CAPQLModule(L.LightningModule):
 
     # ---- public API -------------------------------------------------------------------------------------
     @property
+    def env_step_count(self) -> int:
+        """Env steps taken so far (the value of the ``env_steps`` buffer, read without a device sync)."""
+        return self._steps
+
+    @property
     def n_updates(self) -> int:
         """Gradient updates done so far in this process."""
         return self._n_updates

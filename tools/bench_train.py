@@ -1,0 +1,280 @@
+"""Training throughput: prism's CAPQLModule vs morl-baselines' CAPQL vs a bare-torch loop (same updates).
+
+All three run in this one process on the same env (mo-hopper-v5 by default) with the same hyperparameters
+(SPEC §6: [256, 256] nets, batch 128, buffer 1e6, lr 3e-4, γ 0.99, τ 0.005, α 0.2, learning_starts 1000,
+one update per env step). Each first takes its ``learning_starts`` random steps untimed; then they alternate
+in blocks of env steps (prism block, morl-baselines block, bare block, …) so that load changes on a shared
+machine hit all three alike. prism runs inside its Lightning ``Trainer``; a callback runs the other two
+sides' blocks between prism's blocks and is excluded from prism's timing.
+
+    python tools/bench_train.py [--quick] [--threads 1] [--env mo-hopper-v5]
+
+The last two lines are ``overhead_vs_bare_torch: <y>x`` (prism time per step ÷ bare time per step) and
+``speedup_vs_morl_baselines: <x>x`` (prism env-steps/s ÷ morl-baselines env-steps/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+import warnings
+
+import lightning as L
+import numpy as np
+import torch
+from torch import nn
+
+from prism.agents.capql import CAPQLModule
+from prism.agents.config import AgentConfig
+from prism.agents.preferences import cone_weights
+from prism.envs import get_env_spec, make_env
+
+HIDDEN = 256
+BATCH = 128
+BUFFER = 1_000_000
+LR = 3e-4
+GAMMA = 0.99
+TAU = 0.005
+ALPHA = 0.2
+LEARNING_STARTS = 1000
+
+
+class BareCAPQL:
+    """The same CAPQL step in plain torch: no Lightning, no shaper, no logging, no module structure.
+
+    Same maths and the same speed tricks as prism (critics stacked for bmm, fused Adam, critics evaluated
+    with detached weights in the actor loss, one fused Polyak lerp), so the ratio measures prism's overhead.
+    """
+
+    def __init__(self, env, seed: int = 0):
+        self.env = env
+        o, a = env.observation_space.shape[0], env.action_space.shape[0]
+        n_obj = env.unwrapped.reward_space.shape[0]
+        self.o, self.a, self.L = o, a, n_obj
+        torch.manual_seed(seed)
+        self.actor = nn.Sequential(
+            nn.Linear(o + n_obj, HIDDEN),
+            nn.ReLU(),
+            nn.Linear(HIDDEN, HIDDEN),
+            nn.ReLU(),
+            nn.Linear(HIDDEN, 2 * a),
+        )
+        dims = [o + a + n_obj, HIDDEN, HIDDEN, n_obj]
+        self.cw = [
+            nn.init.orthogonal_(torch.empty(2, i, j)).requires_grad_() for i, j in zip(dims[:-1], dims[1:])
+        ]
+        self.cb = [torch.zeros(2, 1, j, requires_grad=True) for j in dims[1:]]
+        self.tw = [w.detach().clone() for w in self.cw]
+        self.tb = [b.detach().clone() for b in self.cb]
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=LR, fused=True)
+        self.critic_opt = torch.optim.Adam(self.cw + self.cb, lr=LR, fused=True)
+        self.width = 2 * o + a + 2 * n_obj + 1
+        self.storage = torch.zeros(BUFFER, self.width)
+        self.ptr = self.size = self.steps = 0
+        self.obs, _ = env.reset(seed=seed)
+        env.action_space.seed(seed)
+        self.weights = cone_weights(1024, n_obj)
+        self.weights_np = self.weights.numpy()
+
+    def _critic(self, x, ws, bs):
+        h = x.unsqueeze(0).expand(2, *x.shape)
+        for j, (w, b) in enumerate(zip(ws, bs)):
+            h = torch.baddbmm(b, h, w)
+            if j < 2:
+                h = torch.relu(h)
+        return h
+
+    def _pi(self, obs, w):
+        mean, log_std = self.actor(torch.cat([obs, w], 1)).split(self.a, 1)
+        log_std = log_std.clamp(-20, 2)
+        eps = torch.randn_like(mean)
+        u = mean + log_std.exp() * eps
+        logp = (-0.5 * eps.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(1)
+        logp = logp - (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(1)
+        return torch.tanh(u), logp
+
+    def step(self) -> None:
+        i = self.steps % 1024
+        if i == 0 and self.steps:
+            self.weights = cone_weights(1024, self.L)
+            self.weights_np = self.weights.numpy()
+        w = self.weights_np[i]
+        if self.steps < LEARNING_STARTS:
+            action = self.env.action_space.sample()
+        else:
+            with torch.no_grad():
+                mean = self.actor(
+                    torch.cat([torch.as_tensor(self.obs, dtype=torch.float32), self.weights[i]]).unsqueeze(0)
+                )[0, : self.a]
+                action = torch.tanh(mean).numpy()
+        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        row = np.concatenate([self.obs, action, reward, next_obs, [float(terminated)], w]).astype(np.float32)
+        self.storage[self.ptr].copy_(torch.from_numpy(row))
+        self.ptr = (self.ptr + 1) % BUFFER
+        self.size = min(self.size + 1, BUFFER)
+        self.steps += 1
+        self.obs = self.env.reset()[0] if terminated or truncated else next_obs
+        if self.steps >= LEARNING_STARTS:
+            self.update()
+
+    def update(self) -> None:
+        o, a, n_obj = self.o, self.a, self.L
+        rows = self.storage[torch.randint(self.size, (BATCH,))]
+        s, act, r = rows[:, :o], rows[:, o : o + a], rows[:, o + a : o + a + n_obj]
+        s2 = rows[:, o + a + n_obj : 2 * o + a + n_obj]
+        done, w = rows[:, 2 * o + a + n_obj], rows[:, 2 * o + a + n_obj + 1 :]
+        with torch.no_grad():
+            a2, logp2 = self._pi(s2, w)
+            q2 = self._critic(torch.cat([s2, a2, w], 1), self.tw, self.tb).min(0).values
+            y = r + GAMMA * (1 - done).unsqueeze(1) * (q2 - ALPHA * logp2.unsqueeze(1))
+        q = self._critic(torch.cat([s, act, w], 1), self.cw, self.cb)
+        critic_loss = (q - y).square().mean()
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+        a_new, logp = self._pi(s, w)
+        q_new = self._critic(
+            torch.cat([s, a_new, w], 1), [x.detach() for x in self.cw], [x.detach() for x in self.cb]
+        )
+        actor_loss = (ALPHA * logp - (q_new.min(0).values * w).sum(1)).mean()
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(self.tw + self.tb, self.cw + self.cb, TAU)
+
+
+class _Alternate(L.Callback):
+    """Runs morl-baselines and bare blocks between prism's timed blocks; records each side's block times."""
+
+    def __init__(self, block: int, rounds: int, morl, bare: BareCAPQL, ref_point: np.ndarray):
+        self.block, self.rounds = block, rounds
+        self.morl, self.bare, self.ref_point = morl, bare, ref_point
+        self.times: dict[str, list[float]] = {"prism": [], "morl": [], "bare": []}
+        self._mark: float | None = None
+
+    def _morl_steps(self, n: int) -> None:
+        self.morl.train(total_timesteps=n, eval_env=None, ref_point=self.ref_point)
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        steps = module.env_step_count
+        if steps < LEARNING_STARTS or (steps - LEARNING_STARTS) % self.block:
+            return
+        if self._mark is None:  # prism just finished its random phase: warm the others up, untimed
+            self._morl_steps(LEARNING_STARTS)
+            while self.bare.steps < LEARNING_STARTS:
+                self.bare.step()
+        else:
+            self.times["prism"].append(time.perf_counter() - self._mark)
+            # Swap the order of the other two every round so neither always runs right after prism.
+            others = ("morl", "bare") if len(self.times["prism"]) % 2 else ("bare", "morl")
+            for name in others:
+                t = time.perf_counter()
+                if name == "morl":
+                    self._morl_steps(self.block)
+                else:
+                    for _ in range(self.block):
+                        self.bare.step()
+                self.times[name].append(time.perf_counter() - t)
+            print(
+                f"  round {len(self.times['prism'])}/{self.rounds}: ms/step "
+                + "  ".join(f"{k} {1e3 * v[-1] / self.block:.2f}" for k, v in self.times.items()),
+                flush=True,
+            )
+        self._mark = time.perf_counter()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer timed steps (finishes in under 2 minutes)"
+    )
+    parser.add_argument("--env", default="mo-hopper-v5")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, the same for all three sides")
+    parser.add_argument("--steps", type=int, default=None, help="timed env steps per side")
+    parser.add_argument("--block", type=int, default=None, help="env steps per alternation block")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    steps = args.steps or (600 if args.quick else 3000)
+    block = args.block or (100 if args.quick else 250)
+    rounds = max(1, steps // block)
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+
+    import mo_gymnasium as mo_gym
+    from morl_baselines.multi_policy.capql.capql import CAPQL
+
+    spec = get_env_spec(args.env)
+    morl = CAPQL(
+        mo_gym.make(args.env),
+        learning_rate=LR,
+        gamma=GAMMA,
+        tau=TAU,
+        buffer_size=BUFFER,
+        net_arch=[HIDDEN, HIDDEN],
+        batch_size=BATCH,
+        num_q_nets=2,
+        alpha=ALPHA,
+        learning_starts=LEARNING_STARTS,
+        log=False,
+        seed=args.seed,
+        device="cpu",
+    )
+    bare = BareCAPQL(make_env(spec), seed=args.seed)
+    config = AgentConfig(
+        learning_starts=LEARNING_STARTS,
+        batch_size=BATCH,
+        buffer_size=BUFFER,
+        gamma=GAMMA,
+        tau=TAU,
+        alpha=ALPHA,
+        lr=LR,
+        actor_hidden=[HIDDEN, HIDDEN],
+        critic_hidden=[HIDDEN, HIDDEN],
+        symmetry_mode="none",  # plain CAPQL, as morl-baselines
+        log_every=1000,
+        device="cpu",
+        seed=args.seed,
+    )
+    module = CAPQLModule(
+        config, spec, lambda: make_env(spec), target_env_steps=LEARNING_STARTS + rounds * block
+    )
+    alternate = _Alternate(block, rounds, morl, bare, np.full(spec.n_objectives, -100.0))
+    print(
+        f"env {args.env}, torch threads {args.threads}, device cpu, {rounds * block} timed env steps per side "
+        f"after {LEARNING_STARTS} random ones, alternating in blocks of {block}",
+        flush=True,
+    )
+    L.Trainer(
+        max_epochs=-1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        accelerator="cpu",
+        devices=1,
+        callbacks=[alternate],
+    ).fit(module)
+
+    per_step = {k: sum(v) / (len(v) * block) for k, v in alternate.times.items()}
+    for name, label in (("prism", "prism_capql"), ("morl", "morl_baselines_capql"), ("bare", "bare_torch")):
+        print(f"{label}: {1 / per_step[name]:.1f} env-steps/s ({1e3 * per_step[name]:.2f} ms/step)")
+    medians = {
+        "overhead": statistics.median(
+            p / b for p, b in zip(alternate.times["prism"], alternate.times["bare"])
+        ),
+        "speedup": statistics.median(
+            m / p for m, p in zip(alternate.times["morl"], alternate.times["prism"])
+        ),
+    }
+    print(f"median over rounds: overhead {medians['overhead']:.3f}x, speedup {medians['speedup']:.2f}x")
+    print(f"overhead_vs_bare_torch: {per_step['prism'] / per_step['bare']:.3f}x")
+    print(f"speedup_vs_morl_baselines: {per_step['morl'] / per_step['prism']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
