@@ -248,6 +248,8 @@ def test_callback_writes_rows_and_tensorboard(tmp_path):
     assert [int(r["env_steps"]) for r in rows] == [10, 20, 25]
     assert all(float(r["equivariance_error"]) > 0 for r in rows)
     assert all(not mode for mode in agent.modes_seen) and agent.training
+    # the schedule is checkpointed with the callback: a resumed run evaluates next at 30 env steps
+    assert callback.state_dict() == {"next_eval": 30, "last_eval_step": 25}
 
     # the last row and last_result agree with a direct evaluation of the same (fixed) policy
     last = callback.last_result

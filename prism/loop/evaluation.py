@@ -22,7 +22,7 @@ OpenMP workers busy-wait after each forward and starved the env stepping (171 �
 measured with two torch threads on this 2-core machine).
 
 Seeding: pair ``k = i·episodes + e`` (weight i, episode e) resets its env with ``pair_seeds(seed, K)[k]``,
-so an evaluation is reproducible and independent of batching and threading.
+so an evaluation is reproducible and independent of batching and of the worker split.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ __all__ = [
     "EvalEnvPool",
     "EvalResult",
     "EvaluationCallback",
+    "append_csv",
     "evaluate_policy",
     "front_figure",
     "pair_seeds",
@@ -445,7 +446,6 @@ def evaluate_policy(
         undisc_ret = np.zeros((n_pairs, n_obj))
         discount = np.ones(n_pairs)
         lengths = np.zeros(n_pairs, dtype=np.int64)
-        alive = np.ones(n_pairs, dtype=bool)
         max_steps = spec.max_episode_steps
 
         if mean_fn is not None:
@@ -474,7 +474,6 @@ def evaluate_policy(
             obs[idx] = next_obs
             # a finished env is never stepped again; the length cap guards envs without a time limit
             done = terminated | truncated | (lengths[idx] >= max_steps)
-            alive[idx[done]] = False
             idx = idx[~done]
 
         eq_err = None
@@ -545,7 +544,8 @@ def append_csv(path: Path, record: dict[str, Any]) -> None:
 class EvaluationCallback(Callback):
     """Evaluate the agent every ``config.every`` env steps and at the end of fit (SPEC §9).
 
-    Reads ``pl_module.env_steps`` (an integer buffer) after each training batch; evaluates
+    Reads the agent's env-step count after each training batch (``env_step_count`` if the module keeps a
+    host-side mirror, else the ``env_steps`` buffer); evaluates
     ``pl_module.act(obs, weight, deterministic=True)`` and, if the module has it, the pre-tanh mean
     ``pl_module.policy_mean(obs, weight)`` for the equivariance error. Each evaluation appends a row to
     ``<run_dir>/eval.csv`` (``run_dir`` defaults to the trainer's log dir), logs ``eval/hv``, ``eval/eum``,
@@ -591,13 +591,19 @@ class EvaluationCallback(Callback):
         if self.run_dir is None:
             self.run_dir = Path(trainer.log_dir or trainer.default_root_dir)
 
+    @staticmethod
+    def env_steps(pl_module: LightningModule) -> int:
+        """The agent's env-step clock: its host-side mirror ``env_step_count`` when it has one (no device
+        sync), else the ``env_steps`` buffer."""
+        count = getattr(pl_module, "env_step_count", None)
+        return int(count) if count is not None else int(pl_module.env_steps)
+
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
-        # one scalar read per batch; the agent already syncs to step the env
-        if int(pl_module.env_steps) >= self._next_eval:
+        if self.env_steps(pl_module) >= self._next_eval:
             self.evaluate(trainer, pl_module)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        if int(pl_module.env_steps) != self._last_eval_step:
+        if self.env_steps(pl_module) != self._last_eval_step:
             self.evaluate(trainer, pl_module)
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -608,7 +614,7 @@ class EvaluationCallback(Callback):
     def evaluate(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
         """Run one evaluation now, record it and return it."""
         cfg = self.config
-        env_steps = int(pl_module.env_steps)
+        env_steps = self.env_steps(pl_module)
         if self._pool is None:
             self._pool = EvalEnvPool(self.spec, env_fn=self.env_fn, num_workers=cfg.num_workers)
         mean_fn = getattr(pl_module, "policy_mean", None)
