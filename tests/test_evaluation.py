@@ -307,3 +307,31 @@ def test_worker_errors_surface():
     with pytest.raises(RuntimeError, match="cannot build this env"):
         pool.ensure(4)
     pool.close()
+
+
+def test_callback_on_the_capql_agent(tmp_path):
+    """The contract with the real agent: ``act``, ``policy_mean`` and the env-step clock."""
+    from prism.agents.capql import CAPQLModule
+    from prism.agents.config import AgentConfig
+    from prism.envs import make_env
+
+    cfg = AgentConfig(
+        learning_starts=10, actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=200, seed=0
+    )
+    agent = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=30)
+    config = EvalConfig(every=12, num_weights=3, episodes=2, eum_weights=3, vo_preferences=5)
+    callback = EvaluationCallback(TOY_SPEC, config, run_dir=tmp_path)
+    trainer = L.Trainer(
+        max_epochs=-1,
+        logger=False,
+        callbacks=[callback],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        accelerator="cpu",
+    )
+    trainer.fit(agent)
+    assert [row["env_steps"] for row in callback.history] == [12, 24, 30]
+    assert callback.last_result is not None and callback.last_result.equivariance_error > 0
+    with (tmp_path / "eval.csv").open() as fh:
+        assert [int(r["env_steps"]) for r in csv.DictReader(fh)] == [12, 24, 30]
