@@ -219,7 +219,8 @@ class CAPQLModule(L.LightningModule):
             self._obs, _ = self.env.reset(seed=self._seed)
             self.env.action_space.seed(self._seed)
             self.shaper.reset()
-        self._weight_cursor = _WEIGHT_BLOCK  # draw fresh weights on this device
+        if self._weights_t is None or self._weights_t.device != self.device:
+            self._weight_cursor = _WEIGHT_BLOCK  # draw fresh weights on this device (kept when resumed)
         self._polyak_targets = list(self.critic_target.parameters())
         self._polyak_sources = list(self.critic.parameters())
         self._train_sums = torch.zeros(len(_TRAIN_KEYS), device=self.device)
@@ -231,13 +232,12 @@ class CAPQLModule(L.LightningModule):
 
     def train_dataloader(self) -> DataLoader:
         # batch_size=None: no collation, the item is passed through as is.
-        return DataLoader(_Forever(), batch_size=None)
+        # Its own generator: creating the loader's iterator draws a base seed, which must not come from the
+        # global RNG (a resumed run creates a new iterator and would otherwise shift the global stream).
+        return DataLoader(_Forever(), batch_size=None, generator=torch.Generator().manual_seed(0))
 
     def configure_optimizers(self):
-        return (
-            torch.optim.Adam(self.actor.parameters(), lr=self.config.lr, **_adam_kwargs(self.device)),
-            torch.optim.Adam(self.critic.parameters(), lr=self.config.lr, **_adam_kwargs(self.device)),
-        )
+        return _adam(self.actor.parameters(), self.config.lr), _adam(self.critic.parameters(), self.config.lr)
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> int | None:
         if self.target_reached:
@@ -300,6 +300,61 @@ class CAPQLModule(L.LightningModule):
             self._obs, _ = self.env.reset()
         else:
             self._obs = next_obs
+
+    # ---- checkpointing of the runtime state (everything that is not a parameter or buffer) -------------
+    def runtime_state(self) -> dict[str, Any]:
+        """Replay buffer, env state mid-episode, current observation, samplers and episode accumulators, as
+        tensors and plain containers (loads with ``weights_only=True``)."""
+        from prism.envs.state import get_env_state
+
+        assert self.buffer is not None and self.env is not None and self._generator is not None
+        buf = self.buffer
+        filled = buf.capacity if buf.size == buf.capacity else buf.size
+        return {
+            # clone(): saving a view would save the whole preallocated storage.
+            "buffer_rows": buf.storage[:filled].detach().cpu().clone(),
+            "buffer_position": buf.position,
+            "buffer_size": buf.size,
+            "env": get_env_state(self.env),
+            "obs": torch.as_tensor(np.asarray(self._obs, dtype=np.float32)),
+            "seed": self._seed,
+            "generator": self._generator.get_state(),
+            "weights": None if self._weights_t is None else self._weights_t.detach().cpu(),
+            "weight_cursor": self._weight_cursor,
+            "episode_return": torch.from_numpy(self._episode_return.copy()),
+            "episode_length": self._episode_length,
+            "n_updates": self._n_updates,
+        }
+
+    def load_runtime_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`runtime_state` (called after ``setup`` built the env, before ``on_fit_start``)."""
+        from prism.envs.state import set_env_state
+
+        assert self.env is not None
+        if self.buffer is None or self.buffer.device != self.device:
+            self.buffer = ReplayBuffer(
+                self.config.buffer_size,
+                self.spec.obs_dim,
+                self.spec.act_dim,
+                self.spec.n_objectives,
+                self.device,
+            )
+        rows = state["buffer_rows"]
+        self.buffer.storage[: rows.shape[0]] = rows.to(self.device)
+        self.buffer.position, self.buffer.size = int(state["buffer_position"]), int(state["buffer_size"])
+        self.env.reset(seed=int(state["seed"]))  # a reset first, so every wrapper is initialised
+        set_env_state(self.env, state["env"])
+        self._obs = state["obs"].numpy().copy()
+        self._seed = int(state["seed"])
+        self._generator = torch.Generator(device=self.device)
+        self._generator.set_state(state["generator"])
+        if state["weights"] is not None:
+            self._weights_t = state["weights"].to(self.device)
+            self._weights_np = self._weights_t.cpu().numpy()
+        self._weight_cursor = int(state["weight_cursor"])
+        self._episode_return = state["episode_return"].numpy().copy()
+        self._episode_length = int(state["episode_length"])
+        self._n_updates = int(state["n_updates"])
 
     # ---- learning -------------------------------------------------------------------------------------
     def update(self) -> None:
@@ -378,6 +433,11 @@ def _sync_env_steps(module: torch.nn.Module, incompatible_keys: Any) -> None:
     module._steps = int(module.env_steps.item())
 
 
-def _adam_kwargs(device: torch.device) -> dict[str, Any]:
-    # The fused kernel (CPU and CUDA in torch >= 2.4) does the whole Adam step in one call.
-    return {"fused": True} if device.type in ("cpu", "cuda") else {}
+def _adam(params, lr: float) -> torch.optim.Adam:
+    # The fused kernel (CPU and CUDA since torch 2.4) does a whole Adam step in one call; older torch
+    # rejects fused=True on CPU, where the multi-tensor (foreach) path is the next best.
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, foreach=True)
