@@ -52,7 +52,9 @@ class Registry:
             raise ConfigError(f"{key}: cannot import {self.kind} class path {name!r} ({err})") from None
 
     def check(self, key: str, name: str) -> None:
-        self.get(key, name)
+        """Raise if ``name`` cannot be resolved (registered names are not imported, class paths are)."""
+        if name not in self._entries:
+            self.get(key, name)
 
 
 REWARDS = Registry("reward redistribution")

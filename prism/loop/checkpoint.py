@@ -206,7 +206,11 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]):
     _truncate_eval_csv(run_dir / "eval.csv", last_eval)
     run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
     attach_checkpointing(run, resume_state=state)
+    start = time.perf_counter()
     run.trainer.fit(run.agent)
+    from prism.loop.run import write_final_outputs
+
+    write_final_outputs(run, time.perf_counter() - start)
     return run
 
 

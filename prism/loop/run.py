@@ -7,14 +7,18 @@ loop callback, evaluation callback) know nothing of each other beyond the contra
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import json
 import logging
 import shutil
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
@@ -174,8 +178,42 @@ def fit_run(
     from prism.loop.checkpoint import attach_checkpointing
 
     attach_checkpointing(run)
+    start = time.perf_counter()
     run.trainer.fit(run.agent)
+    write_final_outputs(run, time.perf_counter() - start)
     return run
+
+
+def write_final_outputs(run: Run, wall_time_s: float) -> None:
+    """``front.csv`` (per-weight returns of the final evaluation) and ``summary.json`` (marks the run done)."""
+    result = run.evaluation.last_result
+    if result is None:
+        return
+    on_front = {tuple(np.round(p, 12)) for p in np.asarray(result.front)}
+    n_obj = run.spec.n_objectives
+    with (run.run_dir / "front.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            [
+                *(f"weight_{i}" for i in range(n_obj)),
+                *(f"mean_{i}" for i in range(n_obj)),
+                *(f"std_{i}" for i in range(n_obj)),
+                "on_front",
+            ]
+        )
+        for w, m, sd in zip(result.weights, result.mean, result.std):
+            flag = int(tuple(np.round(m, 12)) in on_front)
+            writer.writerow([*map(float, w), *map(float, m), *map(float, sd), flag])
+    final = run.evaluation.history[-1] if run.evaluation.history else {}
+    summary = {
+        "method": run.config.method,
+        "env": run.spec.id,
+        "seed": run.config.seed,
+        "env_steps": int(run.agent.env_steps),
+        "wall_time_s_last_process": wall_time_s,
+        "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
+    }
+    (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:

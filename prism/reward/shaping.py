@@ -162,6 +162,34 @@ class _SegmentHoldingShaper:
         # A reset mid-segment drops the unreleased steps: they have no target (the wrapper resets its sum too).
         self._pending = []
 
+    def state_dict(self) -> dict:
+        """The pending (unreleased) transitions as stacked tensors, for whole-run checkpoints."""
+        if not self._pending:
+            return {"pending": None}
+        fields = {
+            name: np.stack([np.asarray(getattr(tr, name), dtype=np.float32) for tr in self._pending])
+            for name in Transition._fields
+        }
+        return {"pending": {name: torch.from_numpy(values) for name, values in fields.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        pending = state["pending"]
+        if pending is None:
+            self._pending = []
+            return
+        arrays = {name: tensor.numpy() for name, tensor in pending.items()}
+        self._pending = [
+            Transition(
+                arrays["obs"][i].copy(),
+                arrays["action"][i].copy(),
+                arrays["reward"][i].copy(),
+                arrays["next_obs"][i].copy(),
+                bool(arrays["terminated"][i]),
+                arrays["weight"][i].copy(),
+            )
+            for i in range(arrays["obs"].shape[0])
+        ]
+
 
 class UniformShaper(_SegmentHoldingShaper):
     """``uniform``: every step of a released segment gets ``R / T``."""
@@ -179,6 +207,13 @@ class RandomShaper(_SegmentHoldingShaper):
     def __init__(self, sparse_channel: int, seed: int | None = None):
         super().__init__(sparse_channel)
         self._rng = np.random.default_rng(seed)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "rng": self._rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self._rng.bit_generator.state = state["rng"]
 
     def _weights(self, length: int) -> np.ndarray:
         while True:
