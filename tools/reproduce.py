@@ -241,24 +241,25 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
         "| env | metric | PRISM / baseline (ours) | (paper) | PRISM / oracle (ours) | (paper) |",
         "|---|---|---|---|---|---|",
     ]
+
+    def ours(env: str, method: str, metric: str) -> float:
+        entry = table.get((env, method))
+        return mean_se(entry[f"final_{metric}"])[0] if entry else math.nan
+
+    def theirs(env_id: str, method: str, metric: str) -> float:
+        return paper.get((env_id, METHODS[method][1], metric), (math.nan, math.nan))[0]
+
+    def ratio(a: float, b: float) -> str:
+        return "—" if math.isnan(a) or math.isnan(b) or b == 0 else f"{a / b:.2f}"
+
     for env in preset.envs:
         env_id = ENV_FILES[env]
         for metric in METRICS:
-
-            def ours(method: str) -> float:
-                entry = table.get((env, method))
-                return mean_se(entry[f"final_{metric}"])[0] if entry else math.nan
-
-            def theirs(method: str) -> float:
-                return paper.get((env_id, METHODS[method][1], metric), (math.nan, math.nan))[0]
-
-            def ratio(a: float, b: float) -> str:
-                return "—" if math.isnan(a) or math.isnan(b) or b == 0 else f"{a / b:.2f}"
-
             ratio_lines.append(
-                f"| {env_id} | {metric.upper()} | {ratio(ours('prism'), ours('baseline'))} | "
-                f"{ratio(theirs('prism'), theirs('baseline'))} | {ratio(ours('prism'), ours('oracle'))} | "
-                f"{ratio(theirs('prism'), theirs('oracle'))} |"
+                f"| {env_id} | {metric.upper()} | {ratio(ours(env, 'prism', metric), ours(env, 'baseline', metric))} | "
+                f"{ratio(theirs(env_id, 'prism', metric), theirs(env_id, 'baseline', metric))} | "
+                f"{ratio(ours(env, 'prism', metric), ours(env, 'oracle', metric))} | "
+                f"{ratio(theirs(env_id, 'prism', metric), theirs(env_id, 'oracle', metric))} |"
             )
     with (results / "table.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(csv_rows[0]))
