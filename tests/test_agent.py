@@ -241,3 +241,9 @@ def test_tensorboard_scalars_logged_against_env_steps(tmp_path):
     assert [e.step for e in events.Scalars("train/critic")] == [25, 50, 75, 100]
     assert all(math.isfinite(e.value) for e in events.Scalars("train/critic"))
     assert events.Scalars("train/symreg")[-1].value > 0  # λ > 0 on the toy spec
+
+
+def test_rejects_mixed_precision_instead_of_ignoring_it():
+    module = CAPQLModule(AgentConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=5)
+    with pytest.raises(ValueError, match="32-bit precision"):
+        _trainer(precision="bf16-mixed").fit(module)

@@ -221,6 +221,18 @@ class CAPQLModule(L.LightningModule):
             self.shaper.reset()
         if self._weights_t is None or self._weights_t.device != self.device:
             self._weight_cursor = _WEIGHT_BLOCK  # draw fresh weights on this device (kept when resumed)
+        # Hot path: the update calls backward() and the raw torch optimisers directly instead of
+        # manual_backward / LightningOptimizer.step, whose strategy, precision and hook plumbing costs about
+        # as much per update as the env step. That plumbing only matters for mixed precision or distributed
+        # strategies, which this module does not support: check that here instead of silently ignoring them.
+        if self._trainer is not None:
+            trainer = self.trainer
+            if trainer.world_size != 1 or str(trainer.precision) not in ("32-true", "32"):
+                raise ValueError(
+                    "CAPQLModule: runs on one device in 32-bit precision "
+                    f"(got world_size={trainer.world_size}, precision={trainer.precision!r})"
+                )
+            self._raw_optimizers = [opt.optimizer for opt in self.optimizers()]
         self._polyak_targets = list(self.critic_target.parameters())
         self._polyak_sources = list(self.critic.parameters())
         self._train_sums = torch.zeros(len(_TRAIN_KEYS), device=self.device)
@@ -364,11 +376,11 @@ class CAPQLModule(L.LightningModule):
         batch = self.buffer.sample(cfg.batch_size, generator=self._generator)
         if self.relabel_fn is not None:
             batch = self.relabel_fn(batch)
-        actor_opt, critic_opt = self.optimizers()
+        actor_opt, critic_opt = self._raw_optimizers
 
         critic = capql_critic_loss(self.actor, self.critic, self.critic_target, batch, cfg.gamma, cfg.alpha)
         critic_opt.zero_grad(set_to_none=True)
-        self.manual_backward(critic.loss)
+        critic.loss.backward()
         critic_opt.step()
 
         actor = capql_actor_loss(
@@ -381,7 +393,7 @@ class CAPQLModule(L.LightningModule):
             self.act_sign,
         )
         actor_opt.zero_grad(set_to_none=True)
-        self.manual_backward(actor.loss)
+        actor.loss.backward()
         actor_opt.step()
 
         with torch.no_grad():
