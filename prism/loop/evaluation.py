@@ -356,7 +356,8 @@ class EvalResult:
     def row(self, objective_names: Sequence[str], env_steps: int) -> dict[str, float | int | str]:
         """A flat record for ``eval.csv``: ``env_steps, hv, eum, vo, cardinality``, then per-objective mean
         returns over all policies (discounted, then undiscounted), the mean episode length, the
-        equivariance error (empty when not measured) and the wall time."""
+        equivariance error (empty when not measured). No wall time: the same config and seed must give a
+        byte-identical file (the time goes to TensorBoard as ``time/eval_s``)."""
         record: dict[str, float | int | str] = {
             "env_steps": int(env_steps),
             "hv": self.hv,
@@ -370,7 +371,6 @@ class EvalResult:
             record[f"undiscounted_return_{name}"] = float(self.undiscounted_mean[:, i].mean())
         record["mean_episode_length"] = float(self.lengths.mean())
         record["equivariance_error"] = "" if self.equivariance_error is None else self.equivariance_error
-        record["wall_time_s"] = self.wall_time
         return record
 
 
