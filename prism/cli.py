@@ -48,7 +48,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_library_noise() -> None:
+    """Deprecation chatter from dependencies is not the user's problem (and would break one-line errors)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _silence_library_noise()
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
