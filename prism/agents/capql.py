@@ -198,8 +198,8 @@ class CAPQLModule(L.LightningModule):
                     f"CAPQLModule: expects actions in [-1, 1], {self.spec.id} has [{low}, {high}]"
                 )
 
-    def on_fit_start(self) -> None:
-        # After Lightning moved the module to its device, so the buffer is allocated there.
+    def _ensure_buffer(self) -> None:
+        """Preallocate the replay buffer on the module's device (once; again only if the device changed)."""
         if self.buffer is None or self.buffer.device != self.device:
             self.buffer = ReplayBuffer(
                 self.config.buffer_size,
@@ -208,6 +208,10 @@ class CAPQLModule(L.LightningModule):
                 self.spec.n_objectives,
                 self.device,
             )
+
+    def on_fit_start(self) -> None:
+        # After Lightning moved the module to its device, so the buffer is allocated there.
+        self._ensure_buffer()
         if self._generator is None or self._generator.device != self.device:
             seed = self.config.seed
             if seed is None:
@@ -343,14 +347,7 @@ class CAPQLModule(L.LightningModule):
         from prism.envs.state import set_env_state
 
         assert self.env is not None
-        if self.buffer is None or self.buffer.device != self.device:
-            self.buffer = ReplayBuffer(
-                self.config.buffer_size,
-                self.spec.obs_dim,
-                self.spec.act_dim,
-                self.spec.n_objectives,
-                self.device,
-            )
+        self._ensure_buffer()
         rows = state["buffer_rows"]
         self.buffer.storage[: rows.shape[0]] = rows.to(self.device)
         self.buffer.position, self.buffer.size = int(state["buffer_position"]), int(state["buffer_size"])
