@@ -334,12 +334,14 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
                 with front.open(newline="") as fh:
                     rows = [r for r in csv.DictReader(fh) if r["on_front"] == "1"]
                 pts = np.array([[float(r["mean_0"]), float(r["mean_1"])] for r in rows])
+                # With 3+ objectives the front's projection on (0, 1) is not a curve: points only.
+                style = "o-" if rows and "mean_2" not in rows[0] else "o"
                 if len(pts):
                     pts = pts[np.argsort(pts[:, 0])]
                     ax.plot(
                         pts[:, 0],
                         pts[:, 1],
-                        "o-",
+                        style,
                         ms=3,
                         lw=0.8,
                         alpha=0.6,
@@ -347,7 +349,7 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
                         label=method if first else None,
                     )
                     first = False
-        ax.set_title(f"{ENV_FILES[env]} (objectives 0, 1)")
+        ax.set_title(f"{ENV_FILES[env]}: final fronts of every seed (objectives 0, 1)", fontsize=9)
         ax.set_xlabel("discounted return, objective 0")
         ax.set_ylabel("discounted return, objective 1")
         ax.legend()
