@@ -116,3 +116,18 @@ def test_every_shipped_config_builds(files, tmp_path):
     assert run.agent.symreg_lambda == pytest.approx(expected_lambda)
     assert run.loop.settings.needs_model == (config.reward.name == "resymnet")
     assert not (tmp_path / "r").exists()  # building writes nothing
+
+
+def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
+    from prism.loop.run import evaluate_run
+
+    run_dir = tmp_path / "run"
+    overrides = [o for o in TINY if not o.startswith("loop.cycles")] + ["loop.cycles=1", f"run_dir={run_dir}"]
+    run = fit_run([str(CONF / "quickstart.yaml"), str(CONF / "method" / "baseline.yaml")], overrides)
+    final = _rows(run_dir / "eval.csv")[-1]
+    row = evaluate_run(run_dir, [])
+    # Same weights, same evaluation seeds: re-evaluating the checkpoint reproduces the last training evaluation.
+    assert row["env_steps"] == int(final["env_steps"]) == int(run.agent.env_steps)
+    assert row["hv"] == pytest.approx(float(final["hv"]), rel=1e-9)
+    assert _rows(run_dir / "evaluate.csv")[0]["env_steps"] == final["env_steps"]
+    assert "hv=" in capsys.readouterr().out
