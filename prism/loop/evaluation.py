@@ -541,6 +541,33 @@ def append_csv(path: Path, record: dict[str, Any]) -> None:
         writer.writerow(record)
 
 
+def evaluate_agent(agent, spec: EnvSpec, cfg: EvalConfig, pool: EvalEnvPool | None = None) -> EvalResult:
+    """The SPEC §9 protocol with ``cfg`` on an agent exposing ``act`` (and optionally ``policy_mean``).
+
+    The agent is put in eval mode for the rollout and restored afterwards.
+    """
+    mean_fn = getattr(agent, "policy_mean", None)
+    was_training = agent.training
+    agent.eval()
+    try:
+        return evaluate_policy(
+            lambda o, w: agent.act(o, w, deterministic=True),
+            spec,
+            weights=cfg.num_weights,
+            episodes=cfg.episodes,
+            gamma=cfg.gamma,
+            seed=cfg.seed,
+            mean_fn=mean_fn if callable(mean_fn) else None,
+            eum_weights=cfg.eum_weights,
+            vo_preferences=cfg.vo_preferences,
+            preference_seed=cfg.preference_seed,
+            device=agent.device,
+            pool=pool,
+        )
+    finally:
+        agent.train(was_training)
+
+
 class EvaluationCallback(Callback):
     """Evaluate the agent every ``config.every`` env steps and at the end of fit (SPEC §9).
 
@@ -617,26 +644,7 @@ class EvaluationCallback(Callback):
         env_steps = self.env_steps(pl_module)
         if self._pool is None:
             self._pool = EvalEnvPool(self.spec, env_fn=self.env_fn, num_workers=cfg.num_workers)
-        mean_fn = getattr(pl_module, "policy_mean", None)
-        was_training = pl_module.training
-        pl_module.eval()
-        try:
-            result = evaluate_policy(
-                lambda o, w: pl_module.act(o, w, deterministic=True),
-                self.spec,
-                weights=cfg.num_weights,
-                episodes=cfg.episodes,
-                gamma=cfg.gamma,
-                seed=cfg.seed,
-                mean_fn=mean_fn if callable(mean_fn) else None,
-                eum_weights=cfg.eum_weights,
-                vo_preferences=cfg.vo_preferences,
-                preference_seed=cfg.preference_seed,
-                device=pl_module.device,
-                pool=self._pool,
-            )
-        finally:
-            pl_module.train(was_training)
+        result = evaluate_agent(pl_module, self.spec, cfg, pool=self._pool)
 
         self.last_result = result
         self._last_eval_step = env_steps

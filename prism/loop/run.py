@@ -223,7 +223,7 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:
     """
     _quiet()
     from prism.loop.checkpoint import load_agent_weights
-    from prism.loop.evaluation import append_csv, evaluate_policy
+    from prism.loop.evaluation import append_csv, evaluate_agent
 
     run_dir = Path(run_dir)
     config_path = run_dir / CONFIG_FILE
@@ -235,22 +235,7 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:
     config = load_config([config_path], overrides)
     run = build_run(config, progress_bar=False)
     env_steps = load_agent_weights(run)
-    agent = run.agent
-    agent.eval()
-    ev = config.eval
-    result = evaluate_policy(
-        lambda o, w: agent.act(o, w, deterministic=True),
-        run.spec,
-        weights=ev.num_weights,
-        episodes=ev.episodes,
-        gamma=ev.gamma,
-        seed=ev.seed,
-        mean_fn=agent.policy_mean,
-        eum_weights=ev.eum_weights,
-        vo_preferences=ev.vo_preferences,
-        preference_seed=ev.preference_seed,
-        device=agent.device,
-    )
+    result = evaluate_agent(run.agent, run.spec, config.eval)
     row = result.row(run.spec.objective_names, env_steps)
     append_csv(run_dir / "evaluate.csv", row)
     print(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
