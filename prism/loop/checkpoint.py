@@ -27,6 +27,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from prism.config import ConfigError, load_config
+from prism.loop.evaluation import agent_env_steps
 
 CHECKPOINT_DIR = "checkpoints"
 LAST = "last.pt"
@@ -65,7 +66,7 @@ def collect_state(run) -> dict[str, Any]:
     agent, loop = run.agent, run.loop
     return {
         "format": FORMAT_VERSION,
-        "env_steps": int(agent.env_steps),
+        "env_steps": agent_env_steps(agent),
         "agent": agent.state_dict(),
         "optimizers": [opt.state_dict() for opt in run.trainer.optimizers],
         "agent_runtime": agent.runtime_state(),
@@ -133,21 +134,21 @@ class RunCheckpointer(Callback):
                     "time/checkpoint_s": self.last_save_seconds,
                     "time/checkpoint_mb": self.last_save_bytes / 2**20,
                 },
-                step=int(self.run.agent.env_steps),
+                step=agent_env_steps(self.run.agent),
             )
         return path
 
     def on_fit_start(self, trainer: L.Trainer, pl_module) -> None:
         if self.resume_state is not None:
             restore_state(self.run, self.resume_state)
-            steps = int(pl_module.env_steps)
+            steps = agent_env_steps(pl_module)
             self._next = (steps // self.every + 1) * self.every
             self.resume_state = None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if int(pl_module.env_steps) >= self._next:
+        if agent_env_steps(pl_module) >= self._next:
             self.save()
-            self._next = (int(pl_module.env_steps) // self.every + 1) * self.every
+            self._next = (agent_env_steps(pl_module) // self.every + 1) * self.every
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.save()

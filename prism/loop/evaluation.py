@@ -541,6 +541,13 @@ def append_csv(path: Path, record: dict[str, Any]) -> None:
         writer.writerow(record)
 
 
+def agent_env_steps(agent) -> int:
+    """The agent's env-step clock: its host-side mirror ``env_step_count`` when it has one (no device sync
+    on the per-batch path), else the ``env_steps`` buffer."""
+    count = getattr(agent, "env_step_count", None)
+    return int(count) if count is not None else int(agent.env_steps)
+
+
 def evaluate_agent(agent, spec: EnvSpec, cfg: EvalConfig, pool: EvalEnvPool | None = None) -> EvalResult:
     """The SPEC §9 protocol with ``cfg`` on an agent exposing ``act`` (and optionally ``policy_mean``).
 
@@ -618,12 +625,7 @@ class EvaluationCallback(Callback):
         if self.run_dir is None:
             self.run_dir = Path(trainer.log_dir or trainer.default_root_dir)
 
-    @staticmethod
-    def env_steps(pl_module: LightningModule) -> int:
-        """The agent's env-step clock: its host-side mirror ``env_step_count`` when it has one (no device
-        sync), else the ``env_steps`` buffer."""
-        count = getattr(pl_module, "env_step_count", None)
-        return int(count) if count is not None else int(pl_module.env_steps)
+    env_steps = staticmethod(agent_env_steps)
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
         if self.env_steps(pl_module) >= self._next_eval:

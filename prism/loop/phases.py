@@ -26,6 +26,7 @@ from lightning.pytorch.callbacks import Callback
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
+from prism.loop.evaluation import agent_env_steps
 from prism.reward.config import RewardConfig
 from prism.reward.features import build_features
 from prism.reward.module import fit_reward_model
@@ -111,7 +112,7 @@ class PrismLoopCallback(Callback):
 
     def _set_phase(self, phase: str, agent, trainer: L.Trainer | None) -> None:
         self.state.phase = phase
-        steps = int(agent.env_steps)
+        steps = agent_env_steps(agent)
         self.state.history.append((phase, self.state.cycle, steps))
         logger = trainer.logger if trainer is not None else None
         if logger is not None:
@@ -159,7 +160,7 @@ class PrismLoopCallback(Callback):
         )
         self.state.episodes_collected.append(stats.episodes)
         if trainer is not None and trainer.logger is not None:
-            step = int(agent.env_steps)
+            step = agent_env_steps(agent)
             metrics = {
                 "reward/collect_episodes": float(stats.episodes),
                 "reward/collect_mean_length": float(stats.mean_episode_length),
@@ -186,7 +187,7 @@ class PrismLoopCallback(Callback):
         self.set_model(agent, model)
         if trainer is not None and trainer.logger is not None:
             summary = model.fit_summary
-            step = int(agent.env_steps)
+            step = agent_env_steps(agent)
             metrics = {
                 "reward/val_correlation": summary.val_correlation,
                 "reward/val_segment_rel_error": summary.val_segment_rel_error,
@@ -213,12 +214,12 @@ class PrismLoopCallback(Callback):
             model,
             self.spec,
             self.settings.sparse_channel,
-            policy=None if self.state.cycle == 0 and int(agent.env_steps) == 0 else agent.expert_policy(),
+            policy=None if self.state.cycle == 0 and agent_env_steps(agent) == 0 else agent.expert_policy(),
             seed=self.settings.seed + 77,
         )
         experiment = getattr(trainer.logger, "experiment", None)
         if experiment is not None and hasattr(experiment, "add_figure"):
-            experiment.add_figure("reward/shaped_vs_true", figure, global_step=int(agent.env_steps))
+            experiment.add_figure("reward/shaped_vs_true", figure, global_step=agent_env_steps(agent))
 
     # ---- the phase machine --------------------------------------------------------------------------
     def _advance(self, agent, trainer) -> None:
@@ -255,7 +256,7 @@ class PrismLoopCallback(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
         s = self.settings
-        steps = int(pl_module.env_steps)
+        steps = agent_env_steps(pl_module)
         if not s.needs_model:
             # Cycle markers only (no phases): keeps TensorBoard comparable across methods.
             cycle = min(steps // s.steps_per_cycle, s.cycles - 1)

@@ -25,7 +25,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from prism.config import ConfigError, RunConfig, load_config, resolve_env_spec, sparse_channel, to_yaml
 from prism.envs import EnvSpec, make_env
-from prism.loop.evaluation import EvaluationCallback
+from prism.loop.evaluation import EvaluationCallback, agent_env_steps
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.registry import AGENTS, REWARDS
 
@@ -209,7 +209,7 @@ def write_final_outputs(run: Run, wall_time_s: float) -> None:
         "method": run.config.method,
         "env": run.spec.id,
         "seed": run.config.seed,
-        "env_steps": int(run.agent.env_steps),
+        "env_steps": agent_env_steps(run.agent),
         "wall_time_s_last_process": wall_time_s,
         "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
     }
