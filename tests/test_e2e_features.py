@@ -203,7 +203,7 @@ PLUGIN_SOURCE = '''
 import numpy as np
 
 from prism.agents.capql import CAPQLModule
-from prism.reward.shaping import Transition
+from prism.reward.shaping import ResymnetShaper, Transition
 
 
 class ConstantShaper:
@@ -222,6 +222,21 @@ class ConstantShaper:
 
     def reset(self):
         self.resets += 1
+
+
+class ModelShaper(ResymnetShaper):
+    """A shaper that asks for the learned reward model and records every model the loop installs."""
+
+    needs_model = True
+
+    def __init__(self, *, sparse_channel, model, seed):
+        self.installed = []
+        super().__init__(model, sparse_channel)
+
+    @ResymnetShaper.model.setter
+    def model(self, model):
+        ResymnetShaper.model.fset(self, model)
+        self.installed.append(model)
 
 
 class CountingAgent(CAPQLModule):
@@ -263,6 +278,24 @@ def test_class_path_plugins_for_reward_and_agent_are_used(tmp_path, monkeypatch)
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["reward"]["name"] == f"{module_name}:ConstantShaper"
     assert saved["agent"]["name"] == f"{module_name}.CountingAgent"
+
+
+def test_class_path_reward_plugin_that_needs_a_model_gets_each_fitted_ensemble(tmp_path, monkeypatch):
+    # Before the fix, RewardConfig.validate rejected the class path at the first reward fit (a traceback).
+    module_name = f"prism_test_plugin_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module_name}.py").write_text(textwrap.dedent(PLUGIN_SOURCE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = fit_run(
+        [QUICKSTART], [*TINY, f"run_dir={tmp_path / 'run'}", f"reward.name={module_name}:ModelShaper"]
+    )
+    shaper = run.agent.shaper
+    assert type(shaper) is sys.modules[module_name].ModelShaper
+    assert [p for p, _, _ in run.loop.state.history].count("fit") == CYCLES == run.loop.state.fits
+    assert len(shaper.installed) == CYCLES + 1 and shaper.installed[0] is None  # None from the constructor
+    assert shaper.installed[-1] is run.loop.model and shaper.installed[1] is not shaper.installed[2]
+    # the sparse channel in the buffer is the model's prediction, not the emitted zeros between releases
+    sparse = run.agent.buffer.all().reward[:, TOY_SPEC.sparse_channel]
+    assert (sparse != 0).float().mean() > 0.9
 
 
 # ---- agent.symmetry_mode=exact ------------------------------------------------------------------------
