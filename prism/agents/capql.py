@@ -102,13 +102,20 @@ class CAPQLModule(L.LightningModule):
         )
 
         n_obj = spec.n_objectives
-        reflection = reflection_from_spec(spec)
-        self.register_buffer("obs_sign", reflection.obs_sign, persistent=False)
-        self.register_buffer("act_sign", reflection.act_sign, persistent=False)
+        if not spec.has_symmetry and (self.effective_symreg_lambda > 0 or config.symmetry_mode == "exact"):
+            key = "symmetry_mode" if config.symmetry_mode == "exact" else "symreg_lambda"
+            raise ValueError(
+                f"agent.{key}: {spec.id} has no reflection symmetry table for SymReg / exact mode"
+            )
+        # Without a symmetry table there are no (L_g, K_g) at all (never an identity stand-in): the
+        # buffers stay None and the SymReg branch, whose λ is 0 then, never reads them.
+        reflection = reflection_from_spec(spec) if spec.has_symmetry else None
+        self.register_buffer("obs_sign", reflection.obs_sign if reflection else None, persistent=False)
+        self.register_buffer("act_sign", reflection.act_sign if reflection else None, persistent=False)
         base_actor = GaussianActor(spec.obs_dim, n_obj, spec.act_dim, config.actor_hidden)
         self.actor: torch.nn.Module = (
             OrbitAveragedActor(base_actor, reflection.obs_sign, reflection.act_sign)
-            if config.symmetry_mode == "exact"
+            if config.symmetry_mode == "exact" and reflection is not None
             else base_actor
         )
         self.critic = VectorCriticEnsemble(
