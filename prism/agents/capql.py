@@ -32,6 +32,7 @@ from prism.agents.preferences import cone_weights
 from prism.agents.symmetry import OrbitAveragedActor, reflection_from_spec
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
+from prism.errors import NonFiniteError, first_non_finite
 from prism.reward.shaping import PassThroughShaper, RewardShaper
 
 EnvFactory = Callable[[], gym.Env]
@@ -303,9 +304,20 @@ class CAPQLModule(L.LightningModule):
             # Deterministic action: exploration comes from the per-step preference w (SPEC §6).
             obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device).unsqueeze(0)
             action = torch.tanh(self.actor(obs_t, weight_t)[0])[0].cpu().numpy()
+            if not np.isfinite(action).all():  # host-side numpy check: the action is on the host anyway
+                bad = float(action[~np.isfinite(action)][0])
+                raise self._root_cause(NonFiniteError("policy/action", bad, self._steps))
         next_obs, reward, terminated, truncated, info = self.env.step(action)
         released = bool(info["released"][self.sparse_channel]) if "released" in info else True
-        for tr in self.shaper.push(obs, action, reward, next_obs, terminated, truncated, weight, released):
+        try:
+            transitions = self.shaper.push(
+                obs, action, reward, next_obs, terminated, truncated, weight, released
+            )
+        except NonFiniteError as err:
+            if err.env_step is None:
+                err.env_step = self._steps + 1  # this step's reward: the clock reads _steps + 1 after it
+            raise self._root_cause(err) from None
+        for tr in transitions:
             # Transition.terminated is termination only: truncation keeps bootstrapping (see critic_target).
             self.buffer.add(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.weight)
 
@@ -410,6 +422,33 @@ class CAPQLModule(L.LightningModule):
         self._updates_in_window += 1
         self._n_updates += 1
 
+    # ---- non-finite values ----------------------------------------------------------------------------
+    def _non_finite_train_term(self) -> tuple[str, float] | None:
+        """The first NaN/inf training term accumulated since the last flush (one host sync)."""
+        if self._train_sums is None or self._updates_in_window == 0:
+            return None
+        return first_non_finite(zip(_TRAIN_KEYS, self._train_sums.tolist()))
+
+    def _root_cause(self, err: NonFiniteError) -> NonFiniteError:
+        """A NaN action or shaped reward usually comes from a loss that went NaN earlier in the window:
+        name that loss instead when there is one (only on this error path, so no sync per step)."""
+        bad = self._non_finite_train_term()
+        return err if bad is None else NonFiniteError(*bad, env_step=self._steps)
+
+    def check_finite(self) -> None:
+        """Raise :class:`~prism.errors.NonFiniteError` if a training term of the current log window or a
+        parameter is NaN/inf (one host sync: the checkpointer calls it before every save)."""
+        bad = self._non_finite_train_term()
+        if bad is None:
+            params = list(self.named_parameters())
+            finite = torch.stack([torch.isfinite(p).all() for _, p in params]).tolist() if params else []
+            for (name, p), ok in zip(params, finite):
+                if not ok:
+                    bad = f"param/{name}", float(p.detach()[~torch.isfinite(p.detach())][0])
+                    break
+        if bad is not None:
+            raise NonFiniteError(*bad, env_step=self._steps)
+
     # ---- logging ---------------------------------------------------------------------------------------
     def _flush_logs(self) -> None:
         """Write the window's averages against env steps (one host sync per ``log_every`` steps)."""
@@ -418,6 +457,9 @@ class CAPQLModule(L.LightningModule):
         metrics: dict[str, float] = {}
         if self._updates_in_window > 0 and self._train_sums is not None:
             means = (self._train_sums / self._updates_in_window).tolist()
+            bad = first_non_finite(zip(_TRAIN_KEYS, means))
+            if bad is not None:  # stop here: the last checkpoint on disk predates the bad update
+                raise NonFiniteError(*bad, env_step=self._steps)
             metrics.update(zip(_TRAIN_KEYS, means))
             self._train_sums.zero_()
         if self._finished_returns:
