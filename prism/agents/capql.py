@@ -176,22 +176,28 @@ class CAPQLModule(L.LightningModule):
             return torch.tanh(mean)
         return sample_tanh_gaussian(mean, log_std)[0]
 
-    def sample_preferences(self, n: int) -> torch.Tensor:
-        """``n`` training preferences ``[n, L]`` from the cone around the uniform weight (SPEC §6)."""
+    def sample_preferences(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``n`` training preferences ``[n, L]`` from the cone around the uniform weight (SPEC §6), drawn
+        from ``generator`` (default: the agent's training generator)."""
         return cone_weights(
             n,
             self.spec.n_objectives,
             half_angle=math.radians(self.config.cone_half_angle_deg),
-            generator=self._generator,
+            generator=self._generator if generator is None else generator,
             device=self.device,
         )
 
-    def expert_policy(self) -> Callable[[np.ndarray], np.ndarray]:
-        """A numpy policy ``obs [obs_dim] -> action [act_dim]``: deterministic, a fresh cone weight per call."""
+    def expert_policy(self, seed: int = 0) -> Callable[[np.ndarray], np.ndarray]:
+        """A numpy policy ``obs [obs_dim] -> action [act_dim]``: deterministic, a fresh cone weight per call.
+
+        The weights come from a generator of its own seeded with ``seed``: collecting data or drawing a
+        diagnostic with this policy never advances the agent's training generator.
+        """
+        generator = torch.Generator(device=self.device).manual_seed(int(seed))
 
         def policy(obs: np.ndarray) -> np.ndarray:
             obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device).unsqueeze(0)
-            return self.act(obs_t, self.sample_preferences(1))[0].cpu().numpy()
+            return self.act(obs_t, self.sample_preferences(1, generator))[0].cpu().numpy()
 
         return policy
 
