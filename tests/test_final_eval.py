@@ -60,8 +60,14 @@ def _fit(run_dir: Path, final: list[str], monkeypatch=None, rollouts: list | Non
 @pytest.fixture(scope="module")
 def final_run(tmp_path_factory) -> Path:
     """A run whose final protocol (5 weights x 2 episodes) differs from the periodic one (3 x 1)."""
+    import contextlib
+    import io
+
     run_dir = tmp_path_factory.mktemp("final") / "run"
-    _fit(run_dir, FINAL_5x2)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _fit(run_dir, FINAL_5x2)
+    (run_dir.parent / "stdout.txt").write_text(out.getvalue())  # the closing block, for the test below
     return run_dir
 
 
@@ -100,11 +106,13 @@ def test_final_evaluation_tensorboard_and_closing_block(final_run, capsys):
     rows = _rows(final_run / "eval.csv")
     assert events.Scalars("eval_final/hv")[0].value == pytest.approx(float(rows[-1]["hv"]), rel=1e-6)
 
-    # resuming the finished run changes nothing on disk but prints the closing block again
+    # resuming the finished run says so and changes nothing on disk
     before = (final_run / "eval.csv").read_bytes(), (final_run / "front.csv").read_bytes()
     fit_run([], [], resume=str(final_run))
     assert ((final_run / "eval.csv").read_bytes(), (final_run / "front.csv").read_bytes()) == before
-    out = capsys.readouterr().out
+    assert "is finished" in capsys.readouterr().out
+    # the closing block the fit printed
+    out = (final_run.parent / "stdout.txt").read_text()
     assert str(final_run) in out
     assert f"tensorboard --logdir {final_run / 'tb'}" in out
     assert "(5 weights x 2 episodes)" in out
