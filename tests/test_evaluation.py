@@ -1,4 +1,5 @@
-"""Batched evaluation (SPEC §9) against episode-by-episode references written here, and the callback."""
+"""Batched evaluation (docs/method.md §9) against episode-by-episode references written here, and the
+callback."""
 
 from __future__ import annotations
 
