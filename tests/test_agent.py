@@ -150,7 +150,7 @@ def test_env_step_clock_updates_and_resume(tmp_path):
     trainer.fit(module)
     assert module.env_steps.item() == 30 and len(module.buffer) == 30
     assert module.n_updates == 11  # one per env step from step 20 on (20..30 inclusive)
-    assert len(seen) == 11 and seen[0].obs.shape == (8, 6)
+    assert len(seen) == 11 and seen[0].obs.shape == (1, 8, 6)  # [members, batch, obs]
     assert all(not torch.equal(a, b) for a, b in zip(critic_before, module.critic.parameters()))
     # Polyak: the targets moved, but only a little (τ = 0.005 per update)
     moved = [(a - b).abs().max().item() for a, b in zip(target_before, module.critic_target.parameters())]
@@ -177,8 +177,8 @@ def test_env_step_clock_updates_and_resume(tmp_path):
 
 def test_hparams_hold_no_envs_or_modules():
     module = CAPQLModule(AgentConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), symreg_lambda=0.3)
-    assert set(module.hparams) == {"agent", "env_id", "symreg_lambda", "sparse_channel"}
-    assert module.hparams["symreg_lambda"] == 0.3 and module.env is None  # env not built in __init__
+    assert set(module.hparams) == {"agent", "env_id", "seeds", "symreg_lambda", "sparse_channel"}
+    assert module.hparams["symreg_lambda"] == 0.3 and module.envs == []  # envs not built in __init__
     assert module.hparams["agent"]["actor_hidden"] == [16]
 
 
@@ -205,7 +205,7 @@ def test_act_policy_mean_expert_policy(mode):
     assert (
         sampled.shape == (5, 2) and sampled.abs().max() <= 1 and not torch.equal(sampled, module.act(obs, w))
     )
-    policy = module.expert_policy()
+    policy = module.expert_policy(0, torch.Generator().manual_seed(1))
     a1, a2 = policy(np.ones(6, np.float32)), policy(np.ones(6, np.float32))
     assert a1.shape == (2,) and a1.dtype == np.float32 and np.abs(a1).max() <= 1
     assert not np.array_equal(a1, a2)  # a fresh cone weight per call

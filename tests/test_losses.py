@@ -94,7 +94,7 @@ def test_tanh_gaussian_log_prob_matches_change_of_variables():
 def test_log_std_clamped():
     actor = GaussianActor(OBS, L, ACT, [8])
     with torch.no_grad():
-        actor.head.bias[ACT:] = 100.0
+        actor.net.biases[-1][..., ACT:] = 100.0
     _, log_std = actor(torch.zeros(3, OBS), torch.full((3, L), 0.5))
     assert log_std.max().item() == 2.0
 
@@ -126,7 +126,7 @@ def test_critic_ensemble_members_are_independent_mlps():
     q = critic(x)
     for k in range(2):
         h = x
-        for j, (w, b) in enumerate(zip(critic.weights, critic.biases)):
+        for j, (w, b) in enumerate(zip(critic.net.weights, critic.net.biases)):
             h = h @ w[k] + b[k]
             if j < 2:
                 h = torch.relu(h)
