@@ -110,9 +110,62 @@ def test_actor_loss_leaves_no_gradient_on_critics(symreg_lambda):
     assert math.isfinite(out.loss.item())
 
 
-def test_critic_loss_leaves_no_gradient_on_actor_or_targets():
+def _hand_mlp(x: torch.Tensor, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """x Wᵀ + b through ``layers`` (float64) with ReLU between: an independent forward pass."""
+    h = x.double()
+    for j, (w, b) in enumerate(layers):
+        h = h @ w.double().T + b.double()
+        if j < len(layers) - 1:
+            h = torch.relu(h)
+    return h
+
+
+def _hand_actor(actor: GaussianActor, obs: torch.Tensor, weight: torch.Tensor):
+    linears = [m for m in actor.trunk if isinstance(m, torch.nn.Linear)] + [actor.head]
+    out = _hand_mlp(torch.cat([obs, weight], 1), [(m.weight, m.bias) for m in linears])
+    return out[:, :ACT], out[:, ACT:].clamp(-20.0, 2.0)
+
+
+def _hand_critic_member(ensemble: VectorCriticEnsemble, k: int, x: torch.Tensor) -> torch.Tensor:
+    # Member k's layer j is weights[j][k] ([d_in, d_out], applied as x W) and biases[j][k] ([1, d_out]).
+    return _hand_mlp(x, [(w[k].T, b[k, 0]) for w, b in zip(ensemble.weights, ensemble.biases)])
+
+
+def _hand_soft_target(actor, q_net, batch: ReplayBatch, eps: torch.Tensor, gamma: float, alpha: float):
+    """SPEC §6 target y = r + γ(1 − done)(min_k Q_k(s', a', w) − α log π(a'|s', w)), in float64."""
+    mean, log_std = _hand_actor(actor, batch.next_obs, batch.weight)
+    u = mean + log_std.exp() * eps.double()
+    next_action = torch.tanh(u)
+    log_prob = (Normal(mean, log_std.exp()).log_prob(u) - torch.log1p(-(next_action**2))).sum(-1)
+    x = torch.cat([batch.next_obs.double(), next_action, batch.weight.double()], 1)
+    next_q = torch.stack([_hand_critic_member(q_net, k, x) for k in range(q_net.n)]).min(0).values
+    soft = next_q - alpha * log_prob.unsqueeze(-1)
+    return batch.reward.double() + gamma * (1 - batch.done.double()).unsqueeze(-1) * soft
+
+
+def test_critic_loss_bootstraps_from_the_target_critics_and_sends_no_gradient_to_actor_or_targets():
     actor, critic, target = _nets()
-    out = capql_critic_loss(actor, critic, target, _batch(), 0.99, 0.2)
+    # Target weights deliberately far from the online ones (as after many lagging Polyak steps), so a loss that
+    # bootstrapped from the online critic would give a different number.
+    with torch.no_grad():
+        target.load_state_dict(critic.state_dict())
+        for p in target.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    batch, gamma, alpha = _batch(), 0.9, 0.2
+    torch.manual_seed(7)
+    out = capql_critic_loss(actor, critic, target, batch, gamma, alpha)
+    torch.manual_seed(7)
+    eps = torch.randn(batch.obs.shape[0], ACT)  # the same draw a' was sampled with
+    expected = _hand_soft_target(actor, target, batch, eps, gamma, alpha)
+    with_online = _hand_soft_target(actor, critic, batch, eps, gamma, alpha)
+    torch.testing.assert_close(out.target.double(), expected, atol=1e-4, rtol=1e-4)
+    assert (with_online - expected).abs().max() > 0.1  # the check can tell the two critics apart
+    assert torch.equal(out.target[batch.done == 1], batch.reward[batch.done == 1])  # terminal rows: y = r
+    # The loss regresses the *online* critics on y.
+    x = torch.cat([batch.obs, batch.action, batch.weight], 1)
+    q = torch.stack([_hand_critic_member(critic, k, x) for k in range(2)])
+    torch.testing.assert_close(out.loss.double(), (q - expected).square().mean(), atol=1e-4, rtol=1e-4)
+
     out.loss.backward()
     assert all(p.grad is None for p in actor.parameters())
     assert all(p.grad is None for p in target.parameters())

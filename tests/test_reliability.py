@@ -91,6 +91,7 @@ def _kill_when(cmd: list[str], ready, timeout: float = 300) -> None:
     assert process.returncode == -signal.SIGKILL
 
 
+@pytest.mark.slow  # several full runs in subprocesses
 def test_same_seed_same_eval_csv_and_other_seed_differs(reference_run, tmp_path):
     again = tmp_path / "again"
     _run(_fit_cmd(again))
@@ -100,6 +101,7 @@ def test_same_seed_same_eval_csv_and_other_seed_differs(reference_run, tmp_path)
     assert _eval_table(other) != _eval_table(reference_run)
 
 
+@pytest.mark.slow  # several full runs in subprocesses
 def test_resume_after_sigkill_mid_rl(reference_run, tmp_path):
     run_dir = tmp_path / "killed_rl"
     csv_path = run_dir / "eval.csv"
@@ -116,6 +118,7 @@ def test_resume_after_sigkill_mid_rl(reference_run, tmp_path):
     assert _eval_table(run_dir) == _eval_table(reference_run)
 
 
+@pytest.mark.slow  # several full runs in subprocesses
 def test_resume_after_sigkill_mid_reward_fit(reference_run, tmp_path):
     run_dir = tmp_path / "killed_fit"
     fit_logs = run_dir / "tb" / "reward_fit_cycle1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from prism.data.segments import SegmentStore
@@ -33,6 +34,7 @@ def _episodes(n_episodes: int, seed: int) -> SegmentStore:
     return store
 
 
+@pytest.mark.slow  # a full ReSymNet fit to convergence
 def test_recovers_per_step_reward_from_episode_sums():
     torch.manual_seed(0)
     train_store = _episodes(600, seed=0)

@@ -117,6 +117,18 @@ def test_capql_actor_loss_adds_lambda_times_symreg():
     with_reg = capql_actor_loss(actor, critic, batch, 0.2, 3.0, obs_sign, act_sign)
     torch.manual_seed(1)
     without = capql_actor_loss(actor, critic, batch, 0.2, 0.0)
+    # L_eq by hand from two separate forward passes (not the fused cat([s, L s]) pass of capql_actor_loss),
+    # with L and K written out from the toy spec's index lists.
+    obs_l = batch.obs.clone()
+    obs_l[:, list(TOY_SPEC.symmetric_obs)] *= -1
+    with torch.no_grad():
+        mean, log_std = actor(batch.obs, batch.weight)
+        mean_l, log_std_l = actor(obs_l, batch.weight)
+    k_mean = mean.clone()
+    k_mean[:, list(TOY_SPEC.symmetric_act)] *= -1
+    l_eq = ((mean_l - k_mean).abs().sum(1) ** 2).mean() + ((log_std_l - log_std).abs().sum(1) ** 2).mean()
+    assert l_eq.item() > 1e-3
+    torch.testing.assert_close(with_reg.symreg, l_eq)
     torch.testing.assert_close(with_reg.policy_loss, without.policy_loss)
-    torch.testing.assert_close(with_reg.loss, without.loss + 3.0 * with_reg.symreg)
-    assert with_reg.symreg.item() > 0 and without.symreg.item() == 0
+    torch.testing.assert_close(with_reg.loss.detach(), without.loss.detach() + 3.0 * l_eq)
+    assert without.symreg.item() == 0

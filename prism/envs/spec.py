@@ -199,6 +199,15 @@ def _complement(indices: Sequence[int], size: int) -> tuple[int, ...]:
 
 
 # ---- the paper's four MuJoCo tasks (SPEC §2 and the paper's appendix tables; λ from SPEC §7) ---------
+# Which parts of these tables are exact simulator symmetries and which are heuristic is checked against the
+# MuJoCo models in tests/test_symmetry_physics.py and written up in docs/symmetry.md. The values are the
+# paper's and stay as they are; the comments say what physics makes of them.
+
+# mo-hopper-v5, obs = qpos[1:] ++ qvel = (z, torso angle, thigh, leg, foot angles, vx, vz, torso spin,
+# thigh, leg, foot angular velocities). L_g negates the three joints' angles and velocities and keeps the torso.
+# HEURISTIC: not a simulator symmetry. Thigh and leg bend one way only ([-150°, 0]), so L_g maps legal states
+# outside the joint limits, and even with the limits off (and in flight) one step misses the mirrored next
+# state by ~0.7 of the step's size. No reflection of the x-z world keeps vx and gravity.
 register_env_spec(
     EnvSpec(
         id="mo-hopper-v5",
@@ -213,6 +222,11 @@ register_env_spec(
         symreg_lambda=0.01,
     )
 )
+# mo-walker2d-v5, obs = qpos[1:] ++ qvel = (z, torso angle, right thigh/leg/foot, left thigh/leg/foot angles,
+# vx, vz, torso spin, right then left joint angular velocities). L_g negates all six joints, keeps the torso.
+# HEURISTIC, for the same reasons as the hopper (one-sided knee/thigh limits; ~0.7 of a step off in flight).
+# The walker's EXACT symmetry is the left/right leg swap (obs 2-4 <-> 5-7, 11-13 <-> 14-16, actions 0-2 <-> 3-5,
+# to round-off even through ground contacts), a permutation that this ±1 diagonal table cannot express.
 register_env_spec(
     EnvSpec(
         id="mo-walker2d-v5",
@@ -227,6 +241,10 @@ register_env_spec(
         symreg_lambda=1.0,
     )
 )
+# mo-halfcheetah-v5, obs = qpos[1:] ++ qvel = (z, torso angle, back thigh/shin/foot, front thigh/shin/foot
+# angles, vx, vz, torso spin, the six joint angular velocities). L_g negates all six joints, keeps the torso.
+# HEURISTIC: the front and back legs differ (geometry, gears, springs), four of the six joint ranges are not
+# symmetric about 0, and one step in flight misses the mirrored next state by ~0.2 of the step's size.
 register_env_spec(
     EnvSpec(
         id="mo-halfcheetah-v5",
@@ -241,6 +259,11 @@ register_env_spec(
         symreg_lambda=0.01,
     )
 )
+# mo-swimmer-v5, obs = qpos[2:] ++ qvel = (tip angle, rotor 1, rotor 2 angles, vx, vy, tip angular velocity,
+# rotor 1, rotor 2 angular velocities). The reflection y -> -y across the swimming direction is an EXACT
+# simulator symmetry (bit-for-bit, rewards included): it negates obs 0,1,2,4,5,6,7 and keeps obs 3 (vx).
+# The paper's L_g keeps obs 0 and 5 as well, so it is NOT a simulator symmetry: it is exact only at states with
+# zero tip angle and spin, and even there it gets the sign of the next tip angle and spin wrong.
 register_env_spec(
     EnvSpec(
         id="mo-swimmer-v5",

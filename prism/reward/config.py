@@ -13,7 +13,8 @@ class RewardConfig:
 
     name: str = "resymnet"
     """Redistribution of the sparse channel: ``resymnet`` (learned per-step prediction), ``uniform`` (R/T),
-    ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)) or ``none`` (the channel as emitted: the baseline)."""
+    ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the channel as emitted: the baseline), or a class path
+    ``package.module:Name`` of a user shaper (one with ``needs_model = True`` gets a fitted ensemble)."""
     ensemble_size: int = 3
     """Number K of ensemble members; K = 1 is the "w/o ensemble" ablation."""
     hidden: int = 256
@@ -47,7 +48,8 @@ class RewardConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` naming the field when a value is out of range (called by the fitting and
         shaping entry points; the run-config loader has its own checks)."""
-        if self.name not in REWARD_NAMES:
+        # A class path (``package.module:Name``) is a user plug-in; the registry resolves and checks it.
+        if self.name not in REWARD_NAMES and ":" not in self.name and "." not in self.name:
             raise ValueError(f"reward.name: {self.name!r} is not one of {', '.join(REWARD_NAMES)}")
         checks = {
             "ensemble_size": self.ensemble_size >= 1,
