@@ -235,13 +235,14 @@ def _hand_policy_mean(base, obs: torch.Tensor, w: torch.Tensor, exact: bool) -> 
 
     In exact mode the orbit average ½(μ(s) + K μ(L s)) with L, K built from the toy spec's index lists.
     """
-    linears = [m for m in base.trunk if isinstance(m, torch.nn.Linear)] + [base.head]
+    # layer j of the (only) member: weights[j][0] is [d_in, d_out] (applied as x W), biases[j][0] is [1, d_out]
+    layers = [(w[0], b[0, 0]) for w, b in zip(base.net.weights, base.net.biases)]
 
     def mean(o: torch.Tensor) -> torch.Tensor:
         h = torch.cat([o, w], dim=1)
-        for j, layer in enumerate(linears):
-            h = h @ layer.weight.T + layer.bias
-            if j < len(linears) - 1:
+        for j, (weight, bias) in enumerate(layers):
+            h = h @ weight + bias
+            if j < len(layers) - 1:
                 h = torch.relu(h)
         return h[:, : TOY_SPEC.act_dim]  # the head's first act_dim outputs are the mean, the rest log-std
 
@@ -263,9 +264,8 @@ def test_act_policy_mean_expert_policy(mode):
     # Non-zero biases, so a forward pass that dropped or misplaced them would show.
     base = module.actor.base if mode == "exact" else module.actor
     with torch.no_grad():
-        for layer in [*base.trunk, base.head]:
-            if isinstance(layer, torch.nn.Linear):
-                layer.bias.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(1))
+        for bias in base.net.biases:
+            bias.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(1))
     expected = torch.tanh(_hand_policy_mean(base, obs, w, exact=mode == "exact"))
     torch.testing.assert_close(module.act(obs, w), expected, atol=1e-6, rtol=1e-5)
     sampled = module.act(obs, w, deterministic=False)

@@ -121,14 +121,15 @@ def _hand_mlp(x: torch.Tensor, layers: list[tuple[torch.Tensor, torch.Tensor]]) 
 
 
 def _hand_actor(actor: GaussianActor, obs: torch.Tensor, weight: torch.Tensor):
-    linears = [m for m in actor.trunk if isinstance(m, torch.nn.Linear)] + [actor.head]
-    out = _hand_mlp(torch.cat([obs, weight], 1), [(m.weight, m.bias) for m in linears])
+    # member 0's layer j: weights[j][0] is [d_in, d_out] (applied as x W), biases[j][0] is [1, d_out]
+    layers = [(w[0].T, b[0, 0]) for w, b in zip(actor.net.weights, actor.net.biases)]
+    out = _hand_mlp(torch.cat([obs, weight], 1), layers)
     return out[:, :ACT], out[:, ACT:].clamp(-20.0, 2.0)
 
 
 def _hand_critic_member(ensemble: VectorCriticEnsemble, k: int, x: torch.Tensor) -> torch.Tensor:
     # Member k's layer j is weights[j][k] ([d_in, d_out], applied as x W) and biases[j][k] ([1, d_out]).
-    return _hand_mlp(x, [(w[k].T, b[k, 0]) for w, b in zip(ensemble.weights, ensemble.biases)])
+    return _hand_mlp(x, [(w[k].T, b[k, 0]) for w, b in zip(ensemble.net.weights, ensemble.net.biases)])
 
 
 def _hand_soft_target(actor, q_net, batch: ReplayBatch, eps: torch.Tensor, gamma: float, alpha: float):
