@@ -1,7 +1,17 @@
 """``prism`` command line: ``prism fit`` and ``prism evaluate``.
 
-Bad input (a config key, a value, a file, a run folder) ends with one line on stderr that names the key
-and the problem, and exit code 2; ``--debug`` shows the traceback instead.
+Bad input (a config key, a value, a file, a run folder, a run whose checkpoints are all damaged) ends with
+one line on stderr that names the key and the problem, and exit code 2; ``--debug`` shows the traceback
+instead.
+
+Exit codes:
+
+- 0: done (also ``prism fit --resume`` of a finished run, which changes nothing).
+- 2: bad input (``prism: error: <key>: <problem>``).
+- 3: a loss, a shaped reward or a parameter became NaN/inf during training: the run stops with
+  ``prism: error: <quantity> is <nan|inf> at env step <N>; last good checkpoint: <path>``, and that
+  checkpoint (the newest on disk) holds only finite values.
+- 130: interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ import sys
 from collections.abc import Sequence
 
 USAGE_ERROR = 2
+NON_FINITE = 3
+INTERRUPTED = 130
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = args.debug or bool(os.environ.get("PRISM_DEBUG"))
 
     from prism.config import ConfigError
+    from prism.errors import NonFiniteError
 
     try:
         if args.command == "fit":
@@ -87,9 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"prism: error: {err}", file=sys.stderr)
         return USAGE_ERROR
+    except NonFiniteError as err:
+        if debug:
+            raise
+        print(f"prism: error: {err}", file=sys.stderr)
+        return NON_FINITE
     except KeyboardInterrupt:
         print("prism: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     return 0
 
 

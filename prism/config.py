@@ -9,6 +9,7 @@ structured schema below — so unknown keys and wrong types are caught by OmegaC
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,9 @@ class EnvConfig:
     """Which environment, which channel is sparse and how it is released (SPEC §2–§3)."""
 
     id: str = "mo-hopper-v5"
-    """Registered env id (see ``prism.envs.registered_env_ids()``), or the id of ``spec`` below."""
+    """A prism env id (``prism.envs.registered_env_ids()``: the paper's four MuJoCo tasks, the toy env) or
+    any gymnasium / mo-gymnasium id of a multi-objective env with a Box action space, whose spec prism
+    derives from the env (``prism.envs.derive_env_spec``; no symmetry table). See docs/custom_env.md."""
     sparse_channel: int | None = None
     """Reward channel hidden by the sparse wrapper; ``None`` = the spec's default channel; negative values
     count from the end (``-1`` = the last channel, the control cost in every shipped env)."""
@@ -40,7 +43,9 @@ class EnvConfig:
     dense: bool = False
     """Train on the plain dense env (the oracle): no wrapper, no hidden channel."""
     spec: dict[str, Any] | None = None
-    """A full :class:`prism.envs.EnvSpec` for an env prism does not ship (same fields)."""
+    """:class:`prism.envs.EnvSpec` fields replacing those of the registered or derived spec one by one,
+    e.g. ``{symmetric_obs: [...], symmetric_act: [...], symreg_lambda: 0.01}`` to give an unshipped env a
+    reflection symmetry table, or ``{ref_point: [...]}``; ``null`` = the spec as registered / derived."""
 
 
 @dataclass
@@ -139,20 +144,61 @@ def _non_negative(key: str, value: int | float) -> None:
         raise ConfigError(f"{key}: must be >= 0, got {value}")
 
 
+_LOG = logging.getLogger("prism.config")
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """Log a one-line config warning (starting with the key) once per process: a config that runs, but
+    probably not as its author expects. With no logging set up it reaches stderr as the bare line."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        _LOG.warning(message)
+
+
 def resolve_env_spec(config: RunConfig):
-    """The :class:`EnvSpec` of the run: the registered one, or the config's own ``env.spec``."""
-    from prism.envs import EnvSpec, SpecError, get_env_spec
+    """The :class:`EnvSpec` of the run: the registered one or one derived from the env itself, with the
+    fields of the config's ``env.spec`` on top (see :func:`prism.envs.resolve_env_spec`)."""
+    from prism.envs import SpecError
+    from prism.envs import resolve_env_spec as resolve
 
     try:
-        if config.env.spec is not None:
-            spec = EnvSpec.from_dict({"id": config.env.id, **config.env.spec})
-        else:
-            spec = get_env_spec(config.env.id)
+        spec = resolve(config.env.id, config.env.spec)
     except SpecError as err:
-        raise ConfigError(str(err)) from None
+        raise ConfigError(str(err).strip().splitlines()[0]) from None
     except TypeError as err:
         raise ConfigError(f"env.spec: {err}") from None
     return spec
+
+
+def _check_symmetry(config: RunConfig, spec) -> None:
+    """SymReg (λ > 0) and the exactly equivariant actor need the env's reflection table (L_g, K_g).
+
+    λ left at ``null`` takes the spec's value, which is 0 for an env without a table: the run (e.g. the
+    PRISM method overlay on an unshipped env) then goes ahead as ReSymNet shaping without SymReg, with a
+    one-line warning (logged once) saying so. An error would make the PRISM overlay unusable on such envs;
+    silence would hide that the result is the "w/o loss" ablation.
+    """
+    from prism.envs.spec import SYMMETRY_HINT
+
+    if spec.has_symmetry:
+        return
+    agent = config.agent
+    if agent.symmetry_mode == "exact":
+        raise ConfigError(
+            f"agent.symmetry_mode: exact needs a reflection symmetry table and {spec.id} has none; "
+            f"{SYMMETRY_HINT} or set agent.symmetry_mode=regularise"
+        )
+    if agent.symmetry_mode == "regularise" and agent.symreg_lambda is not None and agent.symreg_lambda > 0:
+        raise ConfigError(
+            f"agent.symreg_lambda: {spec.id} has no reflection symmetry table; {SYMMETRY_HINT} "
+            "or set agent.symreg_lambda=0"
+        )
+    if agent.symmetry_mode == "regularise" and agent.symreg_lambda is None:
+        _warn_once(
+            f"agent.symreg_lambda: warning: {spec.id} has no reflection symmetry table, so SymReg is off "
+            f"(λ = 0) and {config.method} runs without it; {SYMMETRY_HINT} to turn it on"
+        )
 
 
 def sparse_channel(config: RunConfig, spec) -> int | None:
@@ -215,6 +261,7 @@ def validate(config: RunConfig) -> None:
     _positive("agent.buffer_size", agent.buffer_size)
     if agent.symreg_lambda is not None:
         _non_negative("agent.symreg_lambda", agent.symreg_lambda)
+    _check_symmetry(config, spec)
     if not 0.0 < agent.gamma <= 1.0:
         raise ConfigError(f"agent.gamma: must lie in (0, 1], got {agent.gamma}")
 

@@ -146,16 +146,21 @@ class CAPQLModule(OffPolicyAgent):
         )
 
         n_obj, members = spec.n_objectives, self.members
-        reflection = reflection_from_spec(spec)
-        self.register_buffer("obs_sign", reflection.obs_sign, persistent=False)
-        self.register_buffer("act_sign", reflection.act_sign, persistent=False)
+        if not spec.has_symmetry and (effective > 0 or config.symmetry_mode == "exact"):
+            key = "symmetry_mode" if config.symmetry_mode == "exact" else "symreg_lambda"
+            raise ValueError(f"agent.{key}: {spec.id} has no reflection symmetry table for SymReg / exact mode")
+        # Without a symmetry table there are no (L_g, K_g) at all (never an identity stand-in): the buffers
+        # stay None and the SymReg branch, whose λ is 0 then, never reads them.
+        reflection = reflection_from_spec(spec) if spec.has_symmetry else None
+        self.register_buffer("obs_sign", reflection.obs_sign if reflection else None, persistent=False)
+        self.register_buffer("act_sign", reflection.act_sign if reflection else None, persistent=False)
         init = self.init_generators()
         base_actor = GaussianActor(
             spec.obs_dim, n_obj, spec.act_dim, config.actor_hidden, members=members, generators=init
         )
         self.actor: torch.nn.Module = (
             OrbitAveragedActor(base_actor, reflection.obs_sign, reflection.act_sign)
-            if config.symmetry_mode == "exact"
+            if config.symmetry_mode == "exact" and reflection is not None
             else base_actor
         )
         critic_in = spec.obs_dim + spec.act_dim + n_obj

@@ -41,6 +41,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from prism.agents.preferences import cone_weights
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
+from prism.errors import NonFiniteError, first_non_finite
 from prism.reward.shaping import PassThroughShaper, RewardShaper
 from prism.seeding import derive_seed, population_seed
 
@@ -339,14 +340,22 @@ class OffPolicyAgent(L.LightningModule):
             # Deterministic action: exploration comes from the per-step preference w (SPEC §6).
             obs_t = torch.as_tensor(obs, device=self.device).unsqueeze(1)
             actions = self.act(obs_t, weight_t)[:, 0].cpu().numpy()
+            if not np.isfinite(actions).all():  # host-side numpy check: the actions are on the host anyway
+                bad = float(actions[~np.isfinite(actions)][0])
+                raise self._root_cause(NonFiniteError("policy/action", bad, self._steps))
         members, rows = [], []
         next_obs_all = np.empty_like(obs)
         for m, env in enumerate(self.envs):
             next_obs, reward, terminated, truncated, info = env.step(actions[m])
             released = bool(info["released"][self.sparse_channel]) if "released" in info else True
-            pushed = self.shapers[m].push(
-                obs[m], actions[m], reward, next_obs, terminated, truncated, weights[m], released
-            )
+            try:
+                pushed = self.shapers[m].push(
+                    obs[m], actions[m], reward, next_obs, terminated, truncated, weights[m], released
+                )
+            except NonFiniteError as err:
+                if err.env_step is None:
+                    err.env_step = self._steps + 1  # this step's reward: the clock reads _steps + 1 after it
+                raise self._root_cause(err) from None
             for tr in pushed:
                 # Transition.terminated is termination only: truncation keeps bootstrapping (critic target).
                 rows.append(self.buffer.row(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.weight))
@@ -423,6 +432,34 @@ class OffPolicyAgent(L.LightningModule):
         self._episode_length = state["episode_length"].numpy().copy()
         self._n_updates = int(state["n_updates"])
 
+    # ---- non-finite values ----------------------------------------------------------------------------
+    def _non_finite_train_term(self) -> tuple[str, float] | None:
+        """The first NaN/inf training term (any member) accumulated since the last flush (one host sync)."""
+        if self._train_sums is None or self._updates_in_window == 0:
+            return None
+        sums = self._train_sums.tolist()
+        return first_non_finite((key, row[i]) for row in sums for i, key in enumerate(self.train_keys))
+
+    def _root_cause(self, err: NonFiniteError) -> NonFiniteError:
+        """A NaN action or shaped reward usually comes from a loss that went NaN earlier in the window:
+        name that loss instead when there is one (only on this error path, so no sync per step)."""
+        bad = self._non_finite_train_term()
+        return err if bad is None else NonFiniteError(*bad, env_step=self._steps)
+
+    def check_finite(self) -> None:
+        """Raise :class:`~prism.errors.NonFiniteError` if a training term of the current log window or a
+        parameter is NaN/inf (one host sync: the checkpointer calls it before every save)."""
+        bad = self._non_finite_train_term()
+        if bad is None:
+            params = list(self.named_parameters())
+            finite = torch.stack([torch.isfinite(p).all() for _, p in params]).tolist() if params else []
+            for (name, p), ok in zip(params, finite):
+                if not ok:
+                    bad = f"param/{name}", float(p.detach()[~torch.isfinite(p.detach())][0])
+                    break
+        if bad is not None:
+            raise NonFiniteError(*bad, env_step=self._steps)
+
     # ---- logging --------------------------------------------------------------------------------------
     def _loggers(self) -> list[Any | None]:
         if self.member_loggers is not None:
@@ -439,6 +476,9 @@ class OffPolicyAgent(L.LightningModule):
         means = None
         if self._updates_in_window > 0 and self._train_sums is not None:
             means = (self._train_sums / self._updates_in_window).tolist()
+            bad = first_non_finite((key, row[i]) for row in means for i, key in enumerate(self.train_keys))
+            if bad is not None:  # stop here: the last checkpoint on disk predates the bad update
+                raise NonFiniteError(*bad, env_step=self._steps)
             self._train_sums.zero_()
         for m, logger in enumerate(self._loggers()):
             metrics: dict[str, float] = {}

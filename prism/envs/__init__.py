@@ -1,7 +1,16 @@
-"""Environment layer: specs with symmetry sets, the sparse-reward wrapper, a fast toy env."""
+"""Environment layer: specs (shipped, or derived from any multi-objective gymnasium env) with optional
+symmetry sets, the sparse-reward wrapper, a fast toy env."""
 
 from prism.envs.factory import make_env  # noqa: I001  (after the specs it builds from)
-from prism.envs.spec import EnvSpec, SpecError, get_env_spec, register_env_spec, registered_env_ids
+from prism.envs.spec import (
+    EnvSpec,
+    SpecError,
+    derive_env_spec,
+    get_env_spec,
+    register_env_spec,
+    registered_env_ids,
+    resolve_env_spec,
+)
 from prism.envs.toy import TOY_ENV_ID, TOY_SPEC, ToyReflectionEnv
 from prism.envs.wrappers import SparseRewardWrapper, release_probabilities
 
@@ -12,9 +21,11 @@ __all__ = [
     "SparseRewardWrapper",
     "SpecError",
     "ToyReflectionEnv",
+    "derive_env_spec",
     "get_env_spec",
     "make_env",
     "register_env_spec",
     "registered_env_ids",
     "release_probabilities",
+    "resolve_env_spec",
 ]

@@ -17,6 +17,7 @@ def make_env(
 ) -> gym.Env:
     """The env the learner sees.
 
+    The env acts in [−1, 1] (:meth:`EnvSpec.make` rescales other bounded Box action spaces).
     ``sparse_channel=None`` gives the plain dense env (oracle, evaluation). Otherwise the env is wrapped in
     :class:`SparseRewardWrapper` with every channel dense except ``sparse_channel``, released with
     probability ``p_rel`` per step and always at episode end; ``seed`` seeds the release draws.

@@ -5,16 +5,37 @@ One :class:`EnvSpec` per supported environment (SPEC §2). The reflection symmet
 negates the symmetric action indices (every action dimension in the MuJoCo tasks). Both are diagonal
 ±1 matrices, hence involutions.
 
-A user declares a spec for another env in a config with the same fields (see :meth:`EnvSpec.from_dict`).
+An env may have **no** symmetry table: its three index fields are ``None`` and
+:attr:`EnvSpec.has_symmetry` is False. That is never the same as an identity reflection: asking such a spec
+for L_g or K_g is an error, and so is a positive SymReg λ, so SymReg can never silently be a zero term.
+
+Where a run's spec comes from (:func:`resolve_env_spec`):
+
+1. the registry (the paper's four MuJoCo tasks and the toy env), or else
+2. :func:`derive_env_spec`: any gymnasium / mo-gymnasium id whose env has a rank-1 Box observation space,
+   a bounded Box action space and a ``reward_space`` — sizes, objectives and time limit are read off the
+   env; sparse channel 0, λ = 0, HV reference point −100 per objective, no symmetry;
+3. then the fields of a user's ``env.spec`` mapping replace those of that base spec one by one (so a
+   partial mapping, e.g. just the symmetry table and λ, is enough for an env prism does not ship).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+
+DEFAULT_REF_VALUE = -100.0
+"""Per-objective HV reference value of a spec that gives none (the paper's value for the MuJoCo tasks)."""
+
+DEFAULT_MAX_EPISODE_STEPS = 1000
+"""Time limit of a derived spec whose env is registered without one."""
+
+SYMMETRY_HINT = "give env.spec.symmetric_obs / asymmetric_obs / symmetric_act (see docs/custom_env.md)"
+"""How to supply a reflection symmetry table; ends the errors about a missing one."""
 
 
 class SpecError(ValueError):
@@ -26,17 +47,22 @@ class EnvSpec:
     """Everything prism needs to know about a multi-objective environment.
 
     Attributes:
-        id: gymnasium / mo-gymnasium id passed to ``mo_gymnasium.make``.
+        id: gymnasium / mo-gymnasium id passed to ``mo_gymnasium.make`` (``module:Env-v0`` imports
+            ``module`` first, so an env registered by the user's own package works too).
         objective_names: one name per reward channel (its length is the number of objectives L).
         obs_dim: observation size.
         act_dim: action size.
         sparse_channel: default channel made sparse by the wrapper (SPEC §2).
-        symmetric_obs: observation indices negated by the reflection L_g.
+        symmetric_obs: observation indices negated by the reflection L_g; ``None`` = the env has no
+            reflection symmetry table (then ``asymmetric_obs`` and ``symmetric_act`` are ``None`` too).
         asymmetric_obs: observation indices left unchanged by L_g. Together with ``symmetric_obs`` they
-            partition ``range(obs_dim)``.
-        symmetric_act: action indices negated by K_g (all of them in every MuJoCo task).
-        ref_point: hypervolume reference point, one value per objective (−100 in the paper).
-        symreg_lambda: the paper's SymReg weight λ for this env (SPEC §7).
+            partition ``range(obs_dim)``; ``None`` next to a given ``symmetric_obs`` = its complement.
+        symmetric_act: action indices negated by K_g (all of them in every MuJoCo task); ``None`` exactly
+            when ``symmetric_obs`` is.
+        ref_point: hypervolume reference point, one value per objective; ``None`` = −100 each (the
+            paper's value for the MuJoCo tasks, :data:`DEFAULT_REF_VALUE`).
+        symreg_lambda: the paper's SymReg weight λ for this env (SPEC §7); must be 0 without a symmetry
+            table.
         max_episode_steps: time limit (episodes are truncated there).
         make_kwargs: extra keyword arguments for ``make``.
     """
@@ -45,19 +71,25 @@ class EnvSpec:
     objective_names: tuple[str, ...]
     obs_dim: int
     act_dim: int
-    sparse_channel: int
-    symmetric_obs: tuple[int, ...]
-    asymmetric_obs: tuple[int, ...]
-    symmetric_act: tuple[int, ...]
-    ref_point: tuple[float, ...]
-    symreg_lambda: float
-    max_episode_steps: int = 1000
+    sparse_channel: int = 0
+    symmetric_obs: tuple[int, ...] | None = None
+    asymmetric_obs: tuple[int, ...] | None = None
+    symmetric_act: tuple[int, ...] | None = None
+    ref_point: tuple[float, ...] | None = None
+    symreg_lambda: float = 0.0
+    max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS
     make_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Normalise sequences to tuples so specs built from YAML lists compare and hash like built-ins.
         for name in ("objective_names", "symmetric_obs", "asymmetric_obs", "symmetric_act", "ref_point"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(value))
+        if self.ref_point is None:
+            object.__setattr__(self, "ref_point", (DEFAULT_REF_VALUE,) * len(self.objective_names))
+        if self.symmetric_obs is not None and self.asymmetric_obs is None:
+            object.__setattr__(self, "asymmetric_obs", _complement(self.symmetric_obs, self.obs_dim))
         object.__setattr__(self, "make_kwargs", dict(self.make_kwargs))
         self.validate()
 
@@ -65,6 +97,12 @@ class EnvSpec:
     def n_objectives(self) -> int:
         """Number of reward channels L."""
         return len(self.objective_names)
+
+    @property
+    def has_symmetry(self) -> bool:
+        """Whether the spec carries a reflection symmetry table (L_g, K_g); SymReg and the exactly
+        equivariant actor need one."""
+        return self.symmetric_obs is not None
 
     def validate(self) -> None:
         """Raise :class:`SpecError` naming the field if the spec is inconsistent."""
@@ -78,6 +116,45 @@ class EnvSpec:
             raise SpecError(
                 f"env.sparse_channel: {self.sparse_channel} is out of range for {self.n_objectives} objectives"
             )
+        self._validate_symmetry()
+        assert self.ref_point is not None  # filled in by __post_init__
+        if len(self.ref_point) != self.n_objectives:
+            raise SpecError(
+                f"env.ref_point: has {len(self.ref_point)} values for {self.n_objectives} objectives"
+            )
+        if self.symreg_lambda < 0:
+            raise SpecError(f"env.symreg_lambda: must be >= 0, got {self.symreg_lambda}")
+        if self.symreg_lambda > 0 and not self.has_symmetry:
+            raise SpecError(
+                f"env.symreg_lambda: {self.symreg_lambda} needs a reflection symmetry table and "
+                f"{self.id} has none; {SYMMETRY_HINT} or set env.spec.symreg_lambda=0"
+            )
+        if self.max_episode_steps <= 0:
+            raise SpecError(f"env.max_episode_steps: must be positive, got {self.max_episode_steps}")
+
+    def _validate_symmetry(self) -> None:
+        """The three index sets: all absent (no symmetry), or a partition of the observation indices plus
+        the action indices, describing a non-identity reflection."""
+        given = {
+            "symmetric_obs": self.symmetric_obs is not None,
+            "asymmetric_obs": self.asymmetric_obs is not None,
+            "symmetric_act": self.symmetric_act is not None,
+        }
+        if not any(given.values()):
+            return
+        if not given["symmetric_obs"]:
+            present = [name for name, ok in given.items() if ok]
+            raise SpecError(
+                f"env.symmetric_obs: missing, but {' and '.join(present)} is given; a reflection symmetry "
+                "table needs symmetric_obs and symmetric_act (asymmetric_obs defaults to the rest)"
+            )
+        if not given["symmetric_act"]:
+            raise SpecError(
+                "env.symmetric_act: missing, but symmetric_obs is given; a reflection symmetry table needs "
+                "the action indices K_g negates too"
+            )
+        assert self.symmetric_obs is not None and self.asymmetric_obs is not None
+        assert self.symmetric_act is not None
         for name, indices, size in (
             ("symmetric_obs", self.symmetric_obs, self.obs_dim),
             ("asymmetric_obs", self.asymmetric_obs, self.obs_dim),
@@ -96,39 +173,51 @@ class EnvSpec:
             raise SpecError(
                 f"env.symmetric_obs/asymmetric_obs: observation indices {missing} are in neither set"
             )
-        if len(self.ref_point) != self.n_objectives:
+        if not self.symmetric_obs and not self.symmetric_act:
+            # An identity "reflection" would make SymReg identically 0 without anyone noticing.
             raise SpecError(
-                f"env.ref_point: has {len(self.ref_point)} values for {self.n_objectives} objectives"
+                "env.symmetric_obs: symmetric_obs and symmetric_act are both empty, i.e. the identity; "
+                "for an env without a symmetry leave all three index fields out"
             )
-        if self.symreg_lambda < 0:
-            raise SpecError(f"env.symreg_lambda: must be >= 0, got {self.symreg_lambda}")
-        if self.max_episode_steps <= 0:
-            raise SpecError(f"env.max_episode_steps: must be positive, got {self.max_episode_steps}")
 
     # ---- reflection operators -------------------------------------------------------------------
+    def _require_symmetry(self) -> None:
+        if not self.has_symmetry:
+            raise SpecError(f"env.symmetric_obs: {self.id} has no reflection symmetry table; {SYMMETRY_HINT}")
+
     def obs_reflection(self) -> np.ndarray:
-        """Diagonal of L_g as a float32 vector of ±1 (−1 on the symmetric observation indices)."""
+        """Diagonal of L_g as a float32 vector of ±1 (−1 on the symmetric observation indices).
+
+        Raises :class:`SpecError` when the spec has no symmetry table (see :attr:`has_symmetry`).
+        """
+        self._require_symmetry()
         sign = np.ones(self.obs_dim, dtype=np.float32)
-        sign[list(self.symmetric_obs)] = -1.0
+        sign[list(self.symmetric_obs or ())] = -1.0
         return sign
 
     def act_reflection(self) -> np.ndarray:
-        """Diagonal of K_g as a float32 vector of ±1 (−1 on the symmetric action indices)."""
+        """Diagonal of K_g as a float32 vector of ±1 (−1 on the symmetric action indices).
+
+        Raises :class:`SpecError` when the spec has no symmetry table (see :attr:`has_symmetry`).
+        """
+        self._require_symmetry()
         sign = np.ones(self.act_dim, dtype=np.float32)
-        sign[list(self.symmetric_act)] = -1.0
+        sign[list(self.symmetric_act or ())] = -1.0
         return sign
 
     # ---- construction ---------------------------------------------------------------------------
     def make(self, **kwargs: Any):
-        """Build the (dense, multi-objective) env and check its sizes against this spec."""
-        import gymnasium as gym
-        import mo_gymnasium as mo_gym
+        """Build the (dense, multi-objective) env and check its sizes against this spec.
 
-        from prism.envs import toy  # noqa: F401  (registers the toy env id)
-
+        A bounded Box action space other than [−1, 1] is rescaled to [−1, 1]
+        (``gymnasium.wrappers.RescaleAction``) here rather than in :func:`prism.envs.make_env`, so the
+        training, collection and evaluation envs (evaluation builds from ``spec.make``) all act in the
+        [−1, 1] box CAPQL's tanh policy covers. An unbounded action space is a :class:`SpecError`.
+        """
         merged = {**self.make_kwargs, **kwargs}
         merged.setdefault("max_episode_steps", self.max_episode_steps)
-        env = mo_gym.make(self.id, **merged) if self.id.startswith("mo-") else gym.make(self.id, **merged)
+        env = _make_raw(self.id, merged)
+        env = _unit_actions(env, self.id)
         self.check_env(env)
         return env
 
@@ -151,13 +240,21 @@ class EnvSpec:
         """A copy with some fields changed (validated again)."""
         return EnvSpec(**{**asdict(self), **changes})
 
+    def with_fields(self, data: Mapping[str, Any]) -> EnvSpec:
+        """A copy with the fields of a user's ``env.spec`` mapping replacing this spec's (validated again).
+
+        Unknown fields are an error naming the key; ``id`` may only repeat this spec's id (it is set by
+        ``env.id``). Fields not in ``data`` keep this spec's values.
+        """
+        _check_known_fields(data)
+        if "id" in data and data["id"] != self.id:
+            raise SpecError(f"env.spec.id: set the env with env.id (got {data['id']!r} next to {self.id!r})")
+        return EnvSpec(**{**asdict(self), **dict(data)})
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvSpec:
         """Build a spec from a config mapping; unknown fields are an error naming the key."""
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise SpecError(f"env.{unknown[0]}: unknown env-spec field (known: {', '.join(sorted(known))})")
+        _check_known_fields(data)
         required = [
             f
             for f, d in cls.__dataclass_fields__.items()
@@ -167,6 +264,170 @@ class EnvSpec:
         if missing:
             raise SpecError(f"env.{missing[0]}: required env-spec field is missing")
         return cls(**dict(data))
+
+
+def _check_known_fields(data: Mapping[str, Any]) -> None:
+    known = set(EnvSpec.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SpecError(f"env.{unknown[0]}: unknown env-spec field (known: {', '.join(sorted(known))})")
+
+
+def _make_raw(env_id: str, kwargs: Mapping[str, Any]):
+    """``mo_gymnasium.make`` for ``mo-`` ids, ``gymnasium.make`` otherwise (env checker off: vector rewards
+    are fine for us, not for gymnasium's passive checker)."""
+    import gymnasium as gym
+    import mo_gymnasium as mo_gym
+
+    from prism.envs import toy  # noqa: F401  (registers the toy env id)
+
+    if env_id.startswith("mo-"):
+        return mo_gym.make(env_id, **kwargs)
+    return gym.make(env_id, **{"disable_env_checker": True, **kwargs})
+
+
+def _unit_actions(env, env_id: str):
+    """``env`` acting in [−1, 1]: unchanged if its Box already is, else wrapped in ``RescaleAction``."""
+    import gymnasium as gym
+
+    space = env.action_space
+    if not isinstance(space, gym.spaces.Box):
+        raise SpecError(f"env.id: {env_id} has a {type(space).__name__} action space; prism needs a Box")
+    low, high = np.asarray(space.low, dtype=np.float64), np.asarray(space.high, dtype=np.float64)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise SpecError(
+            f"env.id: {env_id} has unbounded actions [{low.tolist()}, {high.tolist()}]; CAPQL's tanh policy "
+            "needs finite bounds to rescale to [-1, 1]"
+        )
+    if np.array_equal(low, -np.ones_like(low)) and np.array_equal(high, np.ones_like(high)):
+        return env
+    return gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))
+
+
+def _is_known_gym_id(env_id: str) -> bool:
+    """Whether gymnasium (with mo-gymnasium's and prism's ids registered) knows ``env_id``; a
+    ``module:Env-v0`` id imports ``module`` first, as ``gymnasium.make`` does."""
+    import gymnasium as gym
+    import mo_gymnasium  # noqa: F401  (registers the mo- ids)
+
+    from prism.envs import toy  # noqa: F401
+
+    module, _, name = env_id.rpartition(":")
+    try:
+        if module:
+            importlib.import_module(module)
+        gym.spec(name)
+    except (gym.error.Error, ModuleNotFoundError):
+        return False
+    return True
+
+
+def derive_env_spec(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -> EnvSpec:
+    """The spec of a gymnasium / mo-gymnasium env prism does not ship, read off the env itself.
+
+    The env is built once (with ``make_kwargs``) and must have a rank-1 Box observation space, a Box action
+    space with finite bounds (rescaled to [−1, 1] by :meth:`EnvSpec.make` when they differ) and a rank-1
+    ``reward_space`` on the unwrapped env; prism must also be able to save its state mid-episode
+    (:mod:`prism.envs.state`), since every run checkpoints. The derived spec has:
+
+    - ``obs_dim``, ``act_dim`` and the objective count from those spaces;
+    - ``objective_names`` from the unwrapped env's ``objective_names`` / ``reward_names`` attribute when it
+      has one of the right length, else ``objective_0``, ``objective_1``, …;
+    - ``sparse_channel`` 0, ``symreg_lambda`` 0 and **no** symmetry table (``has_symmetry`` False);
+    - ``ref_point`` −100 per objective (:data:`DEFAULT_REF_VALUE`; set ``env.spec.ref_point`` for an env
+      whose returns live on another scale);
+    - ``max_episode_steps`` from the env's registration, or :data:`DEFAULT_MAX_EPISODE_STEPS`.
+
+    Raises :class:`SpecError` (one line, starting with ``env.id``) when the id is unknown everywhere, the
+    env cannot be built, or a requirement above fails.
+    """
+    import gymnasium as gym
+
+    kwargs = dict(make_kwargs or {})
+    if not _is_known_gym_id(env_id):
+        raise SpecError(
+            f"env.id: unknown env {env_id!r}: neither a prism spec "
+            f"(registered: {', '.join(sorted(_REGISTRY))}) nor a gymnasium / mo-gymnasium id"
+        )
+    try:
+        env = _make_raw(env_id, kwargs)
+    except Exception as err:  # missing optional dependencies (box2d, …) and bad kwargs come in many types
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise SpecError(f"env.id: cannot build {env_id}: {first}") from None
+    try:
+        obs_space = env.observation_space
+        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+            raise SpecError(
+                f"env.id: {env_id} observes {obs_space}; prism needs a rank-1 Box observation space"
+            )
+        act_space = _unit_actions(env, env_id).action_space
+        if len(act_space.shape) != 1:
+            raise SpecError(f"env.id: {env_id} acts with {act_space}; prism needs a rank-1 Box action space")
+        reward_space = getattr(env.unwrapped, "reward_space", None)
+        if reward_space is None or len(getattr(reward_space, "shape", None) or ()) != 1:
+            raise SpecError(
+                f"env.id: {env_id} has no vector reward_space on its unwrapped env; prism needs a "
+                "multi-objective (mo-gymnasium style) env"
+            )
+        n_objectives = int(reward_space.shape[0])
+        names = _objective_names(env.unwrapped, n_objectives)
+        registered = env.spec.max_episode_steps if env.spec is not None else None
+        _check_state_capture(env, env_id)
+    finally:
+        env.close()
+    return EnvSpec(
+        id=env_id,
+        objective_names=names,
+        obs_dim=int(obs_space.shape[0]),
+        act_dim=int(act_space.shape[0]),
+        max_episode_steps=int(registered) if registered else DEFAULT_MAX_EPISODE_STEPS,
+        make_kwargs=kwargs,
+    )
+
+
+def _objective_names(base, n_objectives: int) -> tuple[str, ...]:
+    for attribute in ("objective_names", "reward_names"):
+        names = getattr(base, attribute, None)
+        if (
+            isinstance(names, Sequence)
+            and not isinstance(names, str)
+            and len(names) == n_objectives
+            and all(isinstance(name, str) and name for name in names)
+            and len(set(names)) == n_objectives
+        ):
+            return tuple(names)
+    return tuple(f"objective_{i}" for i in range(n_objectives))
+
+
+def _check_state_capture(env, env_id: str) -> None:
+    """Every run checkpoints the env mid-episode: refuse an env whose state prism cannot capture now,
+    not at the first checkpoint."""
+    from prism.envs.state import get_env_state
+
+    env.reset(seed=0)
+    try:
+        get_env_state(env)
+    except TypeError:
+        raise SpecError(
+            f"env.id: prism cannot save the state of {env_id} ({type(env.unwrapped).__name__}) for its "
+            "checkpoints; give the env prism_get_state / prism_set_state methods (see docs/custom_env.md)"
+        ) from None
+
+
+def resolve_env_spec(env_id: str, overrides: Mapping[str, Any] | None = None) -> EnvSpec:
+    """The spec of a run: the registered one, or one derived from the env (:func:`derive_env_spec`), with
+    the fields of ``overrides`` (a config's ``env.spec``) replacing the base spec's one by one.
+
+    ``overrides["make_kwargs"]`` is also used to build the env a spec is derived from. An id that is
+    neither registered nor known to gymnasium stays a one-line ``env.id: unknown env …`` error.
+    """
+    overrides = dict(overrides or {})
+    _check_known_fields(overrides)
+    if env_id in _REGISTRY:
+        base = _REGISTRY[env_id]
+    else:
+        base = derive_env_spec(env_id, overrides.get("make_kwargs"))
+    return base.with_fields(overrides) if overrides else base
 
 
 _REGISTRY: dict[str, EnvSpec] = {}

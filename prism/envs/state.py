@@ -1,10 +1,13 @@
 """Capture and restore an env's full state mid-episode, so a resumed run continues bit for bit.
 
 Walks the wrapper chain: the sparse wrapper's accumulator and release generator, TimeLimit's step count,
-and the base env — MuJoCo's full integration state (``mj_getState(mjSTATE_INTEGRATION)``: positions,
-velocities, activations, controls, warm-start accelerations, time …) or the toy env's fields — plus the
-base env's ``np_random`` and the action space's sampler. Everything is returned as tensors and plain
-Python values, so it saves with ``torch.save`` and loads with ``weights_only=True``.
+and the base env — the toy env's fields, what the env's own ``prism_get_state()`` returns (the hook for a
+user's env: it returns tensors and plain values, ``prism_set_state(state)`` restores them), MuJoCo's full
+integration state (``mj_getState(mjSTATE_INTEGRATION)``: positions, velocities, activations, controls,
+warm-start accelerations, time …), or the numpy ``state`` array that classic-control envs (mountain car …)
+keep everything in — plus the base env's ``np_random`` and the action space's sampler. Everything is
+returned as tensors and plain Python values, so it saves with ``torch.save`` and loads with
+``weights_only=True``.
 """
 
 from __future__ import annotations
@@ -68,11 +71,17 @@ def get_env_state(env: gym.Env) -> dict[str, Any]:
     state["action_space_rng"] = rng_state(env.action_space.np_random)
     if isinstance(base, ToyReflectionEnv):
         state["toy"] = torch.tensor([*base._p, *base._v, base._t], dtype=torch.float64)
+    elif callable(getattr(base, "prism_get_state", None)):
+        state["custom"] = base.prism_get_state()
     elif hasattr(base, "model") and hasattr(base, "data"):
         state["mujoco"] = _mujoco_state(base)
+    elif isinstance(getattr(base, "state", None), np.ndarray):
+        # Classic control: the whole physical state is this one array (its dtype is kept by torch).
+        state["array_state"] = torch.from_numpy(np.array(base.state, copy=True))
     else:
         raise TypeError(
-            f"get_env_state: cannot capture the state of {type(base).__name__}; add it to prism.envs.state"
+            f"get_env_state: cannot capture the state of {type(base).__name__}; give it prism_get_state / "
+            "prism_set_state methods or add it to prism.envs.state"
         )
     return state
 
@@ -91,5 +100,9 @@ def set_env_state(env: gym.Env, state: dict[str, Any]) -> None:
     if "toy" in state:
         values = state["toy"].numpy()
         base._p, base._v, base._t = values[0:2].copy(), values[2:4].copy(), int(values[4])
+    elif "custom" in state:
+        base.prism_set_state(state["custom"])
+    elif "array_state" in state:
+        base.state = state["array_state"].numpy().copy()
     else:
         _set_mujoco_state(base, state["mujoco"])

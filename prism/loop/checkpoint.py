@@ -4,12 +4,20 @@ A checkpoint (``<run_dir>/checkpoints/last.pt``) holds the agent's weights and o
 buffer and runtime state (current observation, env state mid-episode, preference sampler), the loop's
 phase / cycle / segment store / reward ensemble, the shaper's pending segment, the evaluation schedule and
 the global RNGs. It contains only tensors and plain Python containers, so it loads with
-``torch.load(weights_only=True)``; it is written to a temporary file and renamed, so a kill while saving
-leaves the previous checkpoint intact.
+``torch.load(weights_only=True)``. The one before it is kept as ``checkpoints/previous.pt``: a save writes
+``last.tmp``, renames ``last.pt`` to ``previous.pt``, then ``last.tmp`` to ``last.pt``, so a kill at any
+point leaves at least one complete checkpoint (between the two renames only ``previous.pt``, which is then
+the newest). A state with a NaN/inf loss term or parameter is never saved (the agent's ``check_finite``
+raises :class:`~prism.errors.NonFiniteError` first), so the checkpoints on disk are always good ones.
 
 Checkpoints are taken every ``loop.checkpoint_every`` env steps, at every phase change, and at the end.
 On ``--resume`` the run folder's ``config.yaml`` is used, rows of ``eval.csv`` newer than the checkpoint
 are dropped (they are recomputed identically), and TensorBoard events after the checkpoint are purged.
+A checkpoint that does not load (truncated, garbage, wrong format, missing keys, non-finite weights) is
+reported in one warning line and the previous one is used; ``--resume`` renames the damaged file to
+``*.damaged`` (nothing is deleted, and the next save cannot rotate it over the good one). With no loadable
+checkpoint left, a :class:`~prism.config.ConfigError` names the file. A finished run (``summary.json``
+present) is left alone.
 """
 
 from __future__ import annotations
@@ -17,7 +25,10 @@ from __future__ import annotations
 import csv
 import os
 import random
+import sys
 import time
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +38,36 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from prism.config import ConfigError, load_config
+from prism.errors import NonFiniteError
 from prism.loop.evaluation import agent_env_steps
 
 CHECKPOINT_DIR = "checkpoints"
 LAST = "last.pt"
+PREVIOUS = "previous.pt"
+DAMAGED_SUFFIX = ".damaged"
+SUMMARY_FILE = "summary.json"
 FORMAT_VERSION = 1
+REQUIRED_KEYS = (
+    "format",
+    "env_steps",
+    "agent",
+    "optimizers",
+    "agent_runtime",
+    "shaper",
+    "loop",
+    "evaluation",
+    "rng",
+)
 
 
 def checkpoint_path(run_dir: Path) -> Path:
+    """The newest checkpoint of a run."""
     return Path(run_dir) / CHECKPOINT_DIR / LAST
+
+
+def previous_checkpoint_path(run_dir: Path) -> Path:
+    """The checkpoint saved before the newest one (the fallback when the newest is damaged)."""
+    return Path(run_dir) / CHECKPOINT_DIR / PREVIOUS
 
 
 def _global_rng_state() -> dict[str, Any]:
@@ -54,11 +86,19 @@ def _set_global_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
 
 
-def save_atomic(payload: dict[str, Any], path: Path) -> None:
+def save_atomic(payload: dict[str, Any], path: Path, previous: Path | None = None) -> None:
+    """Write ``payload`` to ``path`` through a temporary file; with ``previous``, keep the old ``path`` there.
+
+    Each rename is atomic on POSIX: a kill while writing keeps ``path`` (and ``previous``) as they were, a
+    kill between the two renames leaves the old checkpoint as ``previous`` and no ``path`` (the loader then
+    takes ``previous``), so there is always a complete checkpoint on disk.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     torch.save(payload, tmp)
-    os.replace(tmp, path)  # atomic on POSIX: a kill mid-save keeps the previous checkpoint
+    if previous is not None and path.is_file():
+        os.replace(path, previous)
+    os.replace(tmp, path)
 
 
 def collect_state(run) -> dict[str, Any]:
@@ -110,21 +150,34 @@ class RunCheckpointer(Callback):
 
     Must come *after* the evaluation and loop callbacks (so a checkpoint taken at step t includes the
     evaluation and phase work done at t); restoring happens in ``on_fit_start``, before the agent's own
-    ``on_fit_start`` and before any ``on_train_start``.
+    ``on_fit_start`` and before any ``on_train_start``. ``last_good`` is the newest checkpoint on disk
+    (the one resumed from, then each one saved); a :class:`~prism.errors.NonFiniteError` leaving
+    ``trainer.fit`` is given it, for the error message.
     """
 
-    def __init__(self, run, every: int, resume_state: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        run,
+        every: int,
+        resume_state: dict[str, Any] | None = None,
+        resumed_from: Path | None = None,
+    ):
         self.run = run
         self.every = every
         self.resume_state = resume_state
+        self.last_good = resumed_from
         self._next = every
         self.last_save_seconds = float("nan")
         self.last_save_bytes = 0
 
     def save(self) -> Path:
+        check_finite = getattr(self.run.agent, "check_finite", None)
+        if check_finite is not None:
+            check_finite()  # never replace a good checkpoint by a state with NaN/inf losses or weights
         start = time.perf_counter()
         path = checkpoint_path(self.run.run_dir)
-        save_atomic(collect_state(self.run), path)
+        save_atomic(collect_state(self.run), path, previous=previous_checkpoint_path(self.run.run_dir))
+        self.last_good = path
         self.last_save_seconds = time.perf_counter() - start
         self.last_save_bytes = path.stat().st_size
         logger = self.run.trainer.logger
@@ -153,13 +206,123 @@ class RunCheckpointer(Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         self.save()
 
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        # Lightning calls this, then re-raises the same exception object out of trainer.fit.
+        if isinstance(exception, NonFiniteError) and exception.checkpoint is None:
+            exception.checkpoint = self.last_good
 
-def attach_checkpointing(run, resume_state: dict[str, Any] | None = None) -> RunCheckpointer:
+
+def attach_checkpointing(
+    run, resume_state: dict[str, Any] | None = None, resumed_from: Path | None = None
+) -> RunCheckpointer:
     """Add a :class:`RunCheckpointer` to the run's trainer and checkpoint at every phase change."""
-    checkpointer = RunCheckpointer(run, run.config.loop.checkpoint_every, resume_state)
+    checkpointer = RunCheckpointer(run, run.config.loop.checkpoint_every, resume_state, resumed_from)
     run.trainer.callbacks.append(checkpointer)
     run.loop.on_phase = lambda state: checkpointer.save()
     return checkpointer
+
+
+class DamagedCheckpointError(Exception):
+    """A checkpoint file that cannot be used; the message is a short one-line reason."""
+
+
+def _short_reason(err: BaseException) -> str:
+    """The gist of a loading error in one short line (torch's messages run to several paragraphs)."""
+    text = str(err)
+    marker = "WeightsUnpickler error:"
+    if marker in text:  # weights_only=True refused the pickle: the cause follows the marker
+        text = "unpickling failed: " + text.split(marker, 1)[1].strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    text = lines[0].split(". ")[0].rstrip(".") if lines else type(err).__name__
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """Load a checkpoint and check that it is complete; :class:`DamagedCheckpointError` if not."""
+    from prism.loop.run import torch_load
+
+    if path.stat().st_size == 0:
+        raise DamagedCheckpointError("empty file")
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip; a truncated one has lost its directory
+        raise DamagedCheckpointError("truncated or not a checkpoint: no zip directory")
+    try:
+        state = torch_load(path)
+    except Exception as err:  # truncated zip, garbage bytes, an unsafe pickle, an unreadable file...
+        raise DamagedCheckpointError(_short_reason(err)) from err
+    if not isinstance(state, dict):
+        raise DamagedCheckpointError(f"holds a {type(state).__name__}, not a checkpoint")
+    missing = [key for key in REQUIRED_KEYS if key not in state]
+    if missing:
+        raise DamagedCheckpointError(f"missing {', '.join(missing)}")
+    if state["format"] != FORMAT_VERSION:
+        raise DamagedCheckpointError(f"format {state['format']!r}, expected {FORMAT_VERSION}")
+    try:
+        int(state["env_steps"])
+        int(state["evaluation"]["last_eval_step"])
+        str(state["loop"]["state"]["phase"])
+        tensors = dict(state["agent"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise DamagedCheckpointError(f"malformed: {_short_reason(err)}") from err
+    for name, tensor in tensors.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise DamagedCheckpointError(f"agent.{name} is not a tensor")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise DamagedCheckpointError(f"non-finite values in agent.{name}")
+    return state
+
+
+@dataclass
+class LoadedCheckpoint:
+    """The newest usable checkpoint of a run, and the newer files that had to be skipped."""
+
+    path: Path
+    state: dict[str, Any]
+    damaged: list[Path] = field(default_factory=list)
+
+
+def load_checkpoint(run_dir: Path, *, key: str, check=None) -> LoadedCheckpoint | None:
+    """``last.pt``, else (damaged or missing) ``previous.pt``; ``None`` when the run has no checkpoint file.
+
+    ``check(state)`` (optional) may raise to reject a checkpoint that loads but does not fit the run. Using
+    an older checkpoint because a newer one is damaged is reported in one warning line on stderr; with every
+    checkpoint damaged, a one-line :class:`ConfigError` starting with ``key`` names the newest file.
+    """
+    candidates = [p for p in (checkpoint_path(run_dir), previous_checkpoint_path(run_dir)) if p.is_file()]
+    damaged: list[tuple[Path, str]] = []
+    for path in candidates:
+        try:
+            state = read_checkpoint(path)
+            if check is not None:
+                try:
+                    check(state)
+                except Exception as err:
+                    raise DamagedCheckpointError(_short_reason(err)) from err
+        except DamagedCheckpointError as err:
+            damaged.append((path, str(err)))
+            continue
+        for bad, reason in damaged:
+            print(
+                f"prism: warning: checkpoint {bad} is damaged ({reason}); "
+                f"using {path} (env step {int(state['env_steps'])})",
+                file=sys.stderr,
+            )
+        return LoadedCheckpoint(path, state, [bad for bad, _ in damaged])
+    if not damaged:
+        return None
+    (newest, reason), older = damaged[0], damaged[1:]
+    tail = "; ".join(f"{p.name} is damaged too ({r})" for p, r in older) or "no previous checkpoint is left"
+    raise ConfigError(f"{key}: checkpoint {newest} is damaged ({reason}); {tail}")
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename a damaged checkpoint to ``<name>.damaged`` (``.damaged.1``, ... if taken): never delete it."""
+    target = path.with_name(path.name + DAMAGED_SUFFIX)
+    n = 0
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}{DAMAGED_SUFFIX}.{n}")
+    os.replace(path, target)
+    return target
 
 
 def _truncate_eval_csv(path: Path, last_step: int) -> None:
@@ -182,8 +345,11 @@ def _truncate_eval_csv(path: Path, last_step: int) -> None:
 
 
 def resume_run(run_dir: Path, files: list[str], overrides: list[str]):
-    """``prism fit --resume RUN_DIR``: continue a run from its last checkpoint (or from scratch if none)."""
-    from prism.loop.run import CONFIG_FILE, build_run, torch_load
+    """``prism fit --resume RUN_DIR``: continue a run from its last good checkpoint (or from scratch if none).
+
+    Returns ``None`` (and does nothing) when the run is already finished.
+    """
+    from prism.loop.run import CONFIG_FILE, build_run
 
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
@@ -196,17 +362,23 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]):
                 f"--resume: the given config differs from {config_path} (resume takes the run's saved config; "
                 "drop --config/overrides or start a new run_dir)"
             )
+    if (run_dir / SUMMARY_FILE).is_file():
+        # Finished: say so and touch nothing (a resumed finished run would only redo its final outputs).
+        print(f"prism: run {run_dir} is finished ({SUMMARY_FILE} present); nothing to resume")
+        return None
     if Path(config.run_dir).resolve() != run_dir.resolve():
         # The folder was moved or renamed: keep writing where the run now lives.
         config.run_dir = str(run_dir)
-    state = None
-    path = checkpoint_path(run_dir)
-    if path.is_file():
-        state = torch_load(path)
+    loaded = load_checkpoint(run_dir, key="--resume")
+    state = loaded.state if loaded is not None else None
+    if loaded is not None:
+        # Before anything is saved: the next save would otherwise rotate a damaged last.pt over previous.pt.
+        for damaged in loaded.damaged:
+            _set_aside(damaged)
     last_eval = int(state["evaluation"]["last_eval_step"]) if state is not None else -1
     _truncate_eval_csv(run_dir / "eval.csv", last_eval)
     run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
-    attach_checkpointing(run, resume_state=state)
+    attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
     start = time.perf_counter()
     run.trainer.fit(run.agent)
     from prism.loop.run import write_final_outputs
@@ -216,12 +388,11 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]):
 
 
 def load_agent_weights(run) -> int:
-    """Load the agent's weights from the run's last checkpoint (for ``prism evaluate``); returns env steps."""
-    from prism.loop.run import torch_load
-
-    path = checkpoint_path(run.run_dir)
-    if not path.is_file():
-        raise ConfigError(f"RUN_DIR: no checkpoint at {path}")
-    state = torch_load(path)
-    run.agent.load_state_dict(state["agent"])
-    return int(state["env_steps"])
+    """Load the agent's weights from the run's last good checkpoint (for ``prism evaluate``); returns env
+    steps. Read-only: a damaged ``last.pt`` is reported and skipped, not renamed."""
+    loaded = load_checkpoint(
+        run.run_dir, key="RUN_DIR", check=lambda state: run.agent.load_state_dict(state["agent"])
+    )
+    if loaded is None:
+        raise ConfigError(f"RUN_DIR: no checkpoint at {checkpoint_path(run.run_dir)}")
+    return int(loaded.state["env_steps"])

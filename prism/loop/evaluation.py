@@ -413,8 +413,9 @@ def evaluate_policy(
         episodes: episodes per weight.
         gamma: discount of the returns used by the metrics.
         seed: base seed of the env resets (see :func:`pair_seeds`).
-        mean_fn: optional ``mean_fn(obs, weight) -> pre-tanh mean [B, act_dim]``; when given, the mean
-            equivariance error ``‖μ(L_g s, w) − K_g μ(s, w)‖₁`` is averaged over every visited state.
+        mean_fn: optional ``mean_fn(obs, weight) -> pre-tanh mean [B, act_dim]``; when given and the spec has a
+            symmetry table, the mean equivariance error ``‖μ(L_g s, w) − K_g μ(s, w)‖₁`` is averaged over
+            every visited state (an env without one has no L_g, K_g: the error is left empty).
         eum_weights: count (equally spaced) or ``[|Ω|, L]`` weights for EUM.
         vo_preferences: count (seeded random, ``preference_seed``) or ``[M, 2L]`` preferences for VO.
         device: where the observation and weight tensors are put.
@@ -422,6 +423,8 @@ def evaluate_policy(
         num_workers: worker processes of a temporary pool (−1 = auto, see :class:`EvalEnvPool`).
     """
     start = time.perf_counter()
+    if not spec.has_symmetry:
+        mean_fn = None  # no reflection to measure equivariance against
     n_obj = spec.n_objectives
     w = _resolve_weights(weights, n_obj)
     n_weights = w.shape[0]

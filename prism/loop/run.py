@@ -163,8 +163,10 @@ def _quiet() -> None:
 
 def fit_run(
     files: list[str], overrides: list[str], *, resume: str | None = None, overwrite: bool = False
-) -> Run:
-    """``prism fit``: load and validate the config, prepare the run folder, train, evaluate."""
+) -> Run | None:
+    """``prism fit``: load and validate the config, prepare the run folder, train, evaluate.
+
+    ``None`` when ``resume`` names a finished run (nothing is done)."""
     _quiet()
     if resume is not None:
         from prism.loop.checkpoint import resume_run
@@ -233,6 +235,8 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:
     if bad:
         raise ConfigError(f"{bad[0].split('=')[0]}: prism evaluate only takes eval.* overrides")
     config = load_config([config_path], overrides)
+    # The folder may have been moved or copied since training: read the checkpoints that are here.
+    config.run_dir = str(run_dir)
     run = build_run(config, progress_bar=False)
     env_steps = load_agent_weights(run)
     result = evaluate_agent(run.agent, run.spec, config.eval)

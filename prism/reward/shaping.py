@@ -9,14 +9,19 @@ to be stored, with the sparse channel replaced by the redistribution it implemen
   held until the segment is released (:class:`UniformShaper`, :class:`RandomShaper`).
 
 :func:`make_shaper` builds one by name; :func:`relabel_rewards` re-predicts the sparse channel of a replay batch.
+The shaped values are checked on the host (a NaN/inf raises :class:`~prism.errors.NonFiniteError` naming
+``reward/shaped``; the agent fills in the env step).
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
+
+from prism.errors import NonFiniteError
 
 
 class Transition(NamedTuple):
@@ -125,7 +130,10 @@ class ResymnetShaper:
     ) -> list[Transition]:
         shaped = np.array(reward, dtype=np.float32)  # a copy: the env's array is not ours to modify
         # The emitted dense channels equal the true dense rewards, so h_t can be built from the emitted vector.
-        shaped[self.sparse_channel] = self.predict_step(obs, action, shaped)
+        value = self.predict_step(obs, action, shaped)
+        if not math.isfinite(value):
+            raise NonFiniteError("reward/shaped", value)
+        shaped[self.sparse_channel] = value
         return [Transition(obs, action, shaped, next_obs, bool(terminated), weight)]
 
     def reset(self) -> None:
@@ -153,9 +161,11 @@ class _SegmentHoldingShaper:
         # The emitted value on the release step is the segment's released sum R; the earlier steps emitted 0.
         total = float(rew[self.sparse_channel])
         out, self._pending = self._pending, []
-        fractions = self._weights(len(out))
-        for tr, frac in zip(out, fractions):
-            tr.reward[self.sparse_channel] = total * frac
+        values = total * self._weights(len(out))
+        if not np.isfinite(values).all():
+            raise NonFiniteError("reward/shaped", float(values[~np.isfinite(values)][0]))
+        for tr, value in zip(out, values):
+            tr.reward[self.sparse_channel] = value
         return out
 
     def reset(self) -> None:

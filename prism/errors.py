@@ -1,0 +1,48 @@
+"""Errors that stop a run on purpose (as opposed to bugs): raised deep inside the stack, caught by the CLI.
+
+:class:`~prism.config.ConfigError` (bad input) lives with the config; :class:`NonFiniteError` is here so the
+agent, the reward shapers and the checkpointer can raise it without importing each other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class NonFiniteError(RuntimeError):
+    """A training quantity (a loss term, a shaped reward, a parameter) became NaN or ±inf.
+
+    The run stops at once, so the last checkpoint on disk (saved while everything was finite) stays the
+    one to resume or evaluate from. ``env_step`` is the agent's env-step clock when the value was seen
+    (the raiser may leave it ``None`` for a caller that knows the clock to fill in); ``checkpoint`` is the
+    last good checkpoint, filled in by the run's checkpointer as the exception leaves ``trainer.fit``.
+    """
+
+    def __init__(self, quantity: str, value: float, env_step: int | None = None):
+        self.quantity = quantity
+        self.value = float(value)
+        self.env_step = env_step
+        self.checkpoint: Path | None = None
+        super().__init__(quantity, self.value, env_step)
+
+    @property
+    def kind(self) -> str:
+        """``nan``, ``inf`` or ``-inf``."""
+        if math.isnan(self.value):
+            return "nan"
+        return "inf" if self.value > 0 else "-inf"
+
+    def __str__(self) -> str:
+        step = "?" if self.env_step is None else str(self.env_step)
+        checkpoint = "none" if self.checkpoint is None else str(self.checkpoint)
+        return f"{self.quantity} is {self.kind} at env step {step}; last good checkpoint: {checkpoint}"
+
+
+def first_non_finite(named_values: Iterable[tuple[str, float]]) -> tuple[str, float] | None:
+    """The first ``(name, value)`` whose value is NaN or ±inf, or ``None`` when all are finite."""
+    for name, value in named_values:
+        if not math.isfinite(value):
+            return name, value
+    return None
