@@ -79,6 +79,10 @@ class RunConfig:
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
     method: str = "prism"
     """A label for reports (oracle, baseline, prism, ablation names); behaviour comes from the keys below."""
+    figures: bool = True
+    """Draw the TensorBoard figures (``reward/shaped_vs_true`` after each reward fit, ``eval/front`` and
+    ``eval_final/front`` at each evaluation). Their rollouts use seed streams of their own, so switching
+    them off saves time and never changes the numbers of a run."""
     env: EnvConfig = field(default_factory=EnvConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -269,3 +273,17 @@ def validate(config: RunConfig) -> None:
     _positive("eval.every", ev.every)
     _positive("eval.num_weights", ev.num_weights)
     _positive("eval.episodes", ev.episodes)
+    _positive("eval.final.num_weights", ev.final.num_weights)
+    _positive("eval.final.episodes", ev.final.episodes)
+    if ev.seed is not None:
+        _non_negative("eval.seed", ev.seed)
+    # The energy method behind the weight sets needs at least one direction per objective.
+    for key, count in (
+        ("eval.num_weights", ev.num_weights),
+        ("eval.final.num_weights", ev.final.num_weights),
+        ("eval.eum_weights", ev.eum_weights),
+    ):
+        if count < n:
+            raise ConfigError(
+                f"{key}: must be at least the number of objectives ({n} for {spec.id}), got {count}"
+            )

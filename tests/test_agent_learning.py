@@ -37,7 +37,10 @@ def _discounted_return(policy, seed: int) -> np.ndarray:
 
 
 def _eum(returns: np.ndarray) -> float:
-    """Expected utility over WEIGHTS of the best policy in ``returns [n_policies, L]`` (SPEC §9's EUM)."""
+    """Expected utility over WEIGHTS of the best policy in ``returns [n_policies, L]``.
+
+    The EUM of docs/method.md §9.
+    """
     return float(np.mean(np.max(WEIGHTS @ returns.T, axis=1)))
 
 

@@ -49,6 +49,8 @@ TINY = [
     "eval.every=120",
     "eval.num_weights=2",
     "eval.episodes=1",
+    "eval.final.num_weights=2",
+    "eval.final.episodes=1",
 ]
 # Mountain car's random-policy episodes last the whole 999-step limit; a shorter one keeps the test fast.
 SHORT_CAR = "env.spec.max_episode_steps=50"
@@ -258,7 +260,8 @@ def test_baseline_and_prism_run_on_unshipped_envs(env_id, extra, tmp_path, caplo
         with caplog.at_level(logging.WARNING, logger="prism.config"):
             run_dir, rows = _fit(tmp_path, method, str(CONF / "method" / f"{method}.yaml"), f"env.id={env_id}",
                                  *extra)  # fmt: skip
-        assert [int(r["env_steps"]) for r in rows] == [120]
+        # the periodic evaluation at step 120, then the final one (same protocol here: its result is reused)
+        assert [(int(r["env_steps"]), r["final"]) for r in rows] == [(120, "0"), (120, "1")]
         assert "return_objective_0" in rows[0] and "return_objective_1" in rows[0]
         assert rows[0]["equivariance_error"] == ""  # no table, nothing to measure against
         assert _symreg_lambda(run_dir) == 0.0

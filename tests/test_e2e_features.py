@@ -51,6 +51,8 @@ TINY = [
     "eval.every=125",
     "eval.num_weights=3",
     "eval.episodes=2",
+    "eval.final.num_weights=3",
+    "eval.final.episodes=2",
 ]
 
 

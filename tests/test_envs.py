@@ -50,7 +50,8 @@ def test_spec_matches_env_and_partitions_observation(env_id):
     assert env.action_space.shape == (spec.act_dim,)
     assert env.unwrapped.reward_space.shape == (spec.n_objectives,)
     assert sorted(spec.symmetric_obs + spec.asymmetric_obs) == list(range(spec.obs_dim))
-    assert sorted(spec.symmetric_act) == list(range(spec.act_dim))  # every action dim is reflected (SPEC §2)
+    # every action dim is reflected (docs/method.md §2)
+    assert sorted(spec.symmetric_act) == list(range(spec.act_dim))
     assert spec.ref_point == (-100.0,) * spec.n_objectives
 
 

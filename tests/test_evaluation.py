@@ -1,4 +1,5 @@
-"""Batched evaluation (SPEC §9) against episode-by-episode references written here, and the callback."""
+"""Batched evaluation (docs/method.md §9) against episode-by-episode references written here, and the
+callback."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from torch import nn
 
 from prism.envs import TOY_SPEC, EnvSpec
 from prism.loop import EvalConfig, EvalEnvPool, EvaluationCallback, evaluate_policy, pair_seeds
+from prism.loop.evaluation import FinalEvalConfig
 from prism.metrics import expected_utility, hypervolume, pareto_front, variance_objective
 
 WEIGHTS = np.array([[1.0, 0.0], [0.7, 0.3], [0.3, 0.7], [0.0, 1.0]])
@@ -224,7 +226,15 @@ def test_callback_writes_rows_and_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     torch.manual_seed(0)
-    config = EvalConfig(every=10, num_weights=3, episodes=2, eum_weights=3, vo_preferences=5, seed=5)
+    config = EvalConfig(
+        every=10,
+        num_weights=3,
+        episodes=2,
+        eum_weights=3,
+        vo_preferences=5,
+        seed=5,
+        final=FinalEvalConfig(num_weights=3, episodes=2),
+    )
     callback = EvaluationCallback(TOY_SPEC, config, run_dir=tmp_path / "run")
     agent = FakeAgent()
     logger = TensorBoardLogger(save_dir=tmp_path, name="tb")
@@ -245,12 +255,12 @@ def test_callback_writes_rows_and_tensorboard(tmp_path):
     assert header[:5] == ["env_steps", "hv", "eum", "vo", "cardinality"]
     assert {"return_outward", "return_energy", "undiscounted_return_outward"} <= set(header)
     assert "wall_time_s" not in header  # eval.csv must be reproducible byte for byte
-    # every 10 env steps, then once at the end of fit (25 steps)
-    assert [int(r["env_steps"]) for r in rows] == [10, 20, 25]
+    # every 10 env steps, then the final evaluation at the end of fit (25 steps)
+    assert [(int(r["env_steps"]), r["final"]) for r in rows] == [(10, "0"), (20, "0"), (25, "1")]
     assert all(float(r["equivariance_error"]) > 0 for r in rows)
     assert all(not mode for mode in agent.modes_seen) and agent.training
     # the schedule is checkpointed with the callback: a resumed run evaluates next at 30 env steps
-    assert callback.state_dict() == {"next_eval": 30, "last_eval_step": 25}
+    assert callback.state_dict() == {"next_eval": 30, "last_eval_step": 25, "final_done": True}
 
     # the last row and last_result agree with a direct evaluation of the same (fixed) policy
     last = callback.last_result
@@ -273,9 +283,11 @@ def test_callback_writes_rows_and_tensorboard(tmp_path):
     events.Reload()
     tags = events.Tags()
     for tag in ("eval/hv", "eval/eum", "eval/vo", "eval/cardinality", "eval/equivariance_error"):
-        assert [e.step for e in events.Scalars(tag)] == [10, 20, 25], tag
-    assert [e.value for e in events.Scalars("eval/hv")][-1] == pytest.approx(direct.hv, rel=1e-5)
-    assert "eval/front" in tags["images"] and len(events.Images("eval/front")) == 3
+        assert [e.step for e in events.Scalars(tag)] == [10, 20], tag
+        assert [e.step for e in events.Scalars(tag.replace("eval/", "eval_final/"))] == [25], tag
+    assert [e.value for e in events.Scalars("eval_final/hv")][-1] == pytest.approx(direct.hv, rel=1e-5)
+    assert "eval/front" in tags["images"] and len(events.Images("eval/front")) == 2
+    assert len(events.Images("eval_final/front")) == 1
 
 
 def test_worker_processes_give_the_same_evaluation_and_pool_reuse():
@@ -320,7 +332,9 @@ def test_callback_on_the_capql_agent(tmp_path):
         learning_starts=10, actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=200, seed=0
     )
     agent = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=30)
-    config = EvalConfig(every=12, num_weights=3, episodes=2, eum_weights=3, vo_preferences=5)
+    config = EvalConfig(
+        every=12, num_weights=3, episodes=2, eum_weights=3, vo_preferences=5, final=FinalEvalConfig(3, 2)
+    )
     callback = EvaluationCallback(TOY_SPEC, config, run_dir=tmp_path)
     trainer = L.Trainer(
         max_epochs=-1,

@@ -31,6 +31,8 @@ TINY = [
     "eval.every=300",
     "eval.num_weights=3",
     "eval.episodes=1",
+    "eval.final.num_weights=3",
+    "eval.final.episodes=1",
 ]
 
 
@@ -74,7 +76,13 @@ def test_prism_loop_phase_order_and_counts(tmp_path):
     assert run.agent.shaper.model is run.loop.model
 
     rows = _rows(run_dir / "eval.csv")
-    assert [int(r["env_steps"]) for r in rows] == [M, 2 * M, 3 * M]
+    # periodic evaluations, then the final one (same step as the last periodic one, flagged)
+    assert [(int(r["env_steps"]), r["final"]) for r in rows] == [
+        (M, "0"),
+        (2 * M, "0"),
+        (3 * M, "0"),
+        (3 * M, "1"),
+    ]
     for row in rows:
         for key in ("hv", "eum", "vo"):
             assert float(row[key]) == float(row[key])  # finite, not NaN
@@ -96,7 +104,7 @@ def test_oracle_has_no_reward_model_and_same_budget(tmp_path):
     assert run.loop.model is None and run.loop.store is None
     assert int(run.agent.env_steps) == 900
     assert run.agent.effective_symreg_lambda == 0.0
-    assert [int(r["env_steps"]) for r in _rows(run_dir / "eval.csv")] == [300, 600, 900]
+    assert [int(r["env_steps"]) for r in _rows(run_dir / "eval.csv")] == [300, 600, 900, 900]
 
 
 @pytest.mark.parametrize(
@@ -124,9 +132,10 @@ def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
     run_dir = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("loop.cycles")] + ["loop.cycles=1", f"run_dir={run_dir}"]
     run = fit_run([str(CONF / "quickstart.yaml"), str(CONF / "method" / "baseline.yaml")], overrides)
-    final = _rows(run_dir / "eval.csv")[-1]
+    final = [r for r in _rows(run_dir / "eval.csv") if r["final"] == "0"][-1]
     row = evaluate_run(run_dir, [])
-    # Same weights, same evaluation seeds: re-evaluating the checkpoint reproduces the last training evaluation.
+    # Same weights, same evaluation seeds: re-evaluating the checkpoint (with the periodic protocol)
+    # reproduces the last periodic training evaluation.
     assert row["env_steps"] == int(final["env_steps"]) == int(run.agent.env_steps)
     assert row["hv"] == pytest.approx(float(final["hv"]), rel=1e-9)
     assert _rows(run_dir / "evaluate.csv")[0]["env_steps"] == final["env_steps"]

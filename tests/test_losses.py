@@ -1,4 +1,5 @@
-"""CAPQL losses (SPEC §6) on synthetic batches, and gradient isolation between actor and critics."""
+"""CAPQL losses (docs/method.md §6) on synthetic batches, and gradient isolation between actor and
+critics."""
 
 from __future__ import annotations
 
@@ -133,7 +134,9 @@ def _hand_critic_member(ensemble: VectorCriticEnsemble, k: int, x: torch.Tensor)
 
 
 def _hand_soft_target(actor, q_net, batch: ReplayBatch, eps: torch.Tensor, gamma: float, alpha: float):
-    """SPEC §6 target y = r + γ(1 − done)(min_k Q_k(s', a', w) − α log π(a'|s', w)), in float64."""
+    """The critic target of docs/method.md §6, in float64:
+    y = r + γ(1 − done)(min_k Q_k(s', a', w) − α log π(a'|s', w)).
+    """
     mean, log_std = _hand_actor(actor, batch.next_obs, batch.weight)
     u = mean + log_std.exp() * eps.double()
     next_action = torch.tanh(u)

@@ -1,4 +1,4 @@
-"""Metrics against independent computations written here (SPEC §9)."""
+"""Metrics against independent computations written here (docs/method.md §9)."""
 
 from __future__ import annotations
 

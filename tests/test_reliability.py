@@ -34,6 +34,8 @@ TINY = [
     "eval.every=200",
     "eval.num_weights=3",
     "eval.episodes=1",
+    "eval.final.num_weights=3",
+    "eval.final.episodes=1",
 ]
 
 

@@ -1,4 +1,5 @@
-"""SymReg (SPEC §7): zero on orbit-averaged policies, positive on random ones, and it trains equivariance in."""
+"""SymReg (docs/method.md §7): zero on orbit-averaged policies, positive on random ones, and it trains
+equivariance in."""
 
 from __future__ import annotations
 

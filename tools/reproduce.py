@@ -1,26 +1,39 @@
 """Reproduce the paper's tables: a grid of envs × methods × seeds, one ``prism fit`` process per run.
 
-    python tools/reproduce.py --preset cpu-small --parallel 2            # run (or resume) the grid, then report
-    python tools/reproduce.py --preset cpu-small --report-only           # tables and plots from finished runs
-    python tools/reproduce.py --preset paper --envs hopper --seeds 0 1   # any sub-grid
+    python tools/reproduce.py --preset cpu-medium --parallel 2            # run (or resume) the grid, then report
+    python tools/reproduce.py --preset cpu-medium --report-only           # tables and plots from finished runs
+    python tools/reproduce.py --preset paper --envs hopper --seeds 0 1    # any sub-grid
+    python tools/reproduce.py --preset smoke --backend ray                # the same grid as Ray tasks
+    python tools/reproduce.py --preset paper --backend ray --address auto # join a running Ray cluster
 
 Each run lives in ``<out>/<env>/<method>/seed<k>`` and is a plain prism run folder. The grid is resumable:
 finished runs (``summary.json`` present) are skipped, interrupted ones are continued with ``--resume``.
-The report (markdown + CSV) gives mean ± standard error over seeds of the final and the best evaluation per
-(env, method, metric), the paper's number beside each cell, and the ratios PRISM / baseline and PRISM / oracle;
-plots show Pareto fronts (one panel per env) and HV curves with a standard-error band.
+
+Backends: ``local`` runs ``--parallel`` runs at once as subprocesses of this machine; ``ray`` submits one Ray
+task per run (``--cpus-per-run`` CPUs and ``--gpus-per-run`` GPUs declared; a task whose worker is lost is
+retried and the retried run resumes from its last checkpoint — so on a cluster the ``--out`` folder must be on
+a filesystem every node shares). ``ray`` is an optional extra: ``pip install -e ".[cluster]"``.
+
+The report (markdown + CSV) gives mean ± standard error over seeds of the **final evaluation** (the paper's
+protocol, 100 weights × 5 episodes, the row flagged ``final`` in eval.csv) and of the best periodic evaluation
+per (env, method, metric), the paper's number beside each cell, the ratios PRISM / baseline and PRISM / oracle
+with a Welch t-test and a bootstrap confidence interval over seeds; plots show Pareto fronts (one panel per env)
+and HV curves (periodic evaluations) with a standard-error band.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +111,61 @@ PRESETS = {
             "10 000 RL env steps (2 cycles × 5 000; learning starts at 1 000). PRISM collects 100 random + 20 "
             "expert episodes on hopper and 10 + 5 on swimmer, and fits ReSymNet (K = 3, hidden 256) for at most "
             "40 epochs (patience 20). Evaluation every 2 500 steps on 10 weights × 2 episodes (γ = 0.99), "
-            "not the paper's 100 × 5. About 1/20 of the paper's RL budget."
+            "not the paper's 100 × 5 (runs made since the final-evaluation rule end with one 100 × 5 "
+            "evaluation). About 1/20 of the paper's RL budget."
+        ),
+    ),
+    "cpu-medium": Preset(
+        envs=("hopper",),
+        methods=("oracle", "baseline", "prism"),
+        seeds=tuple(range(5)),
+        overrides=(
+            "loop.cycles=2",
+            "loop.steps_per_cycle=25000",
+            "loop.checkpoint_every=5000",
+            "loop.initial_episodes=1000",
+            "loop.expert_episodes=50",
+            "reward.max_epochs=100",
+            "agent.buffer_size=200000",
+            "eval.every=5000",
+            "eval.num_weights=10",
+            "eval.episodes=2",
+            "eval.final.num_weights=100",
+            "eval.final.episodes=5",
+        ),
+        description=(
+            "mo-hopper-v5, oracle / baseline / PRISM, 5 seeds. Every method gets the same 50 000 RL env steps "
+            "(2 cycles × 25 000; learning starts at 1 000), 1/4 of the paper's 200 000 and 5× cpu-small. PRISM "
+            "collects the paper's N = 1000 random episodes and E = 50 expert episodes (paper: 1000; each expert "
+            "episode lasts up to 1000 steps and the refit is the dominant CPU cost), and fits ReSymNet (K = 3, "
+            "paper architecture and optimiser, patience 20) for at most 100 epochs (paper: 1000). Periodic "
+            "evaluation every 5 000 steps on 10 weights × 2 episodes (the curves); the final evaluation uses the "
+            "paper's protocol, 100 weights × 5 episodes (γ = 0.99)."
+        ),
+    ),
+    "smoke": Preset(
+        envs=("hopper",),
+        methods=("oracle", "baseline", "prism"),
+        seeds=(0,),
+        overrides=(
+            "loop.cycles=2",
+            "loop.steps_per_cycle=300",
+            "loop.checkpoint_every=300",
+            "loop.initial_episodes=5",
+            "loop.expert_episodes=2",
+            "reward.max_epochs=2",
+            "agent.learning_starts=100",
+            "agent.buffer_size=5000",
+            "eval.every=300",
+            "eval.num_weights=3",
+            "eval.episodes=1",
+            "eval.final.num_weights=3",
+            "eval.final.episodes=1",
+        ),
+        description=(
+            "A grid that finishes in a few minutes on 2 cores, to try a backend or a cluster: mo-hopper-v5, "
+            "oracle / baseline / PRISM, seed 0, 600 RL env steps, tiny collections, fits and evaluations. "
+            "Its numbers mean nothing."
         ),
     ),
 }
@@ -132,24 +199,116 @@ def fit_command(cell: Cell, preset: Preset, out: Path) -> list[str]:
     ]
 
 
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGKILL it when its parent dies, so a lost (killed) grid worker never leaves
+    an orphaned ``prism fit`` writing into a run folder that the retried task is about to resume."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: best effort only
+        pass
+
+
 def run_cell(cell: Cell, preset: Preset, out: Path) -> tuple[Cell, int, float]:
+    """Run (or resume) one cell to the end; ``(cell, exit code, seconds)``. A finished cell returns at once.
+
+    The command is chosen here, when the run starts, not when it is submitted: a retried Ray task finds the
+    run folder of the lost attempt and resumes it from its last checkpoint."""
     run_dir = cell.run_dir(out)
     if (run_dir / "summary.json").is_file():
         return cell, 0, 0.0
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    log = run_dir.parent / f"seed{cell.seed}.log"
+    log = log_path(cell, out)
+    command = fit_command(cell, preset, out)
     start = time.perf_counter()
     with log.open("a") as fh:
-        fh.write(f"\n$ {' '.join(fit_command(cell, preset, out))}\n")
+        fh.write(f"\n$ {' '.join(command)}\n")
         fh.flush()
         code = subprocess.call(
-            fit_command(cell, preset, out),
+            command,
             stdout=fh,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
     return cell, code, time.perf_counter() - start
+
+
+def log_path(cell: Cell, out: Path) -> Path:
+    return cell.run_dir(out).parent / f"seed{cell.seed}.log"
+
+
+def log_tail(cell: Cell, out: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a run's log (what the driver shows for a failed run)."""
+    path = log_path(cell, out)
+    if not path.is_file():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").rstrip().splitlines()[-lines:])
+
+
+class BackendError(Exception):
+    """A backend cannot be used as asked (one line; the CLI exits 2)."""
+
+
+RunFn = Callable[[Cell], tuple[Cell, int, float]]
+
+
+def run_local(cells: list[Cell], run: RunFn, parallel: int) -> Iterator[tuple[Cell, int, float]]:
+    """``parallel`` runs at once as subprocesses of this machine; results as they finish."""
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = [pool.submit(run, cell) for cell in cells]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def run_ray(
+    cells: list[Cell],
+    run: RunFn,
+    *,
+    address: str | None,
+    parallel: int,
+    cpus_per_run: float,
+    gpus_per_run: float,
+    max_retries: int = 3,
+) -> Iterator[tuple[Cell, int, float]]:
+    """One Ray task per run, resources declared; a task whose worker is lost is retried (and resumes).
+
+    ``address=None`` starts a local Ray instance with ``parallel × cpus_per_run`` CPUs; ``auto`` (or a
+    ``ray://`` / ``host:port`` address) joins a running cluster, whose resources then bound the parallelism."""
+    try:
+        import ray
+    except ImportError:
+        raise BackendError(
+            '--backend: ray is not installed; install the cluster extra: pip install -e ".[cluster]"'
+        ) from None
+    if not ray.is_initialized():
+        if address is None:
+            ray.init(
+                num_cpus=max(1, math.ceil(parallel * cpus_per_run)),
+                include_dashboard=False,
+                log_to_driver=False,
+            )
+        else:
+            ray.init(address=address, log_to_driver=False)
+    # Tasks are defined in this file, which a worker may not be able to import by name: ship it by value.
+    module = sys.modules[__name__]
+    if __name__ != "__main__":
+        ray.cloudpickle.register_pickle_by_value(module)
+    remote = ray.remote(run).options(
+        num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=max_retries, retry_exceptions=False
+    )
+    pending = {remote.remote(cell): cell for cell in cells}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            cell = pending.pop(ref)
+            try:
+                yield ray.get(ref)
+            except Exception as err:  # the task itself failed (after its retries): report, go on
+                print(f"ray task for {cell} failed: {type(err).__name__}: {err}", file=sys.stderr)
+                yield cell, -1, 0.0
 
 
 # ---- collection and statistics -----------------------------------------------------------------------------
@@ -185,21 +344,54 @@ def paper_values() -> dict[tuple[str, str, str], tuple[float, float]]:
     return out
 
 
+def split_rows(rows: list[dict[str, float]]) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """(periodic rows, the final-evaluation row) of one eval.csv.
+
+    The final row is the one flagged ``final = 1`` (the paper's protocol, written once at the end of a run);
+    eval.csv files from before that rule have no flag, and then the last row stands for it."""
+    if rows and "final" in rows[0]:
+        periodic = [r for r in rows if not r.get("final")]
+        finals = [r for r in rows if r.get("final")]
+        if finals:
+            return periodic or finals, finals[-1]
+    return rows, rows[-1]
+
+
 def collect(cells: list[Cell], out: Path) -> dict[tuple[str, str], dict[str, list]]:
-    """Per (env, method): final and best values per metric (one per finished seed), and the HV curves."""
+    """Per (env, method): the final evaluation and the best periodic one per metric (one value per finished
+    seed), the env steps of the final evaluation, and the HV curves of the periodic evaluations."""
     table: dict[tuple[str, str], dict[str, list]] = {}
     for cell in cells:
         run_dir = cell.run_dir(out)
         if not (run_dir / "summary.json").is_file():
             continue
-        rows = read_eval(run_dir)
-        entry = table.setdefault((cell.env, cell.method), {"seeds": [], "curves": []})
+        periodic, final = split_rows(read_eval(run_dir))
+        entry = table.setdefault((cell.env, cell.method), {"seeds": [], "curves": [], "env_steps": []})
         entry["seeds"].append(cell.seed)
+        entry["env_steps"].append(final["env_steps"])
         for metric in METRICS:
-            entry.setdefault(f"final_{metric}", []).append(rows[-1][metric])
-            entry.setdefault(f"best_{metric}", []).append(max(r[metric] for r in rows))
-        entry["curves"].append([(r["env_steps"], r["hv"]) for r in rows])
+            entry.setdefault(f"final_{metric}", []).append(final[metric])
+            entry.setdefault(f"best_{metric}", []).append(max(r[metric] for r in periodic))
+        entry["curves"].append([(r["env_steps"], r["hv"]) for r in periodic])
     return table
+
+
+def compare(a: list[float], b: list[float], *, resamples: int = 10_000, seed: int = 0) -> dict[str, float]:
+    """PRISM-vs-X statistics over seeds: ratio of means, Welch's t-test (two-sided p) and a percentile
+    bootstrap 95% CI of the ratio of means (seeds resampled with replacement within each group)."""
+    import numpy as np
+    from scipy import stats
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(x) < 2 or len(y) < 2 or y.mean() == 0:
+        return {"ratio": math.nan, "p_welch": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    p = float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    rng = np.random.default_rng(seed)
+    xs = x[rng.integers(0, len(x), (resamples, len(x)))].mean(1)
+    ys = y[rng.integers(0, len(y), (resamples, len(y)))].mean(1)
+    ok = ys != 0
+    low, high = np.percentile(xs[ok] / ys[ok], [2.5, 97.5])
+    return {"ratio": float(x.mean() / y.mean()), "p_welch": p, "ci_low": float(low), "ci_high": float(high)}
 
 
 def _fmt(mean: float, se: float) -> str:
@@ -213,26 +405,29 @@ def _fmt(mean: float, se: float) -> str:
 
 
 def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) -> str:
+    """``table.csv``, ``table.md`` and the plots in ``results`` from the finished runs of ``cells``."""
     preset = PRESETS[preset_name]
     table = collect(cells, out)
     paper = paper_values()
     results.mkdir(parents=True, exist_ok=True)
     csv_rows = []
     lines = [
-        "| env | method | n | metric | final (mean ± SE) | best (mean ± SE) | paper (mean ± SE) |",
-        "|---|---|---|---|---|---|---|",
+        "| env | method | n | env steps | metric | final (mean ± SE) | best periodic (mean ± SE) | paper (mean ± SE) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for env in preset.envs:
         env_id = ENV_FILES[env]
         for method in preset.methods:
             entry = table.get((env, method))
+            steps = int(sum(entry["env_steps"]) / len(entry["env_steps"])) if entry else 0
             for metric in METRICS:
                 final = mean_se(entry[f"final_{metric}"]) if entry else (math.nan, math.nan)
                 best = mean_se(entry[f"best_{metric}"]) if entry else (math.nan, math.nan)
                 ref = paper.get((env_id, METHODS[method][1], metric), (math.nan, math.nan))
                 n = len(entry["seeds"]) if entry else 0
                 lines.append(
-                    f"| {env_id} | {method} | {n} | {metric.upper()} | {_fmt(*final)} | {_fmt(*best)} | {_fmt(*ref)} |"
+                    f"| {env_id} | {method} | {n} | {steps} | {metric.upper()} | {_fmt(*final)} | {_fmt(*best)} "
+                    f"| {_fmt(*ref)} |"
                 )
                 csv_rows.append(
                     {
@@ -240,6 +435,7 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
                         "method": method,
                         "metric": metric,
                         "n_seeds": n,
+                        "env_steps": steps,
                         "final_mean": final[0],
                         "final_se": final[1],
                         "best_mean": best[0],
@@ -248,30 +444,37 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
                         "paper_se": ref[1],
                     }
                 )
-    ratio_lines = [
-        "| env | metric | PRISM / baseline (ours) | (paper) | PRISM / oracle (ours) | (paper) |",
-        "|---|---|---|---|---|---|",
-    ]
-
-    def ours(env: str, method: str, metric: str) -> float:
-        entry = table.get((env, method))
-        return mean_se(entry[f"final_{metric}"])[0] if entry else math.nan
 
     def theirs(env_id: str, method: str, metric: str) -> float:
         return paper.get((env_id, METHODS[method][1], metric), (math.nan, math.nan))[0]
 
-    def ratio(a: float, b: float) -> str:
-        return "—" if math.isnan(a) or math.isnan(b) or b == 0 else f"{a / b:.2f}"
+    def paper_ratio(env_id: str, a: str, b: str, metric: str) -> str:
+        x, y = theirs(env_id, a, metric), theirs(env_id, b, metric)
+        return "—" if math.isnan(x) or math.isnan(y) or y == 0 else f"{x / y:.2f}"
 
+    ratio_lines = [
+        "| env | metric | PRISM / X | ours (final means) | bootstrap 95% CI | Welch p | paper |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for env in preset.envs:
         env_id = ENV_FILES[env]
-        for metric in METRICS:
-            ratio_lines.append(
-                f"| {env_id} | {metric.upper()} | {ratio(ours(env, 'prism', metric), ours(env, 'baseline', metric))} | "
-                f"{ratio(theirs(env_id, 'prism', metric), theirs(env_id, 'baseline', metric))} | "
-                f"{ratio(ours(env, 'prism', metric), ours(env, 'oracle', metric))} | "
-                f"{ratio(theirs(env_id, 'prism', metric), theirs(env_id, 'oracle', metric))} |"
-            )
+        prism_entry = table.get((env, "prism"))
+        for other in ("baseline", "oracle"):
+            other_entry = table.get((env, other))
+            if "prism" not in preset.methods or other not in preset.methods:
+                continue
+            for metric in METRICS:
+                if prism_entry and other_entry:
+                    st = compare(prism_entry[f"final_{metric}"], other_entry[f"final_{metric}"])
+                else:
+                    st = {"ratio": math.nan, "p_welch": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+                ci = "—" if math.isnan(st["ci_low"]) else f"[{st['ci_low']:.2f}, {st['ci_high']:.2f}]"
+                ours = "—" if math.isnan(st["ratio"]) else f"{st['ratio']:.2f}"
+                p = "—" if math.isnan(st["p_welch"]) else f"{st['p_welch']:.3f}"
+                ratio_lines.append(
+                    f"| {env_id} | {metric.upper()} | PRISM / {other} | {ours} | {ci} | {p} | "
+                    f"{paper_ratio(env_id, 'prism', other, metric)} |"
+                )
     with (results / "table.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(csv_rows[0]))
         writer.writeheader()
@@ -280,9 +483,14 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
         [
             f"## {preset_name}: {preset.description}",
             "",
+            "Final = the evaluation at the end of each run (row flagged `final` in eval.csv); best periodic = "
+            "the best of the periodic evaluations along the run. Mean ± standard error over seeds.",
+            "",
             *lines,
             "",
-            "Ratios of final means (a ratio of negative or near-zero values is not meaningful):",
+            "Ratios of final means over seeds, with a percentile bootstrap 95% CI (10 000 resamples of the seeds "
+            "within each method) and the two-sided p-value of Welch's t-test on the final values (a ratio of "
+            "negative or near-zero values is not meaningful):",
             "",
             *ratio_lines,
             "",
@@ -363,12 +571,25 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
-    parser.add_argument("--parallel", type=int, default=2, help="runs at once (local process pool)")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local", help="where runs execute")
+    parser.add_argument("--parallel", type=int, default=2, help="runs at once (local; a local Ray instance)")
+    parser.add_argument(
+        "--address", help="ray: cluster address (`auto` joins a running cluster; default: start a local one)"
+    )
+    parser.add_argument("--cpus-per-run", type=float, default=1.0, help="ray: CPUs declared per run")
+    parser.add_argument(
+        "--gpus-per-run",
+        type=float,
+        help="ray: GPUs declared per run (fractions share a GPU); default 0.25 with device=cuda, else 0",
+    )
     parser.add_argument("--out", type=Path, help="grid folder (default runs/reproduce/<preset>)")
     parser.add_argument("--results", type=Path, help="report folder (default docs/results/<preset>)")
     parser.add_argument("--envs", nargs="+", choices=sorted(ENV_FILES))
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS))
     parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument(
+        "--set", nargs="+", default=[], metavar="key=value", help="extra prism overrides for every run"
+    )
     parser.add_argument("--report-only", action="store_true", help="only collect finished runs and report")
     parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     args = parser.parse_args(argv)
@@ -378,12 +599,12 @@ def main(argv: list[str] | None = None) -> int:
         envs=tuple(args.envs or base.envs),
         methods=tuple(args.methods or base.methods),
         seeds=tuple(args.seeds if args.seeds is not None else base.seeds),
-        overrides=base.overrides,
+        overrides=base.overrides + tuple(args.set),
         description=base.description,
         env_overrides=base.env_overrides,
     )
     PRESETS[args.preset] = preset
-    out = args.out or ROOT / "runs" / "reproduce" / args.preset
+    out = (args.out or ROOT / "runs" / "reproduce" / args.preset).resolve()
     results = args.results or ROOT / "docs" / "results" / args.preset
     cells = [Cell(e, m, s) for s in preset.seeds for e in preset.envs for m in preset.methods]
     if args.dry_run:
@@ -393,19 +614,48 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     failures = 0
     if not args.report_only:
-        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-            for cell, code, seconds in pool.map(lambda c: run_cell(c, preset, out), cells):
-                status = (
-                    "ok"
-                    if code == 0
-                    else f"FAILED (exit {code}; see {cell.run_dir(out).parent}/seed{cell.seed}.log)"
+        todo = [c for c in cells if not (c.run_dir(out) / "summary.json").is_file()]
+        print(
+            f"{len(cells) - len(todo)} of {len(cells)} runs already finished; running {len(todo)}", flush=True
+        )
+
+        def run(cell: Cell) -> tuple[Cell, int, float]:
+            return run_cell(cell, preset, out)
+
+        if args.backend == "ray":
+            on_cuda = any(o.replace(" ", "").startswith("device=cuda") for o in preset.overrides)
+            gpus = args.gpus_per_run if args.gpus_per_run is not None else (0.25 if on_cuda else 0.0)
+            try:
+                results_iter = run_ray(
+                    todo,
+                    run,
+                    address=args.address,
+                    parallel=args.parallel,
+                    cpus_per_run=args.cpus_per_run,
+                    gpus_per_run=gpus,
                 )
-                print(
-                    f"{cell.env:12s} {cell.method:10s} seed {cell.seed}: {status} {seconds:.0f}s", flush=True
-                )
-                failures += code != 0
+                first = next(results_iter, None)
+            except BackendError as err:
+                print(f"reproduce: error: {err}", file=sys.stderr)
+                return 2
+            # The first result came through next() above (where a missing ray raises); the rest stream in.
+            stream = itertools.chain([first] if first is not None else [], results_iter)
+        else:
+            stream = run_local(todo, run, args.parallel)
+        for k, (cell, code, seconds) in enumerate(stream, start=1):
+            status = "ok" if code == 0 else f"FAILED (exit {code}; log {log_path(cell, out)})"
+            print(
+                f"[{k}/{len(todo)}] {cell.env:8s} {cell.method:10s} seed {cell.seed}: {status} {seconds:.0f}s",
+                flush=True,
+            )
+            if code != 0:
+                failures += 1
+                print("    " + log_tail(cell, out).replace("\n", "\n    "), flush=True)
     wall = time.perf_counter() - start
-    print(write_report(args.preset, cells, out, results))
+    if any((c.run_dir(out) / "summary.json").is_file() for c in cells):
+        print(write_report(args.preset, cells, out, results))
+    else:
+        print("no finished runs to report")
     print(f"grid wall time: {wall / 60:.1f} min; failed runs: {failures}")
     return 1 if failures else 0
 

@@ -58,9 +58,10 @@ class PopulationAgent(Protocol):
         """One member's pre-tanh action mean ``[B, act_dim]`` (for the equivariance error)."""
         ...
 
-    def expert_policy(self, member: int, generator: torch.Generator) -> NumpyPolicy:
+    def expert_policy(self, seed: int, member: int = 0) -> NumpyPolicy:
         """A deterministic numpy policy of one member for data collection; each call draws a fresh training
-        preference from ``generator`` (the caller's own stream: collection never perturbs training)."""
+        preference from a generator seeded with ``seed`` (the caller's own stream: collection never perturbs
+        training)."""
         ...
 
     def pause_at(self, env_step: int) -> None:

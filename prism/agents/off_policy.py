@@ -183,9 +183,10 @@ class OffPolicyAgent(L.LightningModule):
             device=self.device,
         )
 
-    def expert_policy(self, member: int, generator: torch.Generator) -> Callable[[np.ndarray], np.ndarray]:
-        """A numpy policy of member ``member``: deterministic action, a fresh cone weight per call drawn from
-        ``generator`` (the collection's own stream, so collecting never shifts the training draws)."""
+    def expert_policy(self, seed: int, member: int = 0) -> Callable[[np.ndarray], np.ndarray]:
+        """A numpy policy of member ``member``: deterministic action, a fresh cone weight per call drawn from a
+        generator of its own seeded with ``seed`` (collecting data never shifts the training draws)."""
+        generator = torch.Generator(device=self.device).manual_seed(int(seed))
 
         def policy(obs: np.ndarray) -> np.ndarray:
             obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device).unsqueeze(0)

@@ -18,6 +18,8 @@ reported in one warning line and the previous one is used; ``--resume`` renames 
 ``*.damaged`` (nothing is deleted, and the next save cannot rotate it over the good one). With no loadable
 checkpoint left, a :class:`~prism.config.ConfigError` names the file. A finished run (``summary.json``
 present) is left alone.
+The final-evaluation row (``final = 1``) is kept only if the checkpoint was taken after it was recorded: a
+run killed during (or just after) its final evaluation redoes it and writes the row once.
 """
 
 from __future__ import annotations
@@ -325,8 +327,9 @@ def _set_aside(path: Path) -> Path:
     return target
 
 
-def _truncate_eval_csv(path: Path, last_step: int) -> None:
-    """Drop rows evaluated after the checkpoint (the resumed run recomputes them identically)."""
+def _truncate_eval_csv(path: Path, last_step: int, keep_final: bool = False) -> None:
+    """Drop rows evaluated after the checkpoint (the resumed run recomputes them identically), and the final
+    row unless ``keep_final`` (the checkpoint says the final evaluation was already recorded)."""
     if not path.is_file():
         return
     with path.open(newline="") as fh:
@@ -335,7 +338,12 @@ def _truncate_eval_csv(path: Path, last_step: int) -> None:
         return
     header, body = rows[0], rows[1:]
     column = header.index("env_steps")
-    kept = [row for row in body if int(row[column]) <= last_step]
+    final = header.index("final") if "final" in header else None
+    kept = [
+        row
+        for row in body
+        if int(row[column]) <= last_step and (keep_final or final is None or row[final] != "1")
+    ]
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", newline="") as fh:
         writer = csv.writer(fh)
@@ -376,14 +384,17 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]):
         for damaged in loaded.damaged:
             _set_aside(damaged)
     last_eval = int(state["evaluation"]["last_eval_step"]) if state is not None else -1
-    _truncate_eval_csv(run_dir / "eval.csv", last_eval)
+    final_done = bool(state["evaluation"].get("final_done", False)) if state is not None else False
+    _truncate_eval_csv(run_dir / "eval.csv", last_eval, keep_final=final_done)
     run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
     attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
     start = time.perf_counter()
     run.trainer.fit(run.agent)
-    from prism.loop.run import write_final_outputs
+    from prism.loop.run import closing_summary, write_final_outputs
 
-    write_final_outputs(run, time.perf_counter() - start)
+    wall_time_s = time.perf_counter() - start
+    write_final_outputs(run, wall_time_s)
+    print(closing_summary(run, wall_time_s, resumed=True))
     return run
 
 

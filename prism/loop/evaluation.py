@@ -22,13 +22,20 @@ OpenMP workers busy-wait after each forward and starved the env stepping (171 �
 measured with two torch threads on this 2-core machine).
 
 Seeding: pair ``k = i·episodes + e`` (weight i, episode e) resets its env with ``pair_seeds(seed, K)[k]``,
-so an evaluation is reproducible and independent of batching and of the worker split.
+so an evaluation is reproducible and independent of batching and of the worker split. In a run the base
+seed defaults to ``derive_seed(run_seed, "eval")``: the start states differ between run seeds (so the
+spread over seeds includes start-state variability) and are the same at every evaluation of one run.
+
+Protocols: the periodic evaluations (``every`` env steps; the learning curves) use ``num_weights ×
+episodes``; the evaluation at the end of every run uses ``final`` (the paper's 100 weights × 5 episodes by
+default), is flagged ``final = 1`` in ``eval.csv`` and logged under ``eval_final/``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import math
 import multiprocessing as mp
 import os
@@ -48,12 +55,14 @@ from torch import Tensor
 
 from prism.envs.spec import EnvSpec
 from prism.metrics import functional as F
+from prism.seeding import derive_seed
 
 __all__ = [
     "EvalConfig",
     "EvalEnvPool",
     "EvalResult",
     "EvaluationCallback",
+    "FinalEvalConfig",
     "append_csv",
     "evaluate_policy",
     "front_figure",
@@ -65,15 +74,28 @@ ActFn = Callable[[Tensor, Tensor], Tensor]
 
 
 @dataclass
+class FinalEvalConfig:
+    """The protocol of the evaluation at the end of every run; defaults are the paper's (SPEC §9)."""
+
+    num_weights: int = 100
+    """Evaluation weights of the final evaluation (energy reference directions, as ``eval.num_weights``)."""
+    episodes: int = 5
+    """Episodes per weight of the final evaluation."""
+
+
+@dataclass
 class EvalConfig:
     """The evaluation protocol (SPEC §9); defaults are the paper's."""
 
     every: int = 10_000
-    """Evaluate every this many env steps (read from the agent's ``env_steps``), and once at the end of fit."""
+    """Evaluate every this many env steps (read from the agent's ``env_steps``) with the periodic protocol
+    below; the end of fit is always evaluated with ``final``."""
     num_weights: int = 100
-    """Evaluation weights: pymoo's energy reference directions (seed 42) for L objectives."""
+    """Evaluation weights of the periodic evaluations: pymoo's energy reference directions (seed 42) for L
+    objectives. May be lighter than ``final`` (they only draw the learning curves)."""
     episodes: int = 5
-    """Episodes per evaluation weight (the per-weight mean and population std are over these)."""
+    """Episodes per evaluation weight of the periodic evaluations (the per-weight mean and population std
+    are over these)."""
     gamma: float = 0.99
     """Discount of the returns the metrics use (undiscounted returns are recorded too)."""
     eum_weights: int = 50
@@ -82,11 +104,32 @@ class EvalConfig:
     """Random preference vectors p ∈ Δ^{2L−1} over which VO averages."""
     preference_seed: int = 42
     """Seed of the VO preferences; fixed across evaluations and runs so values stay comparable."""
-    seed: int = 12345
-    """Base seed of the evaluation episodes' env resets (the same episodes at every evaluation)."""
+    seed: int | None = None
+    """Base seed of the evaluation episodes' env resets (the same episodes at every evaluation of a run);
+    ``None`` = ``derive_seed(run seed, "eval")``, so start states vary with the run seed. An integer fixes
+    them for every run seed."""
     num_workers: int = -1
     """Worker processes stepping env copies beside the main process; −1 = auto (CPUs − 1, at most 3, for
     MuJoCo envs; none for pure-Python envs), 0 = all in this process."""
+    final: FinalEvalConfig = field(default_factory=FinalEvalConfig)
+    """The protocol of the evaluation at the end of every run (``front.csv``, ``summary.json``, the row
+    flagged ``final`` in ``eval.csv``)."""
+
+    def reset_seed(self, run_seed: int = 0) -> int:
+        """The base reset seed: ``seed`` when set, else derived from ``run_seed``."""
+        return int(self.seed) if self.seed is not None else derive_seed(run_seed, "eval")
+
+    def resolved(self, run_seed: int) -> EvalConfig:
+        """A copy whose ``seed`` is the concrete base reset seed of a run seeded with ``run_seed``."""
+        return dataclasses.replace(self, seed=self.reset_seed(run_seed))
+
+    def final_protocol(self) -> EvalConfig:
+        """This config with the final evaluation's weight and episode counts."""
+        return dataclasses.replace(self, num_weights=self.final.num_weights, episodes=self.final.episodes)
+
+    def final_equals_periodic(self) -> bool:
+        """Whether the final protocol is the periodic one (then a periodic result can stand in for it)."""
+        return (self.num_weights, self.episodes) == (self.final.num_weights, self.final.episodes)
 
 
 # ---- seeds and env pool -------------------------------------------------------------------------------------
@@ -353,10 +396,13 @@ class EvalResult:
             wall_time=wall_time,
         )
 
-    def row(self, objective_names: Sequence[str], env_steps: int) -> dict[str, float | int | str]:
+    def row(
+        self, objective_names: Sequence[str], env_steps: int, final: bool | None = None
+    ) -> dict[str, float | int | str]:
         """A flat record for ``eval.csv``: ``env_steps, hv, eum, vo, cardinality``, then per-objective mean
         returns over all policies (discounted, then undiscounted), the mean episode length, the
-        equivariance error (empty when not measured). No wall time: the same config and seed must give a
+        equivariance error (empty when not measured) and, when ``final`` is given, a ``final`` column (1 on
+        the end-of-run evaluation, 0 on periodic ones). No wall time: the same config and seed must give a
         byte-identical file (the time goes to TensorBoard as ``time/eval_s``)."""
         record: dict[str, float | int | str] = {
             "env_steps": int(env_steps),
@@ -371,6 +417,8 @@ class EvalResult:
             record[f"undiscounted_return_{name}"] = float(self.undiscounted_mean[:, i].mean())
         record["mean_episode_length"] = float(self.lengths.mean())
         record["equivariance_error"] = "" if self.equivariance_error is None else self.equivariance_error
+        if final is not None:
+            record["final"] = int(final)
         return record
 
 
@@ -554,7 +602,8 @@ def agent_env_steps(agent) -> int:
 def evaluate_agent(agent, spec: EnvSpec, cfg: EvalConfig, pool: EvalEnvPool | None = None) -> EvalResult:
     """The SPEC §9 protocol with ``cfg`` on an agent exposing ``act`` (and optionally ``policy_mean``).
 
-    The agent is put in eval mode for the rollout and restored afterwards.
+    The agent is put in eval mode for the rollout and restored afterwards. An unresolved ``cfg.seed``
+    (``None``) means run seed 0; runs pass a config resolved with :meth:`EvalConfig.resolved`.
     """
     mean_fn = getattr(agent, "policy_mean", None)
     was_training = agent.training
@@ -566,7 +615,7 @@ def evaluate_agent(agent, spec: EnvSpec, cfg: EvalConfig, pool: EvalEnvPool | No
             weights=cfg.num_weights,
             episodes=cfg.episodes,
             gamma=cfg.gamma,
-            seed=cfg.seed,
+            seed=cfg.reset_seed(),
             mean_fn=mean_fn if callable(mean_fn) else None,
             eum_weights=cfg.eum_weights,
             vo_preferences=cfg.vo_preferences,
@@ -579,19 +628,27 @@ def evaluate_agent(agent, spec: EnvSpec, cfg: EvalConfig, pool: EvalEnvPool | No
 
 
 class EvaluationCallback(Callback):
-    """Evaluate the agent every ``config.every`` env steps and at the end of fit (SPEC §9).
+    """Evaluate the agent every ``config.every`` env steps and once more, with the final protocol, at the end
+    of fit (SPEC §9).
 
     Reads the agent's env-step count after each training batch (``env_step_count`` if the module keeps a
     host-side mirror, else the ``env_steps`` buffer); evaluates
     ``pl_module.act(obs, weight, deterministic=True)`` and, if the module has it, the pre-tanh mean
     ``pl_module.policy_mean(obs, weight)`` for the equivariance error. Each evaluation appends a row to
-    ``<run_dir>/eval.csv`` (``run_dir`` defaults to the trainer's log dir), logs ``eval/hv``, ``eval/eum``,
-    ``eval/vo``, ``eval/cardinality``, ``eval/equivariance_error`` and ``time/eval_s`` to every logger
-    against env steps, and a Pareto-front figure (``eval/front``) to loggers that take figures
-    (TensorBoard). ``last_result`` holds the latest :class:`EvalResult`, ``history`` every CSV row.
+    ``<run_dir>/eval.csv`` (``run_dir`` defaults to the trainer's log dir) and logs its metrics to every
+    logger against env steps: periodic ones as ``eval/hv``, ``eval/eum``, ``eval/vo``, ``eval/cardinality``,
+    ``eval/equivariance_error`` and ``time/eval_s``, the final one as ``eval_final/…`` and
+    ``time/eval_final_s``. With ``figures`` a Pareto-front figure (``eval/front``, ``eval_final/front``) goes
+    to loggers that take figures (TensorBoard).
 
-    The env copies (``num_weights × episodes`` of them) are built at the first evaluation and kept until
-    fit ends.
+    The final evaluation (``config.final``: ``num_weights × episodes``) always runs at the end of fit and its
+    row has ``final = 1``, even when a periodic evaluation ran at the same env step; when the two protocols
+    are equal that periodic result is reused instead of rolled out again (the rollout is deterministic, so
+    both give the same numbers). ``last_result`` holds the latest :class:`EvalResult`, ``final_result`` the
+    final one, ``history`` every CSV row.
+
+    ``run_seed`` resolves ``config.seed = None`` (see :meth:`EvalConfig.reset_seed`). The env copies are built
+    at the first evaluation and kept until fit ends.
     """
 
     def __init__(
@@ -600,25 +657,36 @@ class EvaluationCallback(Callback):
         config: EvalConfig | None = None,
         run_dir: str | Path | None = None,
         env_fn: Callable[[], gym.Env] | None = None,
+        *,
+        run_seed: int = 0,
+        figures: bool = True,
     ) -> None:
         super().__init__()
         self.spec = spec
-        self.config = config or EvalConfig()
+        self.config = (config or EvalConfig()).resolved(run_seed)
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.env_fn = env_fn
+        self.figures = figures
         self.last_result: EvalResult | None = None
+        self.final_result: EvalResult | None = None
         self.history: list[dict[str, Any]] = []
         self._next_eval = self.config.every
         self._last_eval_step = -1
+        self._final_done = False
         self._pool: EvalEnvPool | None = None
 
     # -- state (so a resumed run neither repeats nor skips an evaluation) --
     def state_dict(self) -> dict[str, Any]:
-        return {"next_eval": self._next_eval, "last_eval_step": self._last_eval_step}
+        return {
+            "next_eval": self._next_eval,
+            "last_eval_step": self._last_eval_step,
+            "final_done": self._final_done,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._next_eval = int(state_dict["next_eval"])
         self._last_eval_step = int(state_dict["last_eval_step"])
+        self._final_done = bool(state_dict.get("final_done", False))
 
     @property
     def csv_path(self) -> Path | None:
@@ -635,47 +703,68 @@ class EvaluationCallback(Callback):
             self.evaluate(trainer, pl_module)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        if self.env_steps(pl_module) != self._last_eval_step:
-            self.evaluate(trainer, pl_module)
+        self.evaluate_final(trainer, pl_module)
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
 
-    def evaluate(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
-        """Run one evaluation now, record it and return it."""
-        cfg = self.config
-        env_steps = self.env_steps(pl_module)
+    def _rollout(self, pl_module: LightningModule, cfg: EvalConfig) -> EvalResult:
         if self._pool is None:
             self._pool = EvalEnvPool(self.spec, env_fn=self.env_fn, num_workers=cfg.num_workers)
-        result = evaluate_agent(pl_module, self.spec, cfg, pool=self._pool)
+        return evaluate_agent(pl_module, self.spec, cfg, pool=self._pool)
 
+    def evaluate(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
+        """Run one periodic evaluation now, record it and return it."""
+        cfg = self.config
+        env_steps = self.env_steps(pl_module)
+        result = self._rollout(pl_module, cfg)
         self.last_result = result
         self._last_eval_step = env_steps
         self._next_eval = (env_steps // cfg.every + 1) * cfg.every
-        record = result.row(self.spec.objective_names, env_steps)
+        self._record(trainer, result, env_steps, final=False)
+        return result
+
+    def evaluate_final(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
+        """The end-of-run evaluation with ``config.final``; recorded once per run (a resumed run whose final
+        row is already written recomputes the result, for ``front.csv``, without recording it again)."""
+        cfg = self.config
+        env_steps = self.env_steps(pl_module)
+        reusable = (
+            cfg.final_equals_periodic() and self.last_result is not None and self._last_eval_step == env_steps
+        )
+        result = self.last_result if reusable else self._rollout(pl_module, cfg.final_protocol())
+        assert result is not None
+        self.final_result = self.last_result = result
+        if not self._final_done:
+            self._last_eval_step = env_steps
+            self._final_done = True
+            self._record(trainer, result, env_steps, final=True)
+        return result
+
+    def _record(self, trainer: Trainer, result: EvalResult, env_steps: int, *, final: bool) -> None:
+        record = result.row(self.spec.objective_names, env_steps, final=final)
         self.history.append(record)
         if trainer.is_global_zero:
             if self.csv_path is not None:
                 append_csv(self.csv_path, record)
-            self._log(trainer, result, env_steps)
-        return result
+            self._log(trainer, result, env_steps, prefix="eval_final" if final else "eval")
 
-    def _log(self, trainer: Trainer, result: EvalResult, env_steps: int) -> None:
+    def _log(self, trainer: Trainer, result: EvalResult, env_steps: int, prefix: str = "eval") -> None:
         metrics = {
-            "eval/hv": result.hv,
-            "eval/eum": result.eum,
-            "eval/vo": result.vo,
-            "eval/cardinality": float(result.cardinality),
-            "time/eval_s": result.wall_time,
+            f"{prefix}/hv": result.hv,
+            f"{prefix}/eum": result.eum,
+            f"{prefix}/vo": result.vo,
+            f"{prefix}/cardinality": float(result.cardinality),
+            "time/eval_s" if prefix == "eval" else f"time/{prefix}_s": result.wall_time,
         }
         if result.equivariance_error is not None:
-            metrics["eval/equivariance_error"] = result.equivariance_error
+            metrics[f"{prefix}/equivariance_error"] = result.equivariance_error
         metrics = {k: v for k, v in metrics.items() if not math.isnan(v)}
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=env_steps)
             experiment = getattr(logger, "experiment", None)
-            if hasattr(experiment, "add_figure"):
+            if self.figures and hasattr(experiment, "add_figure"):
                 fig = front_figure(result, self.spec.objective_names, title=f"{env_steps} env steps")
-                experiment.add_figure("eval/front", fig, global_step=env_steps, close=True)
+                experiment.add_figure(f"{prefix}/front", fig, global_step=env_steps, close=True)

@@ -30,6 +30,7 @@ from prism.loop.evaluation import agent_env_steps
 from prism.reward.config import RewardConfig
 from prism.reward.features import build_features
 from prism.reward.module import fit_reward_model
+from prism.seeding import derive_seed
 
 PHASES = ("init", "collect_random", "fit", "rl", "collect_expert", "done")
 
@@ -83,6 +84,9 @@ class LoopSettings:
     needs_model: bool
     seed: int
     run_dir: Path | None = None
+    figures: bool = True
+    """Draw the shaped-vs-true TensorBoard figure after each fit (its episode has its own seed stream, so
+    drawing it or not never changes training)."""
 
 
 class PrismLoopCallback(Callback):
@@ -133,7 +137,7 @@ class PrismLoopCallback(Callback):
             self.spec,
             sparse_channel=self.settings.sparse_channel,
             p_rel=self.settings.p_rel,
-            seed=self.settings.seed * 1_000 + 10_007 + index,
+            seed=derive_seed(self.settings.seed, "collect/release", index),
         )
 
     def _collect(self, agent, trainer, random_policy: bool) -> None:
@@ -141,11 +145,15 @@ class PrismLoopCallback(Callback):
         n = s.initial_episodes if random_policy else s.expert_episodes
         index = len(self.state.episodes_collected)
         env = self._env(index)
-        collection_seed = s.seed * 1_000 + 500 + index
+        collection_seed = derive_seed(s.seed, "collect/reset", index)
+        # Every random draw of a collection comes from streams of its own (never the agent's training
+        # generator): the RL trajectory does not depend on how many episodes are collected.
         if random_policy:
-            policy = uniform_random_policy(env.action_space, seed=collection_seed)
+            policy = uniform_random_policy(
+                env.action_space, seed=derive_seed(s.seed, "collect/actions", index)
+            )
         else:
-            policy = agent.expert_policy()
+            policy = agent.expert_policy(seed=derive_seed(s.seed, "collect/preferences", index))
         if self.store is None:
             self.store = self._new_store()
         start = time.perf_counter()
@@ -197,25 +205,38 @@ class PrismLoopCallback(Callback):
                 "reward/train_segments": float(summary.n_train_segments),
             }
             trainer.logger.log_metrics(metrics, step=step)
-            self._log_shaped_vs_true(agent, trainer, model)
+            if s.figures:
+                self._log_shaped_vs_true(agent, trainer, model)
 
     def set_model(self, agent, model: torch.nn.Module) -> None:
         """Install a (re)fitted reward model in the agent's shaper (and relabel hook)."""
         self.model = model
         agent.shaper.model = model
         if self.settings.reward.relabel:
+            # Resampled batches get the sparse channel re-predicted by the newest model (reward.relabel).
             from prism.reward.shaping import make_relabel_fn
 
             agent.relabel_fn = make_relabel_fn(model, self.settings.sparse_channel)
 
     def _log_shaped_vs_true(self, agent, trainer, model) -> None:
-        """The paper's Figure 5: shaped vs true per-step sparse reward over one episode of the current policy."""
+        """The paper's Figure 5: shaped vs true per-step sparse reward over one episode of the current policy.
+
+        The episode's env, actions and preferences come from the ``diagnostics`` seed streams: drawing the
+        figure (or not, ``figures: false``) leaves every training RNG untouched.
+        """
+        seed, index = self.settings.seed, self.state.fits
+        untrained = self.state.cycle == 0 and agent_env_steps(agent) == 0
+        policy = (
+            None
+            if untrained
+            else agent.expert_policy(seed=derive_seed(seed, "diagnostics/preferences", index))
+        )
         figure = shaped_vs_true_figure(
             model,
             self.spec,
             self.settings.sparse_channel,
-            policy=None if self.state.cycle == 0 and agent_env_steps(agent) == 0 else agent.expert_policy(),
-            seed=self.settings.seed + 77,
+            policy=policy,
+            seed=derive_seed(seed, "diagnostics/episode", index),
         )
         experiment = getattr(trainer.logger, "experiment", None)
         if experiment is not None and hasattr(experiment, "add_figure"):

@@ -109,9 +109,12 @@ def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int |
         needs_model=needs_reward_model(config),
         seed=config.seed,
         run_dir=run_dir,
+        figures=config.figures,
     )
     loop = PrismLoopCallback(spec, settings)
-    evaluation = EvaluationCallback(spec, config.eval, run_dir=run_dir)
+    evaluation = EvaluationCallback(
+        spec, config.eval, run_dir=run_dir, run_seed=config.seed, figures=config.figures
+    )
     # Order matters: an evaluation due at a cycle's last step sees the policy before the loop moves on, and
     # the checkpointer (appended by attach_checkpointing) saves after both.
     callbacks: list[Callback] = [evaluation, loop]
@@ -182,13 +185,22 @@ def fit_run(
     attach_checkpointing(run)
     start = time.perf_counter()
     run.trainer.fit(run.agent)
-    write_final_outputs(run, time.perf_counter() - start)
+    wall_time_s = time.perf_counter() - start
+    write_final_outputs(run, wall_time_s)
+    print(closing_summary(run, wall_time_s))
     return run
 
 
+def final_protocol(run: Run) -> dict[str, int]:
+    """The protocol of the run's final evaluation (what ``summary.json`` records)."""
+    final = run.evaluation.config.final_protocol()
+    return {"num_weights": final.num_weights, "episodes": final.episodes, "seed": final.reset_seed()}
+
+
 def write_final_outputs(run: Run, wall_time_s: float) -> None:
-    """``front.csv`` (per-weight returns of the final evaluation) and ``summary.json`` (marks the run done)."""
-    result = run.evaluation.last_result
+    """``front.csv`` (per-weight returns of the final evaluation) and ``summary.json`` (marks the run done;
+    its ``final`` metrics and ``final_protocol`` are those of the end-of-run evaluation)."""
+    result = run.evaluation.final_result
     if result is None:
         return
     on_front = {tuple(np.round(p, 12)) for p in np.asarray(result.front)}
@@ -206,16 +218,66 @@ def write_final_outputs(run: Run, wall_time_s: float) -> None:
         for w, m, sd in zip(result.weights, result.mean, result.std):
             flag = int(tuple(np.round(m, 12)) in on_front)
             writer.writerow([*map(float, w), *map(float, m), *map(float, sd), flag])
-    final = run.evaluation.history[-1] if run.evaluation.history else {}
+    final = result.row(run.spec.objective_names, agent_env_steps(run.agent))
     summary = {
         "method": run.config.method,
         "env": run.spec.id,
         "seed": run.config.seed,
         "env_steps": agent_env_steps(run.agent),
         "wall_time_s_last_process": wall_time_s,
+        "final_protocol": final_protocol(run),
         "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
     }
     (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+
+
+def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> str:
+    """The block ``prism fit`` prints when training is over: where the run is, how it ended, how to look.
+
+    Final metrics are the end-of-run evaluation's; best ones are over every row of ``eval.csv`` (so a
+    resumed run counts the evaluations of its earlier processes too).
+    """
+    rows: list[dict[str, str]] = []
+    eval_csv = run.run_dir / "eval.csv"
+    if eval_csv.is_file():
+        with eval_csv.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    finals = [r for r in rows if r.get("final") == "1"]
+    process = "this process, resumed" if resumed else "this process"
+    lines = [
+        f"prism fit: done: {run.config.method} on {run.spec.id}, seed {run.config.seed}, "
+        f"{agent_env_steps(run.agent)} env steps, wall time {_duration(wall_time_s)} ({process})",
+        f"  run folder   {run.run_dir}",
+    ]
+    if finals:
+        protocol = final_protocol(run)
+        final = finals[-1]
+        lines.append(
+            f"  final        HV {float(final['hv']):.6g}   EUM {float(final['eum']):.6g}   "
+            f"VO {float(final['vo']):.6g}   ({protocol['num_weights']} weights x {protocol['episodes']} episodes)"
+        )
+    if rows:
+
+        def best(key: str) -> str:
+            valid = [r for r in rows if r[key] not in ("", "nan")]
+            if not valid:
+                return "n/a"
+            top = max(valid, key=lambda r: float(r[key]))
+            return f"{float(top[key]):.6g} @ {top['env_steps']}"
+
+        lines.append(
+            f"  best         HV {best('hv')}   EUM {best('eum')}   VO {best('vo')}   (value @ env steps)"
+        )
+    else:
+        lines.append("  no evaluation was recorded")
+    lines.append(f"  TensorBoard  tensorboard --logdir {run.run_dir / 'tb'}")
+    return "\n".join(lines)
 
 
 def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:
@@ -239,7 +301,8 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:
     config.run_dir = str(run_dir)
     run = build_run(config, progress_bar=False)
     env_steps = load_agent_weights(run)
-    result = evaluate_agent(run.agent, run.spec, config.eval)
+    # The run's evaluation config, its reset seed resolved from the run seed: the same episodes as in training.
+    result = evaluate_agent(run.agent, run.spec, run.evaluation.config)
     row = result.row(run.spec.objective_names, env_steps)
     append_csv(run_dir / "evaluate.csv", row)
     print(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))

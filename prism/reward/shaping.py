@@ -8,7 +8,8 @@ to be stored, with the sparse channel replaced by the redistribution it implemen
 - ``uniform`` / ``random``: need the released sum and the segment length, so the transitions of a segment are
   held until the segment is released (:class:`UniformShaper`, :class:`RandomShaper`).
 
-:func:`make_shaper` builds one by name; :func:`relabel_rewards` re-predicts the sparse channel of a replay batch.
+:func:`make_shaper` builds one by name; :func:`relabel_rewards` re-predicts the sparse channel of a replay batch
+and :func:`make_relabel_fn` wraps it as the agent's ``relabel_fn`` hook.
 The shaped values are checked on the host (a NaN/inf raises :class:`~prism.errors.NonFiniteError` naming
 ``reward/shaped``; the agent fills in the env step).
 """
@@ -278,3 +279,14 @@ def relabel_rewards(
     out = reward.clone()
     out[:, sparse_channel] = pred
     return out
+
+
+def make_relabel_fn(model, sparse_channel: int):
+    """The agent's ``relabel_fn`` for ``reward.relabel: true``: a replay batch with its rewards passed through
+    :func:`relabel_rewards` (the sparse channel re-predicted by ``model``, every other field unchanged)."""
+
+    def relabel(batch):
+        reward = relabel_rewards(model, batch.obs, batch.action, batch.reward, sparse_channel)
+        return batch._replace(reward=reward)
+
+    return relabel

@@ -1,0 +1,120 @@
+"""tools/reproduce.py: final-row selection, the statistics of the verdict, and the Ray backend."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("prism_reproduce_tool", ROOT / "tools" / "reproduce.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+reproduce = _load()
+
+
+def test_final_row_is_the_flagged_one_and_best_is_over_periodic_rows():
+    rows = [
+        {"env_steps": 100.0, "hv": 5.0, "final": 0.0},
+        {"env_steps": 200.0, "hv": 9.0, "final": 0.0},
+        {"env_steps": 200.0, "hv": 7.0, "final": 1.0},
+    ]
+    periodic, final = reproduce.split_rows(rows)
+    assert final["hv"] == 7.0
+    assert [r["hv"] for r in periodic] == [5.0, 9.0]
+    # eval.csv from before the final-evaluation rule: the last row stands for the final one
+    legacy = [{"env_steps": 100.0, "hv": 5.0}, {"env_steps": 200.0, "hv": 6.0}]
+    periodic, final = reproduce.split_rows(legacy)
+    assert final["hv"] == 6.0 and len(periodic) == 2
+
+
+def test_compare_matches_welch_by_hand_and_bootstrap_brackets_the_ratio():
+    a = [10.0, 12.0, 11.0, 13.0, 12.5]
+    b = [5.0, 6.5, 5.5, 7.0, 4.0]
+    st = reproduce.compare(a, b)
+    x, y = np.array(a), np.array(b)
+    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    t = (x.mean() - y.mean()) / math.sqrt(vx + vy)
+    df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
+    # two-sided p from the Student-t survival function, by numerical integration of the density
+    grid = np.linspace(abs(t), abs(t) + 200, 400_001)
+    density = (
+        math.gamma((df + 1) / 2)
+        / (math.sqrt(df * math.pi) * math.gamma(df / 2))
+        * (1 + grid**2 / df) ** (-(df + 1) / 2)
+    )
+    p_by_hand = 2 * np.trapezoid(density, grid)
+    assert st["p_welch"] == pytest.approx(p_by_hand, rel=1e-3)
+    assert st["ratio"] == pytest.approx(x.mean() / y.mean())
+    assert st["ci_low"] < st["ratio"] < st["ci_high"]
+    assert st["ci_low"] > 1.0  # clearly separated groups: the CI excludes "no difference"
+    same = reproduce.compare(a, a)
+    assert same["ratio"] == 1.0 and same["p_welch"] == pytest.approx(1.0)
+    assert same["ci_low"] < 1.0 < same["ci_high"]
+
+
+def test_ray_backend_without_ray_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    code = reproduce.main(
+        [
+            "--preset",
+            "smoke",
+            "--backend",
+            "ray",
+            "--out",
+            str(tmp_path / "g"),
+            "--results",
+            str(tmp_path / "r"),
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "pip install -e" in err[0] and "[cluster]" in err[0]
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_smoke_grid_on_a_local_ray_instance(tmp_path):
+    pytest.importorskip("ray", reason="the cluster extra is installed in CI (.ci/run)")
+    out, results = tmp_path / "grid", tmp_path / "results"
+    command = [
+        sys.executable,
+        str(ROOT / "tools" / "reproduce.py"),
+        "--preset",
+        "smoke",
+        "--backend",
+        "ray",
+        "--parallel",
+        "2",
+        "--out",
+        str(out),
+        "--results",
+        str(results),
+    ]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert first.stdout.count(": ok ") == 3
+    with (results / "table.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["method"] for r in rows} == {"oracle", "baseline", "prism"}
+    assert all(r["n_seeds"] == "1" and r["env_steps"] == "600" for r in rows)
+    for method in ("oracle", "baseline", "prism"):
+        eval_rows = list(csv.DictReader((out / "hopper" / method / "seed0" / "eval.csv").open()))
+        assert eval_rows[-1]["final"] == "1"
+    # Re-submission skips finished runs.
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0
+    assert "3 of 3 runs already finished; running 0" in second.stdout
