@@ -276,7 +276,7 @@ def test_baseline_and_prism_run_on_unshipped_envs(env_id, extra, tmp_path, caplo
 def test_prism_with_a_user_symmetry_table_runs_symreg(tmp_path):
     run_dir, rows = _fit(tmp_path, "symreg", str(CONF / "method" / "prism.yaml"), f"env.id={HOPPER_2OBJ}",
                          HOPPER_TABLE)  # fmt: skip
-    assert [int(r["env_steps"]) for r in rows] == [120]
+    assert [(int(r["env_steps"]), r["final"]) for r in rows] == [(120, "0"), (120, "1")]
     assert float(rows[0]["equivariance_error"]) > 0.0  # measured with the user's L_g, K_g
     assert _symreg_lambda(run_dir) == 0.01
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

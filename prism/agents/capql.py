@@ -148,7 +148,9 @@ class CAPQLModule(OffPolicyAgent):
         n_obj, members = spec.n_objectives, self.members
         if not spec.has_symmetry and (effective > 0 or config.symmetry_mode == "exact"):
             key = "symmetry_mode" if config.symmetry_mode == "exact" else "symreg_lambda"
-            raise ValueError(f"agent.{key}: {spec.id} has no reflection symmetry table for SymReg / exact mode")
+            raise ValueError(
+                f"agent.{key}: {spec.id} has no reflection symmetry table for SymReg / exact mode"
+            )
         # Without a symmetry table there are no (L_g, K_g) at all (never an identity stand-in): the buffers
         # stay None and the SymReg branch, whose λ is 0 then, never reads them.
         reflection = reflection_from_spec(spec) if spec.has_symmetry else None
@@ -167,7 +169,9 @@ class CAPQLModule(OffPolicyAgent):
         self.critic = VectorCriticEnsemble(
             critic_in, n_obj, config.critic_hidden, config.n_critics, members=members, generators=init
         )
-        self.critic_target = VectorCriticEnsemble(critic_in, n_obj, config.critic_hidden, config.n_critics, members)
+        self.critic_target = VectorCriticEnsemble(
+            critic_in, n_obj, config.critic_hidden, config.n_critics, members
+        )
         self.critic_target.load_state_dict(self.critic.state_dict())
         self.critic_target.requires_grad_(False)
 

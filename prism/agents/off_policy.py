@@ -359,7 +359,9 @@ class OffPolicyAgent(L.LightningModule):
                 raise self._root_cause(err) from None
             for tr in pushed:
                 # Transition.terminated is termination only: truncation keeps bootstrapping (critic target).
-                rows.append(self.buffer.row(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.weight))
+                rows.append(
+                    self.buffer.row(tr.obs, tr.action, tr.reward, tr.next_obs, tr.terminated, tr.weight)
+                )
                 members.append(m)
             self._episode_return[m] += info.get("true_reward", reward)
             self._episode_length[m] += 1
@@ -417,7 +419,9 @@ class OffPolicyAgent(L.LightningModule):
         self._ensure_generators()
         self.buffer.load_state_dict(state["replay"])
         for m, env in enumerate(self.envs):
-            env.reset(seed=derive_seed(self.seeds[m], "env"))  # a reset first, so every wrapper is initialised
+            env.reset(
+                seed=derive_seed(self.seeds[m], "env")
+            )  # a reset first, so every wrapper is initialised
             set_env_state(env, state["envs"][m])
         self._obs = state["obs"].numpy().copy()
         for g, s in zip(self._pref_generators, state["preference_generators"]):
@@ -495,7 +499,9 @@ class OffPolicyAgent(L.LightningModule):
             if self._steps > start_steps:
                 # Per member and in aggregate: S members each take one env step per clock tick.
                 metrics["time/env_steps_per_s"] = (self._steps - start_steps) / elapsed
-                metrics["time/population_env_steps_per_s"] = self.members * (self._steps - start_steps) / elapsed
+                metrics["time/population_env_steps_per_s"] = (
+                    self.members * (self._steps - start_steps) / elapsed
+                )
                 metrics["time/updates_per_s"] = self._updates_in_window / elapsed
             if metrics and logger is not None:
                 logger.log_metrics(metrics, step=self._steps)
