@@ -694,6 +694,11 @@ class EvaluationCallback(Callback):
         self._pool: EvalEnvPool | None = pool
         self._owns_pool = pool is None
 
+    @property
+    def state_key(self) -> str:
+        # one callback per population member: Lightning needs each stateful callback's key to be unique
+        return self._generate_state_key(member=self.member)
+
     # -- state (so a resumed run neither repeats nor skips an evaluation) --
     def state_dict(self) -> dict[str, Any]:
         return {
