@@ -70,6 +70,10 @@ class RunConfig:
 
     seed: int = 0
     """Seed for every RNG of the run (torch, numpy, envs, release draws, splits)."""
+    seeds: list[int] | None = None
+    """A population run: train one independent member per seed in one process (takes precedence over
+    ``seed``). ``run_dir`` then holds ``seed<N>/`` per member (the files a single run writes) and a
+    ``summary.csv``; see docs/ARCHITECTURE.md for what depends on the population's composition."""
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
     run_dir: str = "runs/${env.id}/${method}/seed${seed}"
@@ -122,7 +126,10 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         merged = OmegaConf.merge(schema, *layers, OmegaConf.from_dotlist(list(overrides)))
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
-        raise ConfigError(_one_line(err)) from None
+        message = _one_line(err)
+        if message.startswith("seeds"):  # e.g. `seeds[1]: Value 'a' could not be converted to Integer`
+            raise ConfigError(f"seeds: must be a list of distinct integers >= 0 ({message})") from None
+        raise ConfigError(message) from None
     except ValueError as err:  # a part's own __post_init__ check; its message starts with the key
         raise ConfigError(str(err).strip().splitlines()[0]) from None
     validate(config)
@@ -158,6 +165,11 @@ def _warn_once(message: str) -> None:
     if message not in _WARNED:
         _WARNED.add(message)
         _LOG.warning(message)
+
+
+def member_seeds(config: RunConfig) -> list[int]:
+    """The seeds of a run's members: ``seeds`` for a population, else ``[seed]``."""
+    return list(config.seeds) if config.seeds is not None else [config.seed]
 
 
 def resolve_env_spec(config: RunConfig):
@@ -231,6 +243,15 @@ def validate(config: RunConfig) -> None:
     if not config.run_dir:
         raise ConfigError("run_dir: must be a non-empty path")
     _non_negative("seed", config.seed)
+    if config.seeds is not None:
+        seeds = list(config.seeds)
+        if not seeds:
+            raise ConfigError("seeds: must list at least one seed (or leave seeds unset and use seed)")
+        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+            raise ConfigError(f"seeds: must be a list of distinct integers >= 0, got {seeds}")
+        duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
+        if duplicates:
+            raise ConfigError(f"seeds: every seed must be distinct, {duplicates} repeated in {seeds}")
     _non_negative("threads", config.threads)
 
     loop = config.loop

@@ -12,10 +12,11 @@ The stream name is hashed with SHA-256 (stable across processes and Python versi
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["derive_seed", "stream_key"]
+__all__ = ["derive_seed", "population_seed", "stream_key"]
 
 
 def stream_key(stream: str) -> list[int]:
@@ -36,4 +37,16 @@ def derive_seed(run_seed: int, stream: str, index: int = 0) -> int:
     if run_seed < 0 or index < 0:
         raise ValueError(f"derive_seed: run_seed and index must be >= 0, got {run_seed} and {index}")
     entropy = [int(run_seed), *stream_key(stream), int(index)]
+    return int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint32)[0])
+
+
+def population_seed(seeds: Sequence[int], stream: str) -> int:
+    """The seed of a draw shared by a whole population of run seeds (e.g. the update's policy noise).
+
+    For one member it is ``derive_seed(seed, stream)``, so a single run is the population of one; for several
+    it depends on every member's seed and on their order (this is what makes such draws depend on the
+    population's composition)."""
+    if len(seeds) == 1:
+        return derive_seed(seeds[0], stream)
+    entropy = [*map(int, seeds), *stream_key(stream), len(seeds)]
     return int(np.random.SeedSequence(entropy).generate_state(1, dtype=np.uint32)[0])

@@ -150,7 +150,7 @@ def test_env_step_clock_updates_and_resume(tmp_path):
     trainer.fit(module)
     assert module.env_steps.item() == 30 and len(module.buffer) == 30
     assert module.n_updates == 11  # one per env step from step 20 on (20..30 inclusive)
-    assert len(seen) == 11 and seen[0].obs.shape == (8, 6)
+    assert len(seen) == 11 and seen[0].obs.shape == (1, 8, 6)  # [members, batch, obs]
     assert all(not torch.equal(a, b) for a, b in zip(critic_before, module.critic.parameters()))
     assert all(not torch.equal(a, b) for a, b in zip(target_before, module.critic_target.parameters()))
 
@@ -213,8 +213,8 @@ def test_polyak_update_is_exactly_one_minus_tau_target_plus_tau_online_after_the
 
 def test_hparams_hold_no_envs_or_modules():
     module = CAPQLModule(AgentConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), symreg_lambda=0.3)
-    assert set(module.hparams) == {"agent", "env_id", "symreg_lambda", "sparse_channel"}
-    assert module.hparams["symreg_lambda"] == 0.3 and module.env is None  # env not built in __init__
+    assert set(module.hparams) == {"agent", "env_id", "seeds", "symreg_lambda", "sparse_channel"}
+    assert module.hparams["symreg_lambda"] == 0.3 and module.envs == []  # envs not built in __init__
     assert module.hparams["agent"]["actor_hidden"] == [16]
 
 
@@ -235,13 +235,14 @@ def _hand_policy_mean(base, obs: torch.Tensor, w: torch.Tensor, exact: bool) -> 
 
     In exact mode the orbit average ½(μ(s) + K μ(L s)) with L, K built from the toy spec's index lists.
     """
-    linears = [m for m in base.trunk if isinstance(m, torch.nn.Linear)] + [base.head]
+    # layer j of the (only) member: weights[j][0] is [d_in, d_out] (applied as x W), biases[j][0] is [1, d_out]
+    layers = [(w[0], b[0, 0]) for w, b in zip(base.net.weights, base.net.biases)]
 
     def mean(o: torch.Tensor) -> torch.Tensor:
         h = torch.cat([o, w], dim=1)
-        for j, layer in enumerate(linears):
-            h = h @ layer.weight.T + layer.bias
-            if j < len(linears) - 1:
+        for j, (weight, bias) in enumerate(layers):
+            h = h @ weight + bias
+            if j < len(layers) - 1:
                 h = torch.relu(h)
         return h[:, : TOY_SPEC.act_dim]  # the head's first act_dim outputs are the mean, the rest log-std
 
@@ -263,16 +264,15 @@ def test_act_policy_mean_expert_policy(mode):
     # Non-zero biases, so a forward pass that dropped or misplaced them would show.
     base = module.actor.base if mode == "exact" else module.actor
     with torch.no_grad():
-        for layer in [*base.trunk, base.head]:
-            if isinstance(layer, torch.nn.Linear):
-                layer.bias.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(1))
+        for bias in base.net.biases:
+            bias.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(1))
     expected = torch.tanh(_hand_policy_mean(base, obs, w, exact=mode == "exact"))
     torch.testing.assert_close(module.act(obs, w), expected, atol=1e-6, rtol=1e-5)
     sampled = module.act(obs, w, deterministic=False)
     assert (
         sampled.shape == (5, 2) and sampled.abs().max() <= 1 and not torch.equal(sampled, module.act(obs, w))
     )
-    policy = module.expert_policy()
+    policy = module.expert_policy(1)
     a1, a2 = policy(np.ones(6, np.float32)), policy(np.ones(6, np.float32))
     assert a1.shape == (2,) and a1.dtype == np.float32 and np.abs(a1).max() <= 1
     assert not np.array_equal(a1, a2)  # a fresh cone weight per call

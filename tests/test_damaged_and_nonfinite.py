@@ -324,7 +324,8 @@ def test_nan_critic_loss_stops_with_one_line_and_a_good_checkpoint(tmp_path, cap
         out = real_loss(*args, **kwargs)
         critic_loss.calls += 1
         if critic_loss.calls > poisoned_from_update:
-            out = out._replace(loss=out.loss * float("nan"))
+            # a real NaN loss shows in the summed loss and in the per-member term that is logged
+            out = out._replace(loss=out.loss * float("nan"), member_loss=out.member_loss * float("nan"))
         return out
 
     critic_loss.calls = 0
@@ -346,11 +347,12 @@ def test_non_finite_parameter_is_never_checkpointed(tmp_path, capsys, monkeypatc
 
     real_update = capql.CAPQLModule.update
 
-    def update(self):
-        real_update(self)
+    def update(self, batch):
+        terms = real_update(self, batch)
         if self.env_step_count == 300:  # a checkpoint step: poison a weight no action depends on
             with torch.no_grad():
                 next(self.critic_target.parameters()).view(-1)[0] = float("inf")
+        return terms
 
     monkeypatch.setattr(capql.CAPQLModule, "update", update)
     run_dir = tmp_path / "run"

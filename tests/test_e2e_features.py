@@ -255,9 +255,9 @@ class CountingAgent(CAPQLModule):
 
     plugin_updates = 0
 
-    def update(self):
+    def update(self, batch):
         self.plugin_updates += 1
-        super().update()
+        return super().update(batch)
 '''
 
 
@@ -345,7 +345,7 @@ def test_partial_release_in_the_loop_gives_segments_shorter_than_episodes(tmp_pa
     sums = torch.zeros(store.num_segments).index_add_(0, store.segment_index, store.true_sparse)
     torch.testing.assert_close(store.targets, sums, atol=1e-4, rtol=1e-5)
     # the training env releases with the same probability
-    env = run.agent.env
+    env = run.agent.envs[0]
     assert isinstance(env, SparseRewardWrapper)
     assert env.release_prob[TOY_SPEC.sparse_channel] == 0.3
 

@@ -95,7 +95,7 @@ def test_tanh_gaussian_log_prob_matches_change_of_variables():
 def test_log_std_clamped():
     actor = GaussianActor(OBS, L, ACT, [8])
     with torch.no_grad():
-        actor.head.bias[ACT:] = 100.0
+        actor.net.biases[-1][..., ACT:] = 100.0
     _, log_std = actor(torch.zeros(3, OBS), torch.full((3, L), 0.5))
     assert log_std.max().item() == 2.0
 
@@ -122,14 +122,15 @@ def _hand_mlp(x: torch.Tensor, layers: list[tuple[torch.Tensor, torch.Tensor]]) 
 
 
 def _hand_actor(actor: GaussianActor, obs: torch.Tensor, weight: torch.Tensor):
-    linears = [m for m in actor.trunk if isinstance(m, torch.nn.Linear)] + [actor.head]
-    out = _hand_mlp(torch.cat([obs, weight], 1), [(m.weight, m.bias) for m in linears])
+    # member 0's layer j: weights[j][0] is [d_in, d_out] (applied as x W), biases[j][0] is [1, d_out]
+    layers = [(w[0].T, b[0, 0]) for w, b in zip(actor.net.weights, actor.net.biases)]
+    out = _hand_mlp(torch.cat([obs, weight], 1), layers)
     return out[:, :ACT], out[:, ACT:].clamp(-20.0, 2.0)
 
 
 def _hand_critic_member(ensemble: VectorCriticEnsemble, k: int, x: torch.Tensor) -> torch.Tensor:
     # Member k's layer j is weights[j][k] ([d_in, d_out], applied as x W) and biases[j][k] ([1, d_out]).
-    return _hand_mlp(x, [(w[k].T, b[k, 0]) for w, b in zip(ensemble.weights, ensemble.biases)])
+    return _hand_mlp(x, [(w[k].T, b[k, 0]) for w, b in zip(ensemble.net.weights, ensemble.net.biases)])
 
 
 def _hand_soft_target(actor, q_net, batch: ReplayBatch, eps: torch.Tensor, gamma: float, alpha: float):
@@ -182,7 +183,7 @@ def test_critic_ensemble_members_are_independent_mlps():
     q = critic(x)
     for k in range(2):
         h = x
-        for j, (w, b) in enumerate(zip(critic.weights, critic.biases)):
+        for j, (w, b) in enumerate(zip(critic.net.weights, critic.net.biases)):
             h = h @ w[k] + b[k]
             if j < 2:
                 h = torch.relu(h)

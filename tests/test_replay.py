@@ -39,7 +39,7 @@ def test_wrap_around_overwrites_oldest():
         _add(buf, i)
     assert len(buf) == 5 and buf.position == 2
     # rows 0,1 were overwritten by transitions 5,6
-    assert buf.storage[:, 0].tolist() == [5, 6, 2, 3, 4]
+    assert buf.storage[0, :, 0].tolist() == [5, 6, 2, 3, 4]
     assert buf.all().obs[:, 0].tolist() == [2, 3, 4, 5, 6]  # oldest first
     sampled = buf.sample(200, generator=torch.Generator().manual_seed(0))
     assert set(sampled.obs[:, 0].tolist()) == {2.0, 3.0, 4.0, 5.0, 6.0}

@@ -66,14 +66,19 @@ def test_expert_collection_leaves_the_training_generator_alone(tmp_path):
     config = load_config([CONF / "quickstart.yaml"], [*TOY, f"run_dir={tmp_path / 'r'}"])
     run = build_run(config, progress_bar=False)
     agent, loop = run.agent, run.loop
-    agent._generator = torch.Generator().manual_seed(123)
-    before = agent._generator.get_state().clone()
+    agent._ensure_generators()  # the training streams: preferences, replay indices, update noise
+
+    def states():
+        gens = [*agent._pref_generators, *agent._replay_generators, agent._update_generator]
+        return [g.get_state().clone() for g in gens]
+
+    before = states()
     loop._collect(agent, None, random_policy=False)  # E expert episodes with the current policy
     assert loop.state.episodes_collected == [config.loop.expert_episodes]
-    assert torch.equal(agent._generator.get_state(), before)
-    # the check has teeth: drawing a training preference does advance that generator
-    agent.sample_preferences(1)
-    assert not torch.equal(agent._generator.get_state(), before)
+    assert all(torch.equal(a, b) for a, b in zip(states(), before))
+    # the check has teeth: drawing a training preference does advance the preference generator
+    agent.sample_preferences(1, agent._pref_generators[0])
+    assert not torch.equal(states()[0], before[0])
 
 
 def test_figures_do_not_change_the_run(tmp_path):

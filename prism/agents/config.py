@@ -62,6 +62,10 @@ class AgentConfig:
     log_every: int = 1000
     """Env steps between two writes of ``train/``, ``rollout/`` and ``time/`` scalars."""
 
+    steps_per_batch: int = 1
+    """(env step, update) iterations per Lightning training batch: the maths is the same for any value (a
+    batch also ends at every step a callback asked to see), only Lightning's per-batch cost is amortised."""
+
     device: DeviceName = "auto"
     """``auto`` = CUDA when available, else CPU. Everything (nets, replay buffer) lives on this one device."""
 
@@ -89,6 +93,7 @@ class AgentConfig:
             "symreg_lambda": self.symreg_lambda is None or self.symreg_lambda >= 0.0,
             "symmetry_mode": self.symmetry_mode in ("regularise", "exact", "none"),
             "log_every": self.log_every > 0,
+            "steps_per_batch": self.steps_per_batch > 0,
             "device": self.device in ("auto", "cpu", "cuda"),
         }
         bad = [name for name, ok in checks.items() if not ok]

@@ -20,22 +20,23 @@ from prism.data.replay import ReplayBatch
 
 
 class CriticLoss(NamedTuple):
-    loss: torch.Tensor  # scalar
-    target: torch.Tensor  # [B, L] the regression target y (no grad)
-    q_mean: torch.Tensor  # scalar, mean of Q over critics, batch and objectives (diagnostics)
+    loss: torch.Tensor  # scalar: Σ over members of each member's MSE
+    target: torch.Tensor  # [..., B, L] the regression target y (no grad)
+    q_mean: torch.Tensor  # [...] per member: mean of Q over critics, batch and objectives (diagnostics)
+    member_loss: torch.Tensor  # [...] per member MSE (detached)
 
 
 class ActorLoss(NamedTuple):
-    loss: torch.Tensor  # scalar: policy loss + λ·symreg
-    policy_loss: torch.Tensor  # scalar: mean(α log π − w·min_k Q_k)
-    alpha_log_pi: torch.Tensor  # scalar: mean α log π(ã|s,w)
-    symreg: torch.Tensor  # scalar: L_eq (0 when λ = 0)
+    loss: torch.Tensor  # scalar: Σ over members of (policy loss + λ·symreg)
+    policy_loss: torch.Tensor  # [...] per member: mean(α log π − w·min_k Q_k)
+    alpha_log_pi: torch.Tensor  # [...] per member: mean α log π(ã|s,w)
+    symreg: torch.Tensor  # [...] per member: L_eq (0 when λ = 0)
 
 
 class SymRegLoss(NamedTuple):
-    loss: torch.Tensor  # L_eq = mean_term + log_std_term
-    mean_term: torch.Tensor  # mean_b ‖μ(Ls,w) − Kμ(s,w)‖₁²
-    log_std_term: torch.Tensor  # mean_b ‖ℓ(Ls,w) − ℓ(s,w)‖₁²
+    loss: torch.Tensor  # Σ over members of L_eq = mean_term + log_std_term
+    mean_term: torch.Tensor  # [...] mean_b ‖μ(Ls,w) − Kμ(s,w)‖₁²
+    log_std_term: torch.Tensor  # [...] mean_b ‖ℓ(Ls,w) − ℓ(s,w)‖₁²
 
 
 # ---- equations --------------------------------------------------------------------------------------
@@ -49,35 +50,38 @@ def critic_target(
     gamma: float,
     alpha: float,
 ) -> torch.Tensor:
-    """SPEC §6: ``y = r + γ(1 − done)(min_k Q̄_k(s', a', w) − α log π(a'|s', w))`` ``[B, L]``.
+    """SPEC §6: ``y = r + γ(1 − done)(min_k Q̄_k(s', a', w) − α log π(a'|s', w))`` ``[..., B, L]``.
 
-    ``next_q [n, B, L]`` are the target critics at ``a' ~ π(·|s', w)``; the min is elementwise over the
+    ``next_q [..., n, B, L]`` are the target critics at ``a' ~ π(·|s', w)``; the min is elementwise over the
     critics (per objective) and the entropy bonus is subtracted from every component. ``done`` must be the
     *termination* flag: a time-limit truncation is not an absorbing state, so it keeps the bootstrap term.
     """
-    soft_next = next_q.min(dim=0).values - alpha * next_log_prob.unsqueeze(-1)
+    soft_next = next_q.min(dim=-3).values - alpha * next_log_prob.unsqueeze(-1)
     return reward + gamma * (1.0 - done).unsqueeze(-1) * soft_next
 
 
 def critic_loss(q: torch.Tensor, target: torch.Tensor) -> CriticLoss:
-    """Mean squared error of every critic ``q [n, B, L]`` to the (detached) target ``[B, L]``.
+    """Mean squared error of every critic ``q [..., n, B, L]`` to the (detached) target ``[..., B, L]``.
 
-    Averaged over critics, batch and objectives (the mean of the per-critic MSEs).
+    Per member: averaged over critics, batch and objectives (the mean of the per-critic MSEs); summed over
+    members.
     """
     target = target.detach()
-    return CriticLoss((q - target).square().mean(), target, q.detach().mean())
+    per_member = (q - target.unsqueeze(-3)).square().mean(dim=(-3, -2, -1))
+    return CriticLoss(per_member.sum(), target, q.detach().mean(dim=(-3, -2, -1)), per_member.detach())
 
 
 def actor_loss(
     log_prob: torch.Tensor, q: torch.Tensor, weight: torch.Tensor, alpha: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SPEC §6: ``mean(α log π(ã|s,w) − w·min_k Q_k(s, ã, w))``; returns (loss, mean α log π).
+    """SPEC §6: ``mean(α log π(ã|s,w) − w·min_k Q_k(s, ã, w))``; returns per-member (loss, mean α log π).
 
-    ``q [n, B, L]`` at the reparameterised actions ã; the min is elementwise over critics, then scalarised.
+    ``q [..., n, B, L]`` at the reparameterised actions ã; the min is elementwise over critics, then
+    scalarised with the transition's preference ``weight [..., B, L]``; the mean is over the batch.
     """
     alpha_log_pi = alpha * log_prob
-    scalarised = (q.min(dim=0).values * weight).sum(dim=-1)
-    return (alpha_log_pi - scalarised).mean(), alpha_log_pi.mean()
+    scalarised = (q.min(dim=-3).values * weight).sum(dim=-1)
+    return (alpha_log_pi - scalarised).mean(dim=-1), alpha_log_pi.mean(dim=-1)
 
 
 def symreg_loss(
@@ -92,9 +96,9 @@ def symreg_loss(
     ``mean``/``log_std`` are the actor outputs at ``(s, w)``; ``*_reflected`` at ``(L s, w)``. Neither
     branch is detached: both the original and the reflected forward pass receive gradient.
     """
-    mean_term = (mean_reflected - reflect_act(mean, act_sign)).abs().sum(dim=-1).square().mean()
-    log_std_term = (log_std_reflected - log_std).abs().sum(dim=-1).square().mean()
-    return SymRegLoss(mean_term + log_std_term, mean_term, log_std_term)
+    mean_term = (mean_reflected - reflect_act(mean, act_sign)).abs().sum(dim=-1).square().mean(dim=-1)
+    log_std_term = (log_std_reflected - log_std).abs().sum(dim=-1).square().mean(dim=-1)
+    return SymRegLoss((mean_term + log_std_term).sum(), mean_term, log_std_term)
 
 
 # ---- composed from the networks ------------------------------------------------------------------------
@@ -107,11 +111,14 @@ def capql_critic_loss(
     batch: ReplayBatch,
     gamma: float,
     alpha: float,
+    generator: torch.Generator | None = None,
 ) -> CriticLoss:
-    """Critic loss of one update: target from the current actor and the Polyak target critics."""
+    """Critic loss of one update: target from the current actor and the Polyak target critics.
+
+    ``batch`` fields are ``[S, B, ...]`` (or ``[B, ...]`` for one member); ``generator`` draws a' 's noise."""
     with torch.no_grad():
         next_mean, next_log_std = actor(batch.next_obs, batch.weight)
-        next_action, next_log_prob = sample_tanh_gaussian(next_mean, next_log_std)
+        next_action, next_log_prob = sample_tanh_gaussian(next_mean, next_log_std, generator)
         next_q = critic_target_net(torch.cat([batch.next_obs, next_action, batch.weight], dim=-1))
         y = critic_target(batch.reward, batch.done, next_q, next_log_prob, gamma, alpha)
     q = critic(torch.cat([batch.obs, batch.action, batch.weight], dim=-1))
@@ -126,26 +133,29 @@ def capql_actor_loss(
     symreg_lambda: float = 0.0,
     obs_sign: torch.Tensor | None = None,
     act_sign: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
 ) -> ActorLoss:
     """Actor loss of one update, plus ``λ·L_eq`` when ``symreg_lambda > 0``.
 
-    With SymReg on, the actor runs once on ``cat([s, L s])`` so both branches share one forward pass.
+    With SymReg on, the actor runs once on ``cat([s, L s])`` (along the batch dimension) so both branches
+    share one forward pass. ``batch`` fields are ``[S, B, ...]`` or ``[B, ...]``; ``generator`` draws ã's noise.
     """
     obs, weight = batch.obs, batch.weight
-    n = obs.shape[0]
+    n = obs.shape[-2]
     if symreg_lambda > 0.0:
         if obs_sign is None or act_sign is None:
             raise ValueError("capql_actor_loss: SymReg needs obs_sign and act_sign")
         mean_all, log_std_all = actor(
-            torch.cat([obs, reflect_obs(obs, obs_sign)]), torch.cat([weight, weight])
+            torch.cat([obs, reflect_obs(obs, obs_sign)], dim=-2), torch.cat([weight, weight], dim=-2)
         )
-        mean, log_std = mean_all[:n], log_std_all[:n]
-        sym = symreg_loss(mean, log_std, mean_all[n:], log_std_all[n:], act_sign).loss
+        mean, log_std = mean_all[..., :n, :], log_std_all[..., :n, :]
+        sym = symreg_loss(mean, log_std, mean_all[..., n:, :], log_std_all[..., n:, :], act_sign)
+        sym_per_member = sym.mean_term + sym.log_std_term
     else:
         mean, log_std = actor(obs, weight)
-        sym = torch.zeros((), device=obs.device)
-    action, log_prob = sample_tanh_gaussian(mean, log_std)
+        sym_per_member = torch.zeros(obs.shape[:-2], device=obs.device)
+    action, log_prob = sample_tanh_gaussian(mean, log_std, generator)
     q = critic(torch.cat([obs, action, weight], dim=-1), detach_params=True)
     policy, alpha_log_pi = actor_loss(log_prob, q, weight, alpha)
-    loss = policy + symreg_lambda * sym if symreg_lambda > 0.0 else policy
-    return ActorLoss(loss, policy.detach(), alpha_log_pi.detach(), sym.detach())
+    per_member = policy + symreg_lambda * sym_per_member if symreg_lambda > 0.0 else policy
+    return ActorLoss(per_member.sum(), policy.detach(), alpha_log_pi.detach(), sym_per_member.detach())

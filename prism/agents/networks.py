@@ -1,4 +1,16 @@
-"""Networks of CAPQL (SPEC §6): a weight-conditioned tanh-Gaussian actor and a batched vector-critic ensemble."""
+"""Networks of CAPQL (SPEC §6) with a leading *member* dimension.
+
+Every learned tensor carries a leading member dimension S: a population of S independent agents (seeds) is
+one set of stacked weights, and a forward pass is one batched matmul (``baddbmm``) per layer for all members.
+A single run is the population of one (S = 1) — the same code path.
+
+Shapes: inputs ``[S, B, d]`` (member-major). For S = 1 the member dimension may be left out (``[B, d]`` in,
+``[B, ...]`` out), which keeps single-agent call sites and tests plain.
+
+Initialisation: member s's slice of every layer is initialised like an independent orthogonally-initialised
+``nn.Linear`` with zero bias, drawing from ``generators[s]`` when given — so member s of a population starts
+from exactly the weights of the solo run with the same seed.
+"""
 
 from __future__ import annotations
 
@@ -14,42 +26,102 @@ LOG_STD_MAX = 2.0
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
 
+Generators = Sequence[torch.Generator | None] | None
+
+
+class StackedMLP(nn.Module):
+    """``n`` independent ReLU MLPs evaluated together: layer j is one weight ``[n, d_in, d_out]``.
+
+    ``forward(x [n, B, d_in]) -> [n, B, d_out]``; no activation after the last layer. ``init_order`` lists
+    the member slices in the order their weights are drawn (see the subclasses).
+    """
+
+    def __init__(self, dims: Sequence[int], n: int):
+        super().__init__()
+        self.n = n
+        self.dims = tuple(dims)
+        self.weights = nn.ParameterList(
+            [nn.Parameter(torch.zeros(n, d_in, d_out)) for d_in, d_out in zip(dims[:-1], dims[1:])]
+        )
+        self.biases = nn.ParameterList([nn.Parameter(torch.zeros(n, 1, d_out)) for d_out in dims[1:]])
+
+    @torch.no_grad()
+    def init_slice(self, index: int, generator: torch.Generator | None) -> None:
+        """Orthogonal weights (on the ``[d_out, d_in]`` view, as ``nn.Linear``) and zero biases for slice
+        ``index``, layer by layer, drawn from ``generator`` (the global RNG when None)."""
+        for w, b in zip(self.weights, self.biases):
+            nn.init.orthogonal_(w[index].T, generator=generator)
+            b[index].zero_()
+
+    def forward(
+        self, x: torch.Tensor, *, detach_params: bool = False, member: int | None = None
+    ) -> torch.Tensor:
+        """``x [n, B, d_in] -> [n, B, d_out]``; with ``member`` only that slice runs: ``x [1, B, d_in]``."""
+        last = len(self.weights) - 1
+        h = x
+        for j, (w, b) in enumerate(zip(self.weights, self.biases)):
+            if member is not None:
+                w, b = w[member : member + 1], b[member : member + 1]
+            if detach_params:
+                w, b = w.detach(), b.detach()
+            h = torch.baddbmm(b, h, w)
+            if j < last:
+                h = torch.relu(h)
+        return h
+
+
+def _generator(generators: Generators, s: int) -> torch.Generator | None:
+    return None if generators is None else generators[s]
+
 
 class GaussianActor(nn.Module):
-    """π(a | s, w): MLP on ``[s, w]`` with ReLU hidden layers, orthogonal init and zero biases.
+    """π(a | s, w) for S members: an MLP on ``[s, w]`` (ReLU, orthogonal init, zero biases) per member.
 
-    ``forward`` returns the pre-tanh mean μ and the log-std ℓ clamped to ``[−20, 2]``; the action is
+    ``forward`` returns the pre-tanh mean μ and the log-std ℓ clamped to ``[−20, 2]``, each
+    ``[S, B, act_dim]`` (``[B, act_dim]`` for an S = 1 call without the member dimension); the action is
     ``tanh(μ + exp(ℓ)·ε)`` (see :func:`sample_tanh_gaussian`). Mean and log-std come from one fused head.
     """
 
-    def __init__(self, obs_dim: int, n_objectives: int, act_dim: int, hidden: Sequence[int] = (256, 256)):
+    def __init__(
+        self,
+        obs_dim: int,
+        n_objectives: int,
+        act_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        members: int = 1,
+        generators: Generators = None,
+    ):
         super().__init__()
-        layers: list[nn.Module] = []
-        in_dim = obs_dim + n_objectives
-        for width in hidden:
-            layers += [nn.Linear(in_dim, width), nn.ReLU()]
-            in_dim = width
-        self.trunk = nn.Sequential(*layers)
-        self.head = nn.Linear(in_dim, 2 * act_dim)
+        self.members = members
         self.act_dim = act_dim
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.orthogonal_(module.weight)
-                nn.init.zeros_(module.bias)
+        self.net = StackedMLP([obs_dim + n_objectives, *hidden, 2 * act_dim], members)
+        for s in range(members):
+            self.net.init_slice(s, _generator(generators, s))
 
-    def forward(self, obs: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.head(self.trunk(torch.cat([obs, weight], dim=-1))).split(self.act_dim, dim=-1)
-        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+    def forward(
+        self, obs: torch.Tensor, weight: torch.Tensor, member: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(μ, ℓ)`` of every member for ``[S, B, ·]`` inputs, or of one ``member`` for ``[B, ·]`` inputs."""
+        flat = obs.dim() == 2
+        if flat and member is None and self.members != 1:
+            raise ValueError(f"GaussianActor: [B, d] input needs member= for a population of {self.members}")
+        x = torch.cat([obs, weight], dim=-1)
+        out = self.net(x.unsqueeze(0) if flat else x, member=member)
+        mean, log_std = out.split(self.act_dim, dim=-1)
+        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return (mean[0], log_std[0]) if flat else (mean, log_std)
 
 
 def sample_tanh_gaussian(
     mean: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reparameterised sample ``a = tanh(u)``, ``u = μ + σ ε``, and its log-density ``log π(a)`` ``[B]``.
+    """Reparameterised sample ``a = tanh(u)``, ``u = μ + σ ε``, and its log-density ``log π(a)`` ``[..., B]``.
 
     ``log π(a) = Σ_i [log N(u_i; μ_i, σ_i) − log(1 − tanh² u_i)]`` (change of variables through tanh), with
     ``log(1 − tanh² u) = 2(log 2 − u − softplus(−2u))`` — exact and stable where ``1 − tanh²`` underflows,
     so no ε fudge is needed. ``log N(u; μ, σ) = −ε²/2 − log σ − log √(2π)`` uses the drawn ε directly.
+    The noise ε of every member is drawn in one call: this is the one random draw of an update whose values
+    depend on the population's composition (see docs/ARCHITECTURE.md, population runs).
     """
     eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
     u = mean + log_std.exp() * eps
@@ -59,39 +131,39 @@ def sample_tanh_gaussian(
 
 
 class VectorCriticEnsemble(nn.Module):
-    """``n`` independent MLP critics ``Q_k(s, a, w) ∈ R^L`` evaluated together with batched matmuls.
+    """``n`` critics ``Q_k(s, a, w) ∈ R^L`` per member, for S members, evaluated with one ``baddbmm`` per layer.
 
-    Layer j of every member is one stacked weight ``[n, d_in, d_out]`` so a forward pass is one ``baddbmm``
-    per layer for the whole ensemble instead of n separate MLPs. Each member's slice is initialised like an
-    independent orthogonally-initialised ``nn.Linear`` with zero bias. Input is ``cat([s, a, w])``.
+    The S·n MLPs are the slices of one :class:`StackedMLP` (member-major: slice ``s·n + k`` is critic k of
+    member s). Input is ``cat([s, a, w])``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, hidden: Sequence[int] = (256, 256), n: int = 2):
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        n: int = 2,
+        members: int = 1,
+        generators: Generators = None,
+    ):
         super().__init__()
-        dims = [in_dim, *hidden, out_dim]
         self.n = n
-        self.weights = nn.ParameterList()
-        self.biases = nn.ParameterList()
-        for d_in, d_out in zip(dims[:-1], dims[1:]):
-            w = torch.empty(n, d_in, d_out)
+        self.members = members
+        self.net = StackedMLP([in_dim, *hidden, out_dim], members * n)
+        for s in range(members):
             for k in range(n):
-                # orthogonal_ on the [d_out, d_in] view matches nn.Linear's convention.
-                nn.init.orthogonal_(w[k].T)
-            self.weights.append(nn.Parameter(w))
-            self.biases.append(nn.Parameter(torch.zeros(n, 1, d_out)))
+                self.net.init_slice(s * n + k, _generator(generators, s))
 
     def forward(self, x: torch.Tensor, *, detach_params: bool = False) -> torch.Tensor:
-        """``x [B, in]`` -> ``Q [n, B, L]``.
+        """``x [S, B, in]`` -> ``Q [S, n, B, L]`` (``x [B, in]`` -> ``Q [n, B, L]`` when S = 1).
 
         ``detach_params=True`` evaluates with detached weights: gradients still flow to ``x`` (the actor's
         actions) but never to the critic parameters, and no weight gradients are computed at all.
         """
-        h = x.unsqueeze(0).expand(self.n, *x.shape)
-        last = len(self.weights) - 1
-        for j, (w, b) in enumerate(zip(self.weights, self.biases)):
-            if detach_params:
-                w, b = w.detach(), b.detach()
-            h = torch.baddbmm(b, h, w)
-            if j < last:
-                h = torch.relu(h)
-        return h
+        flat = x.dim() == 2
+        if flat:
+            x = x.unsqueeze(0)
+        members, batch, width = x.shape
+        h = x.unsqueeze(1).expand(members, self.n, batch, width).reshape(members * self.n, batch, width)
+        q = self.net(h, detach_params=detach_params).reshape(members, self.n, batch, -1)
+        return q[0] if flat else q

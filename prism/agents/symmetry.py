@@ -56,13 +56,18 @@ class OrbitAveragedActor(nn.Module):
         self.register_buffer("obs_sign", obs_sign.clone().float(), persistent=False)
         self.register_buffer("act_sign", act_sign.clone().float(), persistent=False)
 
-    def forward(self, obs: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        n = obs.shape[0]
+    def forward(
+        self, obs: torch.Tensor, weight: torch.Tensor, member: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        # [..., B, d]: the reflected copies are appended along the batch dimension (members untouched).
+        n = obs.shape[-2]
         mean, log_std = self.base(
-            torch.cat([obs, reflect_obs(obs, self.obs_sign)]), torch.cat([weight, weight])
+            torch.cat([obs, reflect_obs(obs, self.obs_sign)], dim=-2),
+            torch.cat([weight, weight], dim=-2),
+            member=member,
         )
-        mean_eq = 0.5 * (mean[:n] + reflect_act(mean[n:], self.act_sign))
-        log_std_eq = 0.5 * (log_std[:n] + log_std[n:])
+        mean_eq = 0.5 * (mean[..., :n, :] + reflect_act(mean[..., n:, :], self.act_sign))
+        log_std_eq = 0.5 * (log_std[..., :n, :] + log_std[..., n:, :])
         return mean_eq, log_std_eq
 
 
@@ -81,6 +86,6 @@ def equivariance_error(
     ``mean_fn(obs, weight) -> [B, act_dim]`` (e.g. :meth:`CAPQLModule.policy_mean`). Returns a 0-d tensor
     (no host sync; call ``.item()`` yourself).
     """
-    n = obs.shape[0]
-    both = mean_fn(torch.cat([obs, reflect_obs(obs, obs_sign)]), torch.cat([weight, weight]))
-    return (both[n:] - reflect_act(both[:n], act_sign)).abs().sum(dim=-1).mean()
+    n = obs.shape[-2]
+    both = mean_fn(torch.cat([obs, reflect_obs(obs, obs_sign)], dim=-2), torch.cat([weight, weight], dim=-2))
+    return (both[..., n:, :] - reflect_act(both[..., :n, :], act_sign)).abs().sum(dim=-1).mean()

@@ -21,11 +21,13 @@ class ReplayBatch(NamedTuple):
 
 
 class ReplayBuffer:
-    """Ring buffer of transitions ``(s, a, r, s', done, w)`` in one preallocated ``[capacity, D]`` tensor.
+    """Ring buffers of transitions ``(s, a, r, s', done, w)`` for S members in one ``[S, capacity, D]`` tensor.
 
     All fields of a transition share a row, so adding is one host-to-device copy and sampling is one gather;
-    the fields of a sampled batch are column views of the gathered rows. When full, new transitions
-    overwrite the oldest (wrap-around). Memory: ``capacity × (2·obs + act + 2·L + 1) × 4`` bytes.
+    the fields of a sampled batch are column views of the gathered rows. Each member has its own ring
+    (``position[s]``, ``size[s]``): members may add different numbers of transitions per env step (a
+    redistribution shaper releases a whole segment at once). When a ring is full, new transitions overwrite
+    its oldest. Memory: ``S × capacity × (2·obs + act + 2·L + 1) × 4`` bytes.
     """
 
     def __init__(
@@ -35,21 +37,46 @@ class ReplayBuffer:
         act_dim: int,
         n_objectives: int,
         device: torch.device | str = "cpu",
+        members: int = 1,
     ):
         if capacity <= 0:
             raise ValueError(f"agent.buffer_size: must be positive, got {capacity}")
         self.capacity = capacity
+        self.members = members
         self.device = torch.device(device)
         self._sizes = (obs_dim, act_dim, n_objectives, obs_dim, 1, n_objectives)
         self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).tolist()
         self.width = int(self._offsets[-1])
-        self.storage = torch.zeros(capacity, self.width, dtype=torch.float32, device=self.device)
-        self._row = np.empty(self.width, dtype=np.float32)
-        self.position = 0  # next row to write
-        self.size = 0
+        self.storage = torch.zeros(members, capacity, self.width, dtype=torch.float32, device=self.device)
+        self.positions = np.zeros(members, dtype=np.int64)  # next row to write, per member
+        self.sizes = np.zeros(members, dtype=np.int64)
+
+    # single-member views (S = 1 call sites and tests)
+    @property
+    def position(self) -> int:
+        return int(self.positions[0])
+
+    @property
+    def size(self) -> int:
+        return int(self.sizes[0])
 
     def __len__(self) -> int:
-        return self.size
+        """Transitions stored by the member with the fewest (all members for S = 1)."""
+        return int(self.sizes.min())
+
+    def row(
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray,
+        done: bool,
+        weight: np.ndarray,
+    ) -> np.ndarray:
+        """One transition as a storage row (float32 ``[D]``); ``done`` is the termination flag only."""
+        return np.concatenate(
+            [obs, action, reward, next_obs, [float(done)], weight], dtype=np.float32, casting="unsafe"
+        )
 
     def add(
         self,
@@ -59,62 +86,105 @@ class ReplayBuffer:
         next_obs: np.ndarray,
         done: bool,
         weight: np.ndarray,
+        member: int = 0,
     ) -> None:
-        """Store one transition (numpy / python values); ``done`` is the termination flag only."""
-        row, o = self._row, self._offsets
-        row[o[0] : o[1]] = obs
-        row[o[1] : o[2]] = action
-        row[o[2] : o[3]] = reward
-        row[o[3] : o[4]] = next_obs
-        row[o[4]] = float(done)
-        row[o[5] : o[6]] = weight
-        self.storage[self.position].copy_(torch.from_numpy(row), non_blocking=False)
-        self.position = (self.position + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
+        """Store one transition (numpy / python values) for ``member``."""
+        self.add_rows(np.array([member]), self.row(obs, action, reward, next_obs, done, weight)[None])
 
-    def add_batch(self, batch: ReplayBatch) -> None:
-        """Store a batch of transitions given as tensors (any device); wraps around like :meth:`add`."""
+    def add_rows(self, members: np.ndarray, rows: np.ndarray) -> None:
+        """Store ``rows [n, D]`` (float32), row j for member ``members[j]``, in order: one host-to-device copy.
+
+        A member's rings wrap around like a single buffer's; if one call brings more than ``capacity`` rows for
+        a member only its newest ``capacity`` survive."""
+        if len(rows) == 0:
+            return
+        members = np.asarray(members, dtype=np.int64)
+        slots = np.empty(len(rows), dtype=np.int64)
+        for m in np.unique(members):
+            mine = np.flatnonzero(members == m)
+            slots[mine] = (self.positions[m] + np.arange(len(mine))) % self.capacity
+            self.positions[m] = (self.positions[m] + len(mine)) % self.capacity
+            self.sizes[m] = min(self.sizes[m] + len(mine), self.capacity)
+        keep = _last_write_wins(members * self.capacity + slots)
+        flat = self.storage.view(self.members * self.capacity, self.width)
+        index = torch.from_numpy((members * self.capacity + slots)[keep]).to(self.device)
+        flat[index] = torch.from_numpy(np.ascontiguousarray(rows[keep], dtype=np.float32)).to(self.device)
+
+    def add_batch(self, batch: ReplayBatch, member: int = 0) -> None:
+        """Store a batch of transitions given as tensors ``[n, ...]`` (any device) for ``member``."""
         rows = torch.cat(
-            [
-                batch.obs,
-                batch.action,
-                batch.reward,
-                batch.next_obs,
-                batch.done.reshape(-1, 1),
-                batch.weight,
-            ],
+            [batch.obs, batch.action, batch.reward, batch.next_obs, batch.done.reshape(-1, 1), batch.weight],
             dim=1,
-        ).to(self.storage)
-        n = rows.shape[0]
-        if n >= self.capacity:  # only the newest `capacity` rows survive
-            rows, n = rows[-self.capacity :], self.capacity
-        first = min(n, self.capacity - self.position)
-        self.storage[self.position : self.position + first] = rows[:first]
-        if first < n:
-            self.storage[: n - first] = rows[first:]
-        self.position = (self.position + n) % self.capacity
-        self.size = min(self.size + n, self.capacity)
+        )
+        self.add_rows(np.full(rows.shape[0], member), rows.detach().cpu().numpy())
 
     def _split(self, rows: torch.Tensor) -> ReplayBatch:
         o = self._offsets
         return ReplayBatch(
-            rows[:, o[0] : o[1]],
-            rows[:, o[1] : o[2]],
-            rows[:, o[2] : o[3]],
-            rows[:, o[3] : o[4]],
-            rows[:, o[4]],
-            rows[:, o[5] : o[6]],
+            rows[..., o[0] : o[1]],
+            rows[..., o[1] : o[2]],
+            rows[..., o[2] : o[3]],
+            rows[..., o[3] : o[4]],
+            rows[..., o[4]],
+            rows[..., o[5] : o[6]],
         )
 
-    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> ReplayBatch:
-        """``batch_size`` transitions drawn uniformly with replacement from the stored ones."""
-        if self.size == 0:
+    def sample_members(
+        self, batch_size: int, generators: list[torch.Generator | None] | None = None
+    ) -> ReplayBatch:
+        """``batch_size`` transitions per member, uniform with replacement over that member's stored ones,
+        member s's indices drawn from ``generators[s]`` (its own stream): fields ``[S, B, ...]``."""
+        if self.sizes.min() == 0:
             raise RuntimeError("ReplayBuffer.sample: the buffer is empty")
-        index = torch.randint(self.size, (batch_size,), device=self.device, generator=generator)
-        return self._split(self.storage[index])
+        index = torch.stack(
+            [
+                torch.randint(
+                    int(self.sizes[s]),
+                    (batch_size,),
+                    device=self.device,
+                    generator=None if generators is None else generators[s],
+                )
+                + s * self.capacity
+                for s in range(self.members)
+            ]
+        )
+        flat = self.storage.view(self.members * self.capacity, self.width)
+        return self._split(flat[index])
 
-    def all(self) -> ReplayBatch:
-        """Every stored transition, oldest first (views after one copy)."""
-        if self.size < self.capacity:
-            return self._split(self.storage[: self.size])
-        return self._split(torch.roll(self.storage, -self.position, dims=0))
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> ReplayBatch:
+        """``batch_size`` transitions of a one-member buffer, fields ``[B, ...]``."""
+        if self.members != 1:
+            raise ValueError("ReplayBuffer.sample: use sample_members for a population buffer")
+        batch = self.sample_members(batch_size, [generator])
+        return ReplayBatch(*(field[0] for field in batch))
+
+    def all(self, member: int = 0) -> ReplayBatch:
+        """Every transition stored for ``member``, oldest first (views after one copy)."""
+        size, position = int(self.sizes[member]), int(self.positions[member])
+        rows = self.storage[member]
+        if size < self.capacity:
+            return self._split(rows[:size])
+        return self._split(torch.roll(rows, -position, dims=0))
+
+    # ---- checkpointing ------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """The stored rows of every member (only the filled part) and the ring positions."""
+        filled = int(self.sizes.max())
+        return {
+            "rows": self.storage[:, :filled].detach().cpu().clone(),
+            "positions": torch.from_numpy(self.positions.copy()),
+            "sizes": torch.from_numpy(self.sizes.copy()),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        rows = state["rows"]
+        self.storage[:, : rows.shape[1]] = rows.to(self.device)
+        self.positions = state["positions"].numpy().astype(np.int64).copy()
+        self.sizes = state["sizes"].numpy().astype(np.int64).copy()
+
+
+def _last_write_wins(flat_slots: np.ndarray) -> np.ndarray:
+    """Indices of the rows to write when several rows of one call land in the same slot (a ring wrapped
+    within the call): only the last of them is kept, as sequential writes would leave it."""
+    _, first_from_end = np.unique(flat_slots[::-1], return_index=True)
+    return np.sort(len(flat_slots) - 1 - first_from_end)

@@ -48,16 +48,17 @@ LAST = "last.pt"
 PREVIOUS = "previous.pt"
 DAMAGED_SUFFIX = ".damaged"
 SUMMARY_FILE = "summary.json"
-FORMAT_VERSION = 1
+POPULATION_SUMMARY = "summary.csv"
+FORMAT_VERSION = 2  # 2: per-member lists (populations); 1 had one shaper / store / model / evaluation
 REQUIRED_KEYS = (
     "format",
     "env_steps",
     "agent",
     "optimizers",
     "agent_runtime",
-    "shaper",
+    "shapers",
     "loop",
-    "evaluation",
+    "evaluations",
     "rng",
 )
 
@@ -112,13 +113,13 @@ def collect_state(run) -> dict[str, Any]:
         "agent": agent.state_dict(),
         "optimizers": [opt.state_dict() for opt in run.trainer.optimizers],
         "agent_runtime": agent.runtime_state(),
-        "shaper": agent.shaper.state_dict() if hasattr(agent.shaper, "state_dict") else {},
+        "shapers": [shaper.state_dict() if hasattr(shaper, "state_dict") else {} for shaper in agent.shapers],
         "loop": {
             "state": loop.state.to_dict(),
-            "store": loop.store.state_dict() if loop.store is not None else None,
-            "model": loop.model.to_dict() if loop.model is not None else None,
+            "stores": [store.state_dict() if store is not None else None for store in loop.stores],
+            "models": [model.to_dict() if model is not None else None for model in loop.models],
         },
-        "evaluation": run.evaluation.state_dict(),
+        "evaluations": [member.evaluation.state_dict() for member in run.members],
         "rng": _global_rng_state(),
     }
 
@@ -136,14 +137,18 @@ def restore_state(run, state: dict[str, Any]) -> None:
     for optimizer, opt_state in zip(run.trainer.optimizers, state["optimizers"]):
         optimizer.load_state_dict(opt_state)
     agent.load_runtime_state(state["agent_runtime"])
-    if hasattr(agent.shaper, "load_state_dict"):
-        agent.shaper.load_state_dict(state["shaper"])
+    for shaper, shaper_state in zip(agent.shapers, state["shapers"]):
+        if hasattr(shaper, "load_state_dict"):
+            shaper.load_state_dict(shaper_state)
     loop.state = LoopState.from_dict(state["loop"]["state"])
-    if state["loop"]["store"] is not None:
-        loop.store = SegmentStore.from_state_dict(state["loop"]["store"])
-    if state["loop"]["model"] is not None:
-        loop.set_model(agent, RewardEnsemble.from_dict(state["loop"]["model"]))
-    run.evaluation.load_state_dict(state["evaluation"])
+    loop.stores = [
+        SegmentStore.from_state_dict(store) if store is not None else None
+        for store in state["loop"]["stores"]
+    ]
+    if any(model is not None for model in state["loop"]["models"]):
+        loop.set_model(agent, [RewardEnsemble.from_dict(model) for model in state["loop"]["models"]])
+    for member, evaluation_state in zip(run.members, state["evaluations"]):
+        member.evaluation.load_state_dict(evaluation_state)
     _set_global_rng_state(state["rng"])
 
 
@@ -200,10 +205,19 @@ class RunCheckpointer(Callback):
             self._next = (steps // self.every + 1) * self.every
             self.resume_state = None
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._schedule(pl_module)
+
+    def _schedule(self, pl_module) -> None:
+        pause_at = getattr(pl_module, "pause_at", None)
+        if pause_at is not None:  # the agent ends a batch exactly at the next checkpoint step
+            pause_at(self._next)
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if agent_env_steps(pl_module) >= self._next:
             self.save()
             self._next = (agent_env_steps(pl_module) // self.every + 1) * self.every
+            self._schedule(pl_module)
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.save()
@@ -260,7 +274,7 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         raise DamagedCheckpointError(f"format {state['format']!r}, expected {FORMAT_VERSION}")
     try:
         int(state["env_steps"])
-        int(state["evaluation"]["last_eval_step"])
+        [int(e["last_eval_step"]) for e in state["evaluations"]]
         str(state["loop"]["state"]["phase"])
         tensors = dict(state["agent"])
     except (KeyError, TypeError, ValueError) as err:
@@ -370,9 +384,11 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]):
                 f"--resume: the given config differs from {config_path} (resume takes the run's saved config; "
                 "drop --config/overrides or start a new run_dir)"
             )
-    if (run_dir / SUMMARY_FILE).is_file():
+    # A population is finished once its summary.csv is written (after every member's summary.json).
+    marker = POPULATION_SUMMARY if config.seeds is not None else SUMMARY_FILE
+    if (run_dir / marker).is_file():
         # Finished: say so and touch nothing (a resumed finished run would only redo its final outputs).
-        print(f"prism: run {run_dir} is finished ({SUMMARY_FILE} present); nothing to resume")
+        print(f"prism: run {run_dir} is finished ({marker} present); nothing to resume")
         return None
     if Path(config.run_dir).resolve() != run_dir.resolve():
         # The folder was moved or renamed: keep writing where the run now lives.
@@ -383,14 +399,18 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]):
         # Before anything is saved: the next save would otherwise rotate a damaged last.pt over previous.pt.
         for damaged in loaded.damaged:
             _set_aside(damaged)
-    last_eval = int(state["evaluation"]["last_eval_step"]) if state is not None else -1
-    final_done = bool(state["evaluation"].get("final_done", False)) if state is not None else False
-    _truncate_eval_csv(run_dir / "eval.csv", last_eval, keep_final=final_done)
+    from prism.loop.run import member_run_dirs
+
+    for index, member_dir in enumerate(member_run_dirs(config)):
+        evaluation = state["evaluations"][index] if state is not None else None
+        last_eval = int(evaluation["last_eval_step"]) if evaluation is not None else -1
+        final_done = bool(evaluation.get("final_done", False)) if evaluation is not None else False
+        _truncate_eval_csv(member_dir / "eval.csv", last_eval, keep_final=final_done)
     run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
     attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
     start = time.perf_counter()
     run.trainer.fit(run.agent)
-    from prism.loop.run import closing_summary, write_final_outputs
+    from prism.loop.outputs import closing_summary, write_final_outputs
 
     wall_time_s = time.perf_counter() - start
     write_final_outputs(run, wall_time_s)

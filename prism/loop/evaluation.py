@@ -599,18 +599,27 @@ def agent_env_steps(agent) -> int:
     return int(count) if count is not None else int(agent.env_steps)
 
 
-def evaluate_agent(agent, spec: EnvSpec, cfg: EvalConfig, pool: EvalEnvPool | None = None) -> EvalResult:
-    """The SPEC §9 protocol with ``cfg`` on an agent exposing ``act`` (and optionally ``policy_mean``).
+def evaluate_agent(
+    agent, spec: EnvSpec, cfg: EvalConfig, pool: EvalEnvPool | None = None, member: int = 0
+) -> EvalResult:
+    """The protocol of docs/method.md §9 with ``cfg`` on one member of an agent.
 
-    The agent is put in eval mode for the rollout and restored afterwards. An unresolved ``cfg.seed``
+    A population agent (the agent contract, :mod:`prism.agents.contract`) is evaluated through
+    ``act_member`` / ``policy_mean_member``; any other module through ``act`` (and ``policy_mean`` if it has
+    one). The agent is put in eval mode for the rollout and restored afterwards. An unresolved ``cfg.seed``
     (``None``) means run seed 0; runs pass a config resolved with :meth:`EvalConfig.resolved`.
     """
-    mean_fn = getattr(agent, "policy_mean", None)
+    if hasattr(agent, "act_member"):
+        act_fn = lambda o, w: agent.act_member(member, o, w)  # noqa: E731
+        mean_fn = lambda o, w: agent.policy_mean_member(member, o, w)  # noqa: E731
+    else:
+        act_fn = lambda o, w: agent.act(o, w, deterministic=True)  # noqa: E731
+        mean_fn = getattr(agent, "policy_mean", None)
     was_training = agent.training
     agent.eval()
     try:
         return evaluate_policy(
-            lambda o, w: agent.act(o, w, deterministic=True),
+            act_fn,
             spec,
             weights=cfg.num_weights,
             episodes=cfg.episodes,
@@ -649,6 +658,10 @@ class EvaluationCallback(Callback):
 
     ``run_seed`` resolves ``config.seed = None`` (see :meth:`EvalConfig.reset_seed`). The env copies are built
     at the first evaluation and kept until fit ends.
+
+    Populations: one callback per member (``member``), each with the member's seed as ``run_seed``, its own
+    ``run_dir`` and ``logger`` (None: every trainer logger), sharing one env ``pool`` (closed by whoever
+    created it). The callback asks the agent to end a batch exactly at each due step (``pause_at``).
     """
 
     def __init__(
@@ -660,9 +673,14 @@ class EvaluationCallback(Callback):
         *,
         run_seed: int = 0,
         figures: bool = True,
+        member: int = 0,
+        logger: Any | None = None,
+        pool: EvalEnvPool | None = None,
     ) -> None:
         super().__init__()
         self.spec = spec
+        self.member = member
+        self.logger = logger
         self.config = (config or EvalConfig()).resolved(run_seed)
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.env_fn = env_fn
@@ -673,7 +691,13 @@ class EvaluationCallback(Callback):
         self._next_eval = self.config.every
         self._last_eval_step = -1
         self._final_done = False
-        self._pool: EvalEnvPool | None = None
+        self._pool: EvalEnvPool | None = pool
+        self._owns_pool = pool is None
+
+    @property
+    def state_key(self) -> str:
+        # one callback per population member: Lightning needs each stateful callback's key to be unique
+        return self._generate_state_key(member=self.member)
 
     # -- state (so a resumed run neither repeats nor skips an evaluation) --
     def state_dict(self) -> dict[str, Any]:
@@ -698,22 +722,33 @@ class EvaluationCallback(Callback):
 
     env_steps = staticmethod(agent_env_steps)
 
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # After every on_fit_start (a resume restores _next_eval there): the agent ends a batch at that step.
+        self._schedule(pl_module)
+
+    def _schedule(self, pl_module: LightningModule) -> None:
+        pause_at = getattr(pl_module, "pause_at", None)
+        if pause_at is not None:
+            pause_at(self._next_eval)
+
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
         if self.env_steps(pl_module) >= self._next_eval:
             self.evaluate(trainer, pl_module)
+            self._schedule(pl_module)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.evaluate_final(trainer, pl_module)
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+            self._pool.close()  # idempotent: a shared pool is closed by every member's callback alike
+            if self._owns_pool:
+                self._pool = None
 
     def _rollout(self, pl_module: LightningModule, cfg: EvalConfig) -> EvalResult:
         if self._pool is None:
             self._pool = EvalEnvPool(self.spec, env_fn=self.env_fn, num_workers=cfg.num_workers)
-        return evaluate_agent(pl_module, self.spec, cfg, pool=self._pool)
+        return evaluate_agent(pl_module, self.spec, cfg, pool=self._pool, member=self.member)
 
     def evaluate(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
         """Run one periodic evaluation now, record it and return it."""
@@ -762,7 +797,7 @@ class EvaluationCallback(Callback):
         if result.equivariance_error is not None:
             metrics[f"{prefix}/equivariance_error"] = result.equivariance_error
         metrics = {k: v for k, v in metrics.items() if not math.isnan(v)}
-        for logger in trainer.loggers:
+        for logger in [self.logger] if self.logger is not None else trainer.loggers:
             logger.log_metrics(metrics, step=env_steps)
             experiment = getattr(logger, "experiment", None)
             if self.figures and hasattr(experiment, "add_figure"):

@@ -8,6 +8,10 @@ trains until ``env_steps`` reaches ``target_env_steps``. This callback owns the 
 and moves the agent's target on by M at each refit. There is no collection after the last cycle (the
 reference code collects and never uses it). Methods without a learned reward model (oracle, baseline,
 uniform, random) have no collection or fit phase: they train for the same IR·M env steps in one go.
+
+Populations: every member (seed) has its own segment store, collections (from its own seed streams), reward
+model and TensorBoard logger; the phases run in lock-step for all members. Member m's fit uses exactly the data
+and seed of the solo run with that seed, so a population's reward models equal the solo runs' models.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from lightning.pytorch.callbacks import Callback
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
+from prism.loop.diagnostics import shaped_vs_true_figure
 from prism.loop.evaluation import agent_env_steps
 from prism.reward.config import RewardConfig
-from prism.reward.features import build_features
 from prism.reward.module import fit_reward_model
 from prism.seeding import derive_seed
 
@@ -87,6 +91,17 @@ class LoopSettings:
     figures: bool = True
     """Draw the shaped-vs-true TensorBoard figure after each fit (its episode has its own seed stream, so
     drawing it or not never changes training)."""
+    seeds: tuple[int, ...] | None = None
+    """The population's member seeds (default ``(seed,)``: a single run)."""
+    run_dirs: tuple[Path, ...] | None = None
+    """Each member's output folder (default ``(run_dir,)``)."""
+
+    @property
+    def member_seeds(self) -> tuple[int, ...]:
+        return tuple(self.seeds) if self.seeds is not None else (self.seed,)
+
+    def member_dir(self, member: int) -> Path | None:
+        return self.run_dirs[member] if self.run_dirs is not None else self.run_dir
 
 
 class PrismLoopCallback(Callback):
@@ -105,9 +120,29 @@ class PrismLoopCallback(Callback):
         self.spec = spec
         self.settings = settings
         self.state = LoopState()
-        self.store: SegmentStore | None = None
-        self.model: torch.nn.Module | None = None
+        members = len(settings.member_seeds)
+        self.stores: list[SegmentStore | None] = [None] * members
+        self.models: list[torch.nn.Module | None] = [None] * members
+        self.member_loggers: list[Any] | None = None
+        """Per member, the logger its ``reward/``, ``loop/`` and ``time/`` scalars go to (None: the trainer's
+        logger, for a single run)."""
         self.on_phase = on_phase
+
+    @property
+    def store(self) -> SegmentStore | None:
+        """The segment store of a single run (member 0)."""
+        return self.stores[0]
+
+    @property
+    def model(self) -> torch.nn.Module | None:
+        """The reward model of a single run (member 0)."""
+        return self.models[0]
+
+    def _loggers(self, trainer: L.Trainer | None) -> list[Any]:
+        if self.member_loggers is not None:
+            return list(self.member_loggers)
+        logger = trainer.logger if trainer is not None else None
+        return [logger] * len(self.stores)
 
     # ---- helpers ------------------------------------------------------------------------------------
     @property
@@ -118,11 +153,12 @@ class PrismLoopCallback(Callback):
         self.state.phase = phase
         steps = agent_env_steps(agent)
         self.state.history.append((phase, self.state.cycle, steps))
-        logger = trainer.logger if trainer is not None else None
-        if logger is not None:
-            logger.log_metrics(
-                {"loop/phase": float(PHASES.index(phase)), "loop/cycle": float(self.state.cycle)}, step=steps
-            )
+        for logger in self._loggers(trainer):
+            if logger is not None:
+                logger.log_metrics(
+                    {"loop/phase": float(PHASES.index(phase)), "loop/cycle": float(self.state.cycle)},
+                    step=steps,
+                )
         if self.on_phase is not None:
             self.on_phase(self.state)
 
@@ -130,117 +166,126 @@ class PrismLoopCallback(Callback):
         n_dense = self.spec.n_objectives - 1 if self.settings.reward.use_dense_features else 0
         return SegmentStore(self.spec.obs_dim, self.spec.act_dim, n_dense)
 
-    def _env(self, index: int):
-        # A fresh env per collection, its release draws seeded from the run seed and the collection index:
-        # collecting never perturbs the training env, and a resumed run collects exactly the same episodes.
+    def _env(self, member_seed: int, index: int):
+        # A fresh env per collection, its release draws seeded from the member's seed and the collection
+        # index: collecting never perturbs the training env, and a resumed run collects the same episodes.
         return make_env(
             self.spec,
             sparse_channel=self.settings.sparse_channel,
             p_rel=self.settings.p_rel,
-            seed=derive_seed(self.settings.seed, "collect/release", index),
+            seed=derive_seed(member_seed, "collect/release", index),
         )
 
     def _collect(self, agent, trainer, random_policy: bool) -> None:
         s = self.settings
         n = s.initial_episodes if random_policy else s.expert_episodes
         index = len(self.state.episodes_collected)
-        env = self._env(index)
-        collection_seed = derive_seed(s.seed, "collect/reset", index)
-        # Every random draw of a collection comes from streams of its own (never the agent's training
-        # generator): the RL trajectory does not depend on how many episodes are collected.
-        if random_policy:
-            policy = uniform_random_policy(
-                env.action_space, seed=derive_seed(s.seed, "collect/actions", index)
+        episodes = 0
+        for m, (seed, logger) in enumerate(zip(s.member_seeds, self._loggers(trainer))):
+            env = self._env(seed, index)
+            # Every random draw of a collection comes from streams of its own (never the agent's training
+            # generators): the RL trajectory does not depend on how many episodes are collected.
+            if random_policy:
+                policy = uniform_random_policy(
+                    env.action_space, seed=derive_seed(seed, "collect/actions", index)
+                )
+            else:
+                policy = agent.expert_policy(seed=derive_seed(seed, "collect/preferences", index), member=m)
+            if self.stores[m] is None:
+                self.stores[m] = self._new_store()
+            start = time.perf_counter()
+            stats = collect_episodes(
+                env,
+                policy,
+                n,
+                self.stores[m],
+                s.sparse_channel,
+                use_dense_features=s.reward.use_dense_features,
+                seed=derive_seed(seed, "collect/reset", index),
             )
-        else:
-            policy = agent.expert_policy(seed=derive_seed(s.seed, "collect/preferences", index))
-        if self.store is None:
-            self.store = self._new_store()
-        start = time.perf_counter()
-        stats = collect_episodes(
-            env,
-            policy,
-            n,
-            self.store,
-            s.sparse_channel,
-            use_dense_features=s.reward.use_dense_features,
-            seed=collection_seed,
-        )
-        self.state.episodes_collected.append(stats.episodes)
-        if trainer is not None and trainer.logger is not None:
-            step = agent_env_steps(agent)
-            metrics = {
-                "reward/collect_episodes": float(stats.episodes),
-                "reward/collect_mean_length": float(stats.mean_episode_length),
-                "reward/segments_total": float(self.store.num_segments),
-                "time/collect_s": time.perf_counter() - start,
-            }
-            for i, name in enumerate(self.spec.objective_names):
-                metrics[f"reward/collect_return_{name}"] = float(stats.mean_true_return[i])
-            trainer.logger.log_metrics(metrics, step=step)
+            episodes = stats.episodes
+            if logger is not None:
+                metrics = {
+                    "reward/collect_episodes": float(stats.episodes),
+                    "reward/collect_mean_length": float(stats.mean_episode_length),
+                    "reward/segments_total": float(self.stores[m].num_segments),
+                    "time/collect_s": time.perf_counter() - start,
+                }
+                for i, name in enumerate(self.spec.objective_names):
+                    metrics[f"reward/collect_return_{name}"] = float(stats.mean_true_return[i])
+                logger.log_metrics(metrics, step=agent_env_steps(agent))
+        self.state.episodes_collected.append(episodes)
 
     def _fit(self, agent, trainer) -> None:
         s = self.settings
-        logger = None
-        if trainer is not None and s.run_dir is not None:
-            from lightning.pytorch.loggers import TensorBoardLogger
+        models = []
+        for m, (seed, logger) in enumerate(zip(s.member_seeds, self._loggers(trainer))):
+            fit_logger = None
+            member_dir = s.member_dir(m)
+            if trainer is not None and member_dir is not None:
+                from lightning.pytorch.loggers import TensorBoardLogger
 
-            # Per-epoch reward-model curves go to their own TensorBoard run (x-axis = epoch); summaries go to
-            # the main run against env steps below.
-            logger = TensorBoardLogger(
-                str(s.run_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
+                # Per-epoch reward-model curves go to their own TensorBoard run (x-axis = epoch); summaries go
+                # to the member's main run against env steps below.
+                fit_logger = TensorBoardLogger(
+                    str(member_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
+                )
+            model = fit_reward_model(
+                self.stores[m], s.reward, logger=fit_logger, seed=seed * 1_000 + self.state.fits
             )
-        model = fit_reward_model(self.store, s.reward, logger=logger, seed=s.seed * 1_000 + self.state.fits)
+            models.append(model)
+            if logger is not None:
+                summary = model.fit_summary
+                metrics = {
+                    "reward/val_correlation": summary.val_correlation,
+                    "reward/val_segment_rel_error": summary.val_segment_rel_error,
+                    "reward/fit_time_s": summary.wall_time_s,
+                    "reward/epochs_run_mean": float(np.mean(summary.epochs_run)),
+                    "reward/best_val_loss_mean": float(np.mean(summary.best_val_loss)),
+                    "reward/train_segments": float(summary.n_train_segments),
+                }
+                logger.log_metrics(metrics, step=agent_env_steps(agent))
         self.state.fits += 1
-        self.set_model(agent, model)
-        if trainer is not None and trainer.logger is not None:
-            summary = model.fit_summary
-            step = agent_env_steps(agent)
-            metrics = {
-                "reward/val_correlation": summary.val_correlation,
-                "reward/val_segment_rel_error": summary.val_segment_rel_error,
-                "reward/fit_time_s": summary.wall_time_s,
-                "reward/epochs_run_mean": float(np.mean(summary.epochs_run)),
-                "reward/best_val_loss_mean": float(np.mean(summary.best_val_loss)),
-                "reward/train_segments": float(summary.n_train_segments),
-            }
-            trainer.logger.log_metrics(metrics, step=step)
-            if s.figures:
-                self._log_shaped_vs_true(agent, trainer, model)
+        self.set_model(agent, models)
+        if s.figures and trainer is not None:
+            for m, logger in enumerate(self._loggers(trainer)):
+                self._log_shaped_vs_true(agent, logger, m)
 
-    def set_model(self, agent, model: torch.nn.Module) -> None:
-        """Install a (re)fitted reward model in the agent's shaper (and relabel hook)."""
-        self.model = model
-        agent.shaper.model = model
+    def set_model(self, agent, models: list[torch.nn.Module] | torch.nn.Module) -> None:
+        """Install (re)fitted reward models, one per member, in the agent's shapers (and relabel hook)."""
+        self.models = list(models) if isinstance(models, (list, tuple)) else [models]
+        for shaper, model in zip(agent.shapers, self.models):
+            shaper.model = model
         if self.settings.reward.relabel:
-            # Resampled batches get the sparse channel re-predicted by the newest model (reward.relabel).
+            # Resampled batches get the sparse channel re-predicted by the newest models (reward.relabel).
             from prism.reward.shaping import make_relabel_fn
 
-            agent.relabel_fn = make_relabel_fn(model, self.settings.sparse_channel)
+            agent.relabel_fn = make_relabel_fn(self.models, self.settings.sparse_channel)
 
-    def _log_shaped_vs_true(self, agent, trainer, model) -> None:
+    def _log_shaped_vs_true(self, agent, logger, member: int) -> None:
         """The paper's Figure 5: shaped vs true per-step sparse reward over one episode of the current policy.
 
         The episode's env, actions and preferences come from the ``diagnostics`` seed streams: drawing the
         figure (or not, ``figures: false``) leaves every training RNG untouched.
         """
-        seed, index = self.settings.seed, self.state.fits
+        experiment = getattr(logger, "experiment", None)
+        if experiment is None or not hasattr(experiment, "add_figure"):
+            return
+        seed, index = self.settings.member_seeds[member], self.state.fits
         untrained = self.state.cycle == 0 and agent_env_steps(agent) == 0
         policy = (
             None
             if untrained
-            else agent.expert_policy(seed=derive_seed(seed, "diagnostics/preferences", index))
+            else agent.expert_policy(seed=derive_seed(seed, "diagnostics/preferences", index), member=member)
         )
         figure = shaped_vs_true_figure(
-            model,
+            self.models[member],
             self.spec,
             self.settings.sparse_channel,
             policy=policy,
             seed=derive_seed(seed, "diagnostics/episode", index),
         )
-        experiment = getattr(trainer.logger, "experiment", None)
-        if experiment is not None and hasattr(experiment, "add_figure"):
-            experiment.add_figure("reward/shaped_vs_true", figure, global_step=agent_env_steps(agent))
+        experiment.add_figure("reward/shaped_vs_true", figure, global_step=agent_env_steps(agent))
 
     # ---- the phase machine --------------------------------------------------------------------------
     def _advance(self, agent, trainer) -> None:
@@ -270,6 +315,10 @@ class PrismLoopCallback(Callback):
         # Without a reward model there is nothing to do between cycles: run all IR·M steps in one go.
         cycles_done = self.state.cycle + 1 if s.needs_model else s.cycles
         agent.target_env_steps = cycles_done * s.steps_per_cycle
+        pause_at = getattr(agent, "pause_at", None)
+        if pause_at is not None:  # cycle markers land on exact steps however many env steps a batch runs
+            for cycle in range(1, s.cycles + 1):
+                pause_at(cycle * s.steps_per_cycle)
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
@@ -299,40 +348,3 @@ class PrismLoopCallback(Callback):
         # The agent asked to stop when it reached the old target in this very batch; the new cycle's target
         # lies ahead, so training goes on.
         trainer.should_stop = False
-
-
-def shaped_vs_true_figure(model, spec: EnvSpec, sparse_channel: int, policy=None, seed: int = 0):
-    """Plot the model's per-step prediction against the true sparse reward over one episode."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    env = make_env(spec, sparse_channel=sparse_channel, p_rel=0.0, seed=seed)
-    if policy is None:
-        policy = uniform_random_policy(env.action_space, seed=seed)
-    obs, _ = env.reset(seed=seed)
-    obs_l, act_l, rew_l, true_l = [], [], [], []
-    done = False
-    while not done:
-        action = np.asarray(policy(obs), dtype=np.float32)
-        next_obs, _, terminated, truncated, info = env.step(action)
-        obs_l.append(obs)
-        act_l.append(action)
-        rew_l.append(info["true_reward"])
-        true_l.append(float(info["true_reward"][sparse_channel]))
-        obs, done = next_obs, terminated or truncated
-    features = build_features(
-        np.asarray(obs_l), np.asarray(act_l), np.asarray(rew_l), sparse_channel, model.use_dense_features
-    )
-    with torch.no_grad():
-        predicted = model.predict(features).cpu().numpy()
-    figure, axis = plt.subplots(figsize=(7, 3.2))
-    axis.plot(true_l, label="true", linewidth=1.2)
-    axis.plot(predicted, label="ReSymNet", linewidth=1.2, alpha=0.8)
-    axis.set_xlabel("step")
-    axis.set_ylabel(f"reward channel {sparse_channel} ({spec.objective_names[sparse_channel]})")
-    axis.legend(loc="best")
-    figure.tight_layout()
-    plt.close(figure)
-    return figure

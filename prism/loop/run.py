@@ -3,13 +3,16 @@
 This module wires the parts together and owns the run folder; the parts themselves (env, shaper, agent,
 loop callback, evaluation callback) know nothing of each other beyond the contracts in
 ``docs/ARCHITECTURE.md``.
+
+A run trains a population of S members (``seeds``), S = 1 for a single ``seed`` — one code path. A single run
+writes into ``run_dir``; a population keeps its config and checkpoints in ``run_dir`` and gives each member a
+folder ``run_dir/seed<N>/`` holding exactly what a single run writes (config.yaml with that seed, eval.csv,
+front.csv, summary.json, TensorBoard events).
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import json
 import logging
 import shutil
 import time
@@ -18,18 +21,39 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from prism.config import ConfigError, RunConfig, load_config, resolve_env_spec, sparse_channel, to_yaml
+from prism.config import (
+    ConfigError,
+    RunConfig,
+    load_config,
+    member_seeds,
+    resolve_env_spec,
+    sparse_channel,
+    to_yaml,
+)
 from prism.envs import EnvSpec, make_env
-from prism.loop.evaluation import EvaluationCallback, agent_env_steps
+from prism.loop.evaluation import EvalEnvPool, EvaluationCallback
+from prism.loop.outputs import closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.registry import AGENTS, REWARDS
 
 CONFIG_FILE = "config.yaml"
+
+
+@dataclass
+class Member:
+    """One member of a run: its seed, its output folder, its single-run config, evaluation and logger."""
+
+    index: int
+    seed: int
+    run_dir: Path
+    config: RunConfig
+    """The member's own config (``seed`` = its seed, no ``seeds``, ``run_dir`` = its folder)."""
+    evaluation: EvaluationCallback
+    logger: TensorBoardLogger
 
 
 @dataclass
@@ -41,8 +65,31 @@ class Run:
     run_dir: Path
     agent: L.LightningModule
     loop: PrismLoopCallback
-    evaluation: EvaluationCallback
+    members: list[Member]
     trainer: L.Trainer
+
+    @property
+    def population(self) -> bool:
+        """Whether the config asked for ``seeds`` (then every member has a ``seed<N>/`` folder)."""
+        return self.config.seeds is not None
+
+    @property
+    def evaluation(self) -> EvaluationCallback:
+        """The evaluation callback of a single run (member 0)."""
+        return self.members[0].evaluation
+
+
+def member_run_dirs(config: RunConfig) -> list[Path]:
+    """Each member's output folder: ``run_dir`` for a single run, ``run_dir/seed<N>`` in a population."""
+    run_dir = Path(config.run_dir)
+    if config.seeds is None:
+        return [run_dir]
+    return [run_dir / f"seed{seed}" for seed in config.seeds]
+
+
+def member_config(config: RunConfig, seed: int, run_dir: Path) -> RunConfig:
+    """The single-run config of one member (what its folder's config.yaml holds)."""
+    return dataclasses.replace(config, seed=seed, seeds=None, run_dir=str(run_dir))
 
 
 def _register_builtin_agents() -> None:
@@ -59,8 +106,10 @@ def needs_reward_model(config: RunConfig) -> bool:
     )
 
 
-def build_shaper(config: RunConfig, channel: int | None):
-    """The reward shaper for ``reward.name`` (its model, if any, is installed by the loop after a fit)."""
+def build_shaper(config: RunConfig, channel: int | None, seed: int | None = None):
+    """The reward shaper for ``reward.name`` of the member seeded ``seed`` (default ``config.seed``); its model,
+    if any, is installed by the loop after a fit."""
+    seed = config.seed if seed is None else seed
     if config.reward.name == "resymnet":
         from prism.reward.shaping import ResymnetShaper
 
@@ -70,31 +119,35 @@ def build_shaper(config: RunConfig, channel: int | None):
     factory = REWARDS.get("reward.name", config.reward.name)
     if config.reward.name != "none" and channel is None:
         raise ConfigError(f"reward.name: {config.reward.name} needs a sparse channel, but env.dense is true")
-    return factory(sparse_channel=channel, model=None, seed=config.seed + 1)
+    return factory(sparse_channel=channel, model=None, seed=seed + 1)
 
 
 def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int | None = None) -> Run:
-    """Build the env factory, shaper, agent, callbacks and trainer of a run (nothing runs, nothing is written)."""
+    """Build the env factory, shapers, agent, callbacks and trainer of a run (nothing runs, nothing is written)."""
     _register_builtin_agents()
     spec = resolve_env_spec(config)
     channel = sparse_channel(config, spec)
     run_dir = Path(config.run_dir)
+    seeds = member_seeds(config)
+    dirs = member_run_dirs(config)
     if config.threads > 0:
         torch.set_num_threads(config.threads)
-    L.seed_everything(config.seed, verbose=False)
+    L.seed_everything(seeds[0], verbose=False)
 
-    def env_factory():
-        # The training env's release draws have their own seed stream (SPEC §3: not the env's RNG).
-        return make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=config.seed)
+    def env_factory(member: int):
+        # Each member's training env has its release draws seeded from the member's seed (docs/method.md §3:
+        # not the env's own RNG).
+        return make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=seeds[member])
 
     # The run's seed and device are set once, at the top of the config; the agent takes them from there.
-    agent_config = dataclasses.replace(config.agent, seed=config.seed, device=config.device)
+    agent_config = dataclasses.replace(config.agent, seed=seeds[0], device=config.device)
     agent_cls = AGENTS.get("agent.name", config.agent.name)
     agent = agent_cls(
         agent_config,
         spec,
         env_factory,
-        build_shaper(config, channel),
+        [build_shaper(config, channel, seed) for seed in seeds],
+        seeds=seeds,
         sparse_channel=channel if channel is not None else spec.sparse_channel,
         target_env_steps=config.loop.steps_per_cycle,
     )
@@ -107,31 +160,51 @@ def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int |
         p_rel=config.env.p_rel,
         reward=config.reward,
         needs_model=needs_reward_model(config),
-        seed=config.seed,
-        run_dir=run_dir,
+        seed=seeds[0],
+        run_dir=dirs[0],
         figures=config.figures,
+        seeds=tuple(seeds),
+        run_dirs=tuple(dirs),
     )
     loop = PrismLoopCallback(spec, settings)
-    evaluation = EvaluationCallback(
-        spec, config.eval, run_dir=run_dir, run_seed=config.seed, figures=config.figures
-    )
+    # One TensorBoard run per member; purge_step (on resume) drops events the killed process logged after
+    # the checkpoint.
+    loggers = [
+        TensorBoardLogger(str(d), name="tb", version="", default_hp_metric=False, purge_step=purge_step)
+        for d in dirs
+    ]
+    pool = EvalEnvPool(spec, num_workers=config.eval.num_workers)  # env copies shared by the members
+    members = []
+    for index, (seed, member_dir, logger) in enumerate(zip(seeds, dirs, loggers)):
+        evaluation = EvaluationCallback(
+            spec,
+            config.eval,
+            run_dir=member_dir,
+            run_seed=seed,
+            figures=config.figures,
+            member=index,
+            logger=logger if config.seeds is not None else None,
+            pool=pool,
+        )
+        members.append(
+            Member(index, seed, member_dir, member_config(config, seed, member_dir), evaluation, logger)
+        )
+    if config.seeds is not None:
+        agent.member_loggers = loggers
+        loop.member_loggers = loggers
     # Order matters: an evaluation due at a cycle's last step sees the policy before the loop moves on, and
     # the checkpointer (appended by attach_checkpointing) saves after both.
-    callbacks: list[Callback] = [evaluation, loop]
+    callbacks: list[Callback] = [*(m.evaluation for m in members), loop]
     if progress_bar:
         from prism.loop.progress import PhaseProgressBar
 
         callbacks.append(PhaseProgressBar(loop))
-    # purge_step (on resume): TensorBoard drops events logged after the checkpoint by the killed process.
-    logger = TensorBoardLogger(
-        str(run_dir), name="tb", version="", default_hp_metric=False, purge_step=purge_step
-    )
     trainer = L.Trainer(
         accelerator=agent_config.accelerator(),
         devices=1,
         max_epochs=-1,
         max_steps=-1,  # the RL clock is the agent's env-step counter, never Lightning's global_step
-        logger=logger,
+        logger=loggers,
         callbacks=callbacks,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -139,7 +212,15 @@ def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int |
         num_sanity_val_steps=0,
         log_every_n_steps=1,
     )
-    return Run(config, spec, run_dir, agent, loop, evaluation, trainer)
+    return Run(config, spec, run_dir, agent, loop, members, trainer)
+
+
+def write_member_configs(run: Run) -> None:
+    """A population member's folder gets the config.yaml a single run with its seed would have."""
+    if run.population:
+        for member in run.members:
+            member.run_dir.mkdir(parents=True, exist_ok=True)
+            (member.run_dir / CONFIG_FILE).write_text(to_yaml(member.config))
 
 
 def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
@@ -180,6 +261,7 @@ def fit_run(
     prepare_run_dir(run_dir, overwrite=overwrite)
     (run_dir / CONFIG_FILE).write_text(to_yaml(config))
     run = build_run(config)
+    write_member_configs(run)
     from prism.loop.checkpoint import attach_checkpointing
 
     attach_checkpointing(run)
@@ -191,102 +273,15 @@ def fit_run(
     return run
 
 
-def final_protocol(run: Run) -> dict[str, int]:
-    """The protocol of the run's final evaluation (what ``summary.json`` records)."""
-    final = run.evaluation.config.final_protocol()
-    return {"num_weights": final.num_weights, "episodes": final.episodes, "seed": final.reset_seed()}
+def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]:
+    """``prism evaluate``: rebuild the agent from a run folder's config and last checkpoint, evaluate once.
 
-
-def write_final_outputs(run: Run, wall_time_s: float) -> None:
-    """``front.csv`` (per-weight returns of the final evaluation) and ``summary.json`` (marks the run done;
-    its ``final`` metrics and ``final_protocol`` are those of the end-of-run evaluation)."""
-    result = run.evaluation.final_result
-    if result is None:
-        return
-    on_front = {tuple(np.round(p, 12)) for p in np.asarray(result.front)}
-    n_obj = run.spec.n_objectives
-    with (run.run_dir / "front.csv").open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(
-            [
-                *(f"weight_{i}" for i in range(n_obj)),
-                *(f"mean_{i}" for i in range(n_obj)),
-                *(f"std_{i}" for i in range(n_obj)),
-                "on_front",
-            ]
-        )
-        for w, m, sd in zip(result.weights, result.mean, result.std):
-            flag = int(tuple(np.round(m, 12)) in on_front)
-            writer.writerow([*map(float, w), *map(float, m), *map(float, sd), flag])
-    final = result.row(run.spec.objective_names, agent_env_steps(run.agent))
-    summary = {
-        "method": run.config.method,
-        "env": run.spec.id,
-        "seed": run.config.seed,
-        "env_steps": agent_env_steps(run.agent),
-        "wall_time_s_last_process": wall_time_s,
-        "final_protocol": final_protocol(run),
-        "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
-    }
-    (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
-
-
-def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> str:
-    """The block ``prism fit`` prints when training is over: where the run is, how it ended, how to look.
-
-    Final metrics are the end-of-run evaluation's; best ones are over every row of ``eval.csv`` (so a
-    resumed run counts the evaluations of its earlier processes too).
-    """
-    rows: list[dict[str, str]] = []
-    eval_csv = run.run_dir / "eval.csv"
-    if eval_csv.is_file():
-        with eval_csv.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-    finals = [r for r in rows if r.get("final") == "1"]
-    process = "this process, resumed" if resumed else "this process"
-    lines = [
-        f"prism fit: done: {run.config.method} on {run.spec.id}, seed {run.config.seed}, "
-        f"{agent_env_steps(run.agent)} env steps, wall time {_duration(wall_time_s)} ({process})",
-        f"  run folder   {run.run_dir}",
-    ]
-    if finals:
-        protocol = final_protocol(run)
-        final = finals[-1]
-        lines.append(
-            f"  final        HV {float(final['hv']):.6g}   EUM {float(final['eum']):.6g}   "
-            f"VO {float(final['vo']):.6g}   ({protocol['num_weights']} weights x {protocol['episodes']} episodes)"
-        )
-    if rows:
-
-        def best(key: str) -> str:
-            valid = [r for r in rows if r[key] not in ("", "nan")]
-            if not valid:
-                return "n/a"
-            top = max(valid, key=lambda r: float(r[key]))
-            return f"{float(top[key]):.6g} @ {top['env_steps']}"
-
-        lines.append(
-            f"  best         HV {best('hv')}   EUM {best('eum')}   VO {best('vo')}   (value @ env steps)"
-        )
-    else:
-        lines.append("  no evaluation was recorded")
-    lines.append(f"  TensorBoard  tensorboard --logdir {run.run_dir / 'tb'}")
-    return "\n".join(lines)
-
-
-def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:
-    """``prism evaluate``: rebuild the agent from ``run_dir``'s config and last checkpoint, evaluate once.
-
-    Writes ``evaluate.csv`` in the run folder (``eval.csv`` stays the training curve) and prints the row.
+    ``run_dir`` is a single run's folder, a population's folder (every member is evaluated) or one member's
+    ``seed<N>/`` folder (its weights are read from the population's checkpoint one level up). Each evaluated
+    member gets a row appended to its ``evaluate.csv`` (``eval.csv`` stays the training curve), printed too.
     """
     _quiet()
-    from prism.loop.checkpoint import load_agent_weights
+    from prism.loop.checkpoint import CHECKPOINT_DIR, load_agent_weights
     from prism.loop.evaluation import append_csv, evaluate_agent
 
     run_dir = Path(run_dir)
@@ -297,16 +292,27 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict:
     if bad:
         raise ConfigError(f"{bad[0].split('=')[0]}: prism evaluate only takes eval.* overrides")
     config = load_config([config_path], overrides)
+    only: int | None = None
+    parent_config = run_dir.parent / CONFIG_FILE
+    if config.seeds is None and not (run_dir / CHECKPOINT_DIR).is_dir() and parent_config.is_file():
+        parent = load_config([parent_config], overrides)
+        if parent.seeds is not None and config.seed in parent.seeds:  # a population member's folder
+            only, config, run_dir = parent.seeds.index(config.seed), parent, run_dir.parent
     # The folder may have been moved or copied since training: read the checkpoints that are here.
     config.run_dir = str(run_dir)
     run = build_run(config, progress_bar=False)
     env_steps = load_agent_weights(run)
-    # The run's evaluation config, its reset seed resolved from the run seed: the same episodes as in training.
-    result = evaluate_agent(run.agent, run.spec, run.evaluation.config)
-    row = result.row(run.spec.objective_names, env_steps)
-    append_csv(run_dir / "evaluate.csv", row)
-    print(", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
-    return row
+    rows = []
+    for member in run.members if only is None else [run.members[only]]:
+        # The member's evaluation config, its reset seed resolved from the member's seed: the same episodes
+        # as in training.
+        result = evaluate_agent(run.agent, run.spec, member.evaluation.config, member=member.index)
+        row = result.row(run.spec.objective_names, env_steps)
+        append_csv(member.run_dir / "evaluate.csv", row)
+        text = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
+        print(f"seed {member.seed}: {text}" if run.population else text)
+        rows.append(row)
+    return rows[0] if len(rows) == 1 else rows
 
 
 def torch_load(path: Path) -> dict:

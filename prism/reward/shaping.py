@@ -281,12 +281,24 @@ def relabel_rewards(
     return out
 
 
-def make_relabel_fn(model, sparse_channel: int):
+def make_relabel_fn(models, sparse_channel: int):
     """The agent's ``relabel_fn`` for ``reward.relabel: true``: a replay batch with its rewards passed through
-    :func:`relabel_rewards` (the sparse channel re-predicted by ``model``, every other field unchanged)."""
+    :func:`relabel_rewards` (the sparse channel re-predicted, every other field unchanged).
+
+    ``models`` is one reward model, or one per population member; a batch is ``[B, ...]`` (one member) or
+    ``[S, B, ...]``, member s relabelled by ``models[s]``."""
+    models = list(models) if isinstance(models, (list, tuple)) else [models]
 
     def relabel(batch):
-        reward = relabel_rewards(model, batch.obs, batch.action, batch.reward, sparse_channel)
+        if batch.obs.dim() == 2:
+            reward = relabel_rewards(models[0], batch.obs, batch.action, batch.reward, sparse_channel)
+        else:
+            reward = torch.stack(
+                [
+                    relabel_rewards(model, batch.obs[m], batch.action[m], batch.reward[m], sparse_channel)
+                    for m, model in enumerate(models)
+                ]
+            )
         return batch._replace(reward=reward)
 
     return relabel

@@ -1,0 +1,184 @@
+"""What a finished run leaves in its folder, and what ``prism fit`` prints at the end.
+
+Per member folder (the run folder itself for a single run): ``front.csv`` (per-weight returns of the final
+evaluation) and ``summary.json`` (marks the member done). A population adds ``summary.csv`` at the top: final
+and best HV/EUM/VO per seed, then their mean ± standard error over seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from prism.loop.evaluation import agent_env_steps
+
+if TYPE_CHECKING:  # the run builder imports this module: no import at run time
+    from prism.loop.run import Member, Run
+
+SUMMARY_CSV = "summary.csv"
+METRICS = ("hv", "eum", "vo")
+
+
+def final_protocol(member: Member) -> dict[str, int]:
+    """The protocol of a member's final evaluation (what ``summary.json`` records)."""
+    final = member.evaluation.config.final_protocol()
+    return {"num_weights": final.num_weights, "episodes": final.episodes, "seed": final.reset_seed()}
+
+
+def write_final_outputs(run: Run, wall_time_s: float) -> None:
+    """Every member's ``front.csv`` and ``summary.json``, and a population's ``summary.csv``."""
+    for member in run.members:
+        _write_member_outputs(run, member, wall_time_s)
+    if run.population:
+        write_population_summary(run.run_dir, [m.run_dir for m in run.members])
+
+
+def _write_member_outputs(run: Run, member: Member, wall_time_s: float) -> None:
+    result = member.evaluation.final_result
+    if result is None:
+        return
+    on_front = {tuple(np.round(p, 12)) for p in np.asarray(result.front)}
+    n_obj = run.spec.n_objectives
+    with (member.run_dir / "front.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            [
+                *(f"weight_{i}" for i in range(n_obj)),
+                *(f"mean_{i}" for i in range(n_obj)),
+                *(f"std_{i}" for i in range(n_obj)),
+                "on_front",
+            ]
+        )
+        for w, m, sd in zip(result.weights, result.mean, result.std):
+            flag = int(tuple(np.round(m, 12)) in on_front)
+            writer.writerow([*map(float, w), *map(float, m), *map(float, sd), flag])
+    final = result.row(run.spec.objective_names, agent_env_steps(run.agent))
+    summary = {
+        "method": run.config.method,
+        "env": run.spec.id,
+        "seed": member.seed,
+        "env_steps": agent_env_steps(run.agent),
+        "wall_time_s_last_process": wall_time_s,
+        "final_protocol": final_protocol(member),
+        "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
+    }
+    (member.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def read_eval_rows(run_dir: Path) -> list[dict[str, str]]:
+    path = run_dir / "eval.csv"
+    if not path.is_file():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def final_and_best(rows: list[dict[str, str]]) -> dict[str, float]:
+    """``final_<m>`` from the final row (the last row for files without the flag) and ``best_<m>`` over the
+    periodic rows, for m in HV/EUM/VO."""
+    finals = [r for r in rows if r.get("final") == "1"]
+    periodic = [r for r in rows if r.get("final") != "1"] or rows
+    out: dict[str, float] = {}
+    for key in METRICS:
+        final_row = finals[-1] if finals else rows[-1]
+        out[f"final_{key}"] = float(final_row[key]) if final_row[key] not in ("", None) else math.nan
+        values = [float(r[key]) for r in periodic if r[key] not in ("", "nan", None)]
+        out[f"best_{key}"] = max(values) if values else math.nan
+    return out
+
+
+def write_population_summary(run_dir: Path, member_dirs: list[Path]) -> Path:
+    """``summary.csv``: one row per member seed (final and best HV/EUM/VO), then ``mean`` and ``se`` rows
+    (standard error over seeds, ``std(ddof=1)/sqrt(n)``)."""
+    rows = []
+    for member_dir in member_dirs:
+        eval_rows = read_eval_rows(member_dir)
+        if not eval_rows:
+            continue
+        seed = (
+            json.loads((member_dir / "summary.json").read_text())["seed"]
+            if (member_dir / "summary.json").is_file()
+            else member_dir.name.removeprefix("seed")
+        )
+        rows.append({"seed": str(seed), **final_and_best(eval_rows)})
+    columns = [f"{kind}_{key}" for kind in ("final", "best") for key in METRICS]
+    path = run_dir / SUMMARY_CSV
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["seed", *columns])
+        writer.writeheader()
+        writer.writerows(rows)
+        if rows:
+            values = np.array([[r[c] for c in columns] for r in rows], dtype=float)
+            se = (
+                values.std(axis=0, ddof=1) / np.sqrt(len(rows))
+                if len(rows) > 1
+                else np.full(len(columns), np.nan)
+            )
+            writer.writerow({"seed": "mean", **dict(zip(columns, values.mean(axis=0)))})
+            writer.writerow({"seed": "se", **dict(zip(columns, se))})
+    return path
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
+
+
+def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> str:
+    """The block ``prism fit`` prints when training is over: where the run is, how it ended, how to look.
+
+    Final metrics are the end-of-run evaluation's; best ones are over every row of ``eval.csv`` (so a
+    resumed run counts the evaluations of its earlier processes too). A population prints one block line
+    per member and the mean ± standard error over seeds.
+    """
+    process = "this process, resumed" if resumed else "this process"
+    seeds = ", ".join(str(m.seed) for m in run.members)
+    lines = [
+        f"prism fit: done: {run.config.method} on {run.spec.id}, seed{'s' if run.population else ''} {seeds}, "
+        f"{agent_env_steps(run.agent)} env steps, wall time {_duration(wall_time_s)} ({process})",
+        f"  run folder   {run.run_dir}",
+    ]
+    for member in run.members:
+        rows = read_eval_rows(member.run_dir)
+        prefix = f"  seed {member.seed}: " if run.population else "  "
+        finals = [r for r in rows if r.get("final") == "1"]
+        if finals:
+            protocol = final_protocol(member)
+            final = finals[-1]
+            lines.append(
+                f"{prefix}final        HV {float(final['hv']):.6g}   EUM {float(final['eum']):.6g}   "
+                f"VO {float(final['vo']):.6g}   ({protocol['num_weights']} weights x {protocol['episodes']} episodes)"
+            )
+        if rows:
+
+            def best(key: str, rows=rows) -> str:
+                valid = [r for r in rows if r[key] not in ("", "nan")]
+                if not valid:
+                    return "n/a"
+                top = max(valid, key=lambda r: float(r[key]))
+                return f"{float(top[key]):.6g} @ {top['env_steps']}"
+
+            lines.append(
+                f"{prefix}best         HV {best('hv')}   EUM {best('eum')}   VO {best('vo')}   (value @ env steps)"
+            )
+        else:
+            lines.append(f"{prefix}no evaluation was recorded")
+    if run.population and (run.run_dir / SUMMARY_CSV).is_file():
+        with (run.run_dir / SUMMARY_CSV).open(newline="") as fh:
+            table = {r["seed"]: r for r in csv.DictReader(fh)}
+        if "mean" in table:
+            mean, se = table["mean"], table["se"]
+            parts = [
+                f"{k.upper()} {float(mean['final_' + k]):.6g} ± {float(se['final_' + k]):.3g}"
+                for k in METRICS
+            ]
+            lines.append(f"  mean ± SE    final  {'   '.join(parts)}   ({run.run_dir / SUMMARY_CSV})")
+    logdir = run.run_dir if run.population else run.run_dir / "tb"
+    lines.append(f"  TensorBoard  tensorboard --logdir {logdir}")
+    return "\n".join(lines)
