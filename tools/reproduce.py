@@ -181,20 +181,72 @@ class Cell:
         return out / self.env / self.method / f"seed{self.seed}"
 
 
-def fit_command(cell: Cell, preset: Preset, out: Path) -> list[str]:
-    run_dir = cell.run_dir(out)
+@dataclass(frozen=True)
+class Job:
+    """One ``prism fit`` process: a population of every seed of an (env, method) cell, or one seed of it.
+
+    A population job's folder is ``<out>/<env>/<method>`` and its members' folders are ``seed<k>/`` inside it —
+    the same paths per-seed jobs write, so the report reads both alike."""
+
+    env: str
+    method: str
+    seeds: tuple[int, ...]
+    population: bool
+
+    def run_dir(self, out: Path) -> Path:
+        folder = out / self.env / self.method
+        return folder if self.population else folder / f"seed{self.seeds[0]}"
+
+    def finished(self, out: Path) -> bool:
+        return (self.run_dir(out) / ("summary.csv" if self.population else "summary.json")).is_file()
+
+    def log(self, out: Path) -> Path:
+        # A population's log sits beside its folder: prism starts a fresh run only in an empty folder.
+        if self.population:
+            return out / self.env / f"{self.method}.log"
+        return out / self.env / self.method / f"seed{self.seeds[0]}.log"
+
+    def __str__(self) -> str:
+        who = f"seeds {','.join(map(str, self.seeds))}" if self.population else f"seed {self.seeds[0]}"
+        return f"{self.env:8s} {self.method:10s} {who}"
+
+
+def make_jobs(cells: list[Cell], out: Path, per_seed: bool) -> list[Job]:
+    """Group the cells into jobs: one population per (env, method), or one job per seed. A population job takes
+    only the seeds not already finished as per-seed runs (so an older per-seed grid is completed, not redone)."""
+    if per_seed:
+        return [Job(c.env, c.method, (c.seed,), False) for c in cells]
+    jobs = []
+    for env, method in dict.fromkeys((c.env, c.method) for c in cells):
+        seeds = tuple(c.seed for c in cells if (c.env, c.method) == (env, method))
+        population = Job(env, method, seeds, True)
+        if (population.run_dir(out) / "config.yaml").is_file():
+            jobs.append(population)  # a population already started here: resume it as it is
+            continue
+        todo = tuple(s for s in seeds if not Job(env, method, (s,), False).finished(out))
+        if todo and any((population.run_dir(out) / f"seed{s}").exists() for s in seeds):
+            # per-seed runs live in this folder already: finish the grid the same way
+            jobs += [Job(env, method, (s,), False) for s in todo]
+        elif todo:
+            jobs.append(Job(env, method, todo, True))
+    return jobs
+
+
+def fit_command(job: Job, preset: Preset, out: Path) -> list[str]:
+    run_dir = job.run_dir(out)
     if (run_dir / "config.yaml").is_file():
         return [sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)]
+    who = f"seeds=[{','.join(map(str, job.seeds))}]" if job.population else f"seed={job.seeds[0]}"
     return [
         sys.executable,
         "-m",
         "prism.cli",
         "fit",
         "--config",
-        str(CONF / f"{cell.env}.yaml"),
-        str(CONF / METHODS[cell.method][0]),
-        *preset.overrides_for(cell.env),
-        f"seed={cell.seed}",
+        str(CONF / f"{job.env}.yaml"),
+        str(CONF / METHODS[job.method][0]),
+        *preset.overrides_for(job.env),
+        who,
         f"run_dir={run_dir}",
     ]
 
@@ -210,17 +262,16 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_cell(cell: Cell, preset: Preset, out: Path) -> tuple[Cell, int, float]:
-    """Run (or resume) one cell to the end; ``(cell, exit code, seconds)``. A finished cell returns at once.
+def run_job(job: Job, preset: Preset, out: Path) -> tuple[Job, int, float]:
+    """Run (or resume) one job to the end; ``(job, exit code, seconds)``. A finished job returns at once.
 
     The command is chosen here, when the run starts, not when it is submitted: a retried Ray task finds the
     run folder of the lost attempt and resumes it from its last checkpoint."""
-    run_dir = cell.run_dir(out)
-    if (run_dir / "summary.json").is_file():
-        return cell, 0, 0.0
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
-    log = log_path(cell, out)
-    command = fit_command(cell, preset, out)
+    if job.finished(out):
+        return job, 0, 0.0
+    log = job.log(out)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = fit_command(job, preset, out)
     start = time.perf_counter()
     with log.open("a") as fh:
         fh.write(f"\n$ {' '.join(command)}\n")
@@ -233,16 +284,12 @@ def run_cell(cell: Cell, preset: Preset, out: Path) -> tuple[Cell, int, float]:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
-    return cell, code, time.perf_counter() - start
+    return job, code, time.perf_counter() - start
 
 
-def log_path(cell: Cell, out: Path) -> Path:
-    return cell.run_dir(out).parent / f"seed{cell.seed}.log"
-
-
-def log_tail(cell: Cell, out: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of a run's log (what the driver shows for a failed run)."""
-    path = log_path(cell, out)
+def log_tail(job: Job, out: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a job's log (what the driver shows for a failed run)."""
+    path = job.log(out)
     if not path.is_file():
         return "(no log)"
     return "\n".join(path.read_text(errors="replace").rstrip().splitlines()[-lines:])
@@ -252,19 +299,19 @@ class BackendError(Exception):
     """A backend cannot be used as asked (one line; the CLI exits 2)."""
 
 
-RunFn = Callable[[Cell], tuple[Cell, int, float]]
+RunFn = Callable[[Job], tuple[Job, int, float]]
 
 
-def run_local(cells: list[Cell], run: RunFn, parallel: int) -> Iterator[tuple[Cell, int, float]]:
-    """``parallel`` runs at once as subprocesses of this machine; results as they finish."""
+def run_local(jobs: list[Job], run: RunFn, parallel: int) -> Iterator[tuple[Job, int, float]]:
+    """``parallel`` jobs at once as subprocesses of this machine; results as they finish."""
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        futures = [pool.submit(run, cell) for cell in cells]
+        futures = [pool.submit(run, job) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
 
 
 def run_ray(
-    cells: list[Cell],
+    cells: list[Job],
     run: RunFn,
     *,
     address: str | None,
@@ -272,8 +319,8 @@ def run_ray(
     cpus_per_run: float,
     gpus_per_run: float,
     max_retries: int = 3,
-) -> Iterator[tuple[Cell, int, float]]:
-    """One Ray task per run, resources declared; a task whose worker is lost is retried (and resumes).
+) -> Iterator[tuple[Job, int, float]]:
+    """One Ray task per job (a population or one seed), resources declared; a task whose worker is lost is retried (and resumes).
 
     ``address=None`` starts a local Ray instance with ``parallel × cpus_per_run`` CPUs; ``auto`` (or a
     ``ray://`` / ``host:port`` address) joins a running cluster, whose resources then bound the parallelism."""
@@ -590,6 +637,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", nargs="+", default=[], metavar="key=value", help="extra prism overrides for every run"
     )
+    parser.add_argument(
+        "--per-seed-processes",
+        action="store_true",
+        help="one prism process per seed (default: one population process per env × method cell)",
+    )
     parser.add_argument("--report-only", action="store_true", help="only collect finished runs and report")
     parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
     args = parser.parse_args(argv)
@@ -607,20 +659,24 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out or ROOT / "runs" / "reproduce" / args.preset).resolve()
     results = args.results or ROOT / "docs" / "results" / args.preset
     cells = [Cell(e, m, s) for s in preset.seeds for e in preset.envs for m in preset.methods]
+    jobs = make_jobs(cells, out, per_seed=args.per_seed_processes)
     if args.dry_run:
-        for cell in cells:
-            print(" ".join(fit_command(cell, preset, out)))
+        for job in jobs:
+            print(" ".join(fit_command(job, preset, out)))
         return 0
     start = time.perf_counter()
     failures = 0
     if not args.report_only:
-        todo = [c for c in cells if not (c.run_dir(out) / "summary.json").is_file()]
+        todo = [job for job in jobs if not job.finished(out)]
+        done_runs = sum(Job(c.env, c.method, (c.seed,), False).finished(out) for c in cells)
         print(
-            f"{len(cells) - len(todo)} of {len(cells)} runs already finished; running {len(todo)}", flush=True
+            f"{done_runs} of {len(cells)} runs already finished; running {len(todo)} "
+            f"{'process' if len(todo) == 1 else 'processes'}",
+            flush=True,
         )
 
-        def run(cell: Cell) -> tuple[Cell, int, float]:
-            return run_cell(cell, preset, out)
+        def run(job: Job) -> tuple[Job, int, float]:
+            return run_job(job, preset, out)
 
         if args.backend == "ray":
             on_cuda = any(o.replace(" ", "").startswith("device=cuda") for o in preset.overrides)
@@ -642,15 +698,12 @@ def main(argv: list[str] | None = None) -> int:
             stream = itertools.chain([first] if first is not None else [], results_iter)
         else:
             stream = run_local(todo, run, args.parallel)
-        for k, (cell, code, seconds) in enumerate(stream, start=1):
-            status = "ok" if code == 0 else f"FAILED (exit {code}; log {log_path(cell, out)})"
-            print(
-                f"[{k}/{len(todo)}] {cell.env:8s} {cell.method:10s} seed {cell.seed}: {status} {seconds:.0f}s",
-                flush=True,
-            )
+        for k, (job, code, seconds) in enumerate(stream, start=1):
+            status = "ok" if code == 0 else f"FAILED (exit {code}; log {job.log(out)})"
+            print(f"[{k}/{len(todo)}] {job}: {status} {seconds:.0f}s", flush=True)
             if code != 0:
                 failures += 1
-                print("    " + log_tail(cell, out).replace("\n", "\n    "), flush=True)
+                print("    " + log_tail(job, out).replace("\n", "\n    "), flush=True)
     wall = time.perf_counter() - start
     if any((c.run_dir(out) / "summary.json").is_file() for c in cells):
         print(write_report(args.preset, cells, out, results))
