@@ -96,8 +96,12 @@ def test_a_population_of_one_is_the_single_run(tmp_path):
     """S = 1 is the same code path: `seeds: [3]` gives seed3/eval.csv byte-identical to `seed: 3`."""
     _fit(tmp_path / "single", "seed=3")
     _fit(tmp_path / "pop", "seeds=[3]")
-    assert (tmp_path / "pop" / "seed3" / "eval.csv").read_bytes() == (tmp_path / "single" / "eval.csv").read_bytes()
-    assert (tmp_path / "pop" / "seed3" / "front.csv").read_bytes() == (tmp_path / "single" / "front.csv").read_bytes()
+    assert (tmp_path / "pop" / "seed3" / "eval.csv").read_bytes() == (
+        tmp_path / "single" / "eval.csv"
+    ).read_bytes()
+    assert (tmp_path / "pop" / "seed3" / "front.csv").read_bytes() == (
+        tmp_path / "single" / "front.csv"
+    ).read_bytes()
 
 
 def test_population_reward_fits_equal_solo_fits(tmp_path):
@@ -116,7 +120,9 @@ def test_population_reward_fits_equal_solo_fits(tmp_path):
         assert pop_state.keys() == solo_state.keys()
         for key in pop_state:
             torch.testing.assert_close(pop_state[key], solo_state[key], rtol=0, atol=0, msg=key)
-    assert not torch.equal(population[0].state_dict()["feature_mean"], population[1].state_dict()["feature_mean"])
+    assert not torch.equal(
+        population[0].state_dict()["feature_mean"], population[1].state_dict()["feature_mean"]
+    )
 
 
 def test_prism_evaluate_on_member_and_population_folders(population, capsys):
@@ -130,7 +136,10 @@ def test_prism_evaluate_on_member_and_population_folders(population, capsys):
     assert main(["evaluate", str(population)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert [line.split(":")[0] for line in out] == ["seed 3", "seed 5"]
-    assert len(_rows(population / "seed5" / "evaluate.csv")) == 2 and len(_rows(population / "seed3" / "evaluate.csv")) == 1
+    assert (
+        len(_rows(population / "seed5" / "evaluate.csv")) == 2
+        and len(_rows(population / "seed3" / "evaluate.csv")) == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -139,7 +148,9 @@ def test_prism_evaluate_on_member_and_population_folders(population, capsys):
 )
 def test_bad_seeds_exit_2_with_one_line_naming_seeds(value, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    code = main(["fit", "--config", str(CONF / "quickstart.yaml"), *TOY, f"seeds={value}", f"run_dir={run_dir}"])
+    code = main(
+        ["fit", "--config", str(CONF / "quickstart.yaml"), *TOY, f"seeds={value}", f"run_dir={run_dir}"]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("prism: error: seeds:")
     assert not run_dir.exists()
@@ -167,7 +178,9 @@ def test_population_is_deterministic_and_resumes_byte_identically_after_sigkill(
 
     killed = tmp_path / "killed"
     csv_path = killed / "seed5" / "eval.csv"
-    process = subprocess.Popen(_fit_cmd(killed), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        _fit_cmd(killed), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 300
     try:  # kill deep in RL of cycle 2: after the refit and two evaluations of the second member
         while not ((killed / "seed5" / "tb" / "reward_fit_cycle1").is_dir() and csv_path.is_file()
@@ -184,3 +197,26 @@ def test_population_is_deterministic_and_resumes_byte_identically_after_sigkill(
                    capture_output=True, timeout=600)  # fmt: skip
     assert _member_tables(killed) == _member_tables(population)
     assert (killed / "summary.csv").read_bytes() == (population / "summary.csv").read_bytes()
+
+
+@pytest.mark.parametrize("method", ["prism", "baseline"])
+def test_steps_per_batch_changes_nothing_but_speed(method, tmp_path):
+    """Several (env step, update) iterations per Lightning batch: callbacks still see every step they asked for
+    (evaluations every 100, checkpoints every 100, cycle ends at 200), so the run is the same to the byte.
+    7 divides none of those, so every boundary needs a pause."""
+    overlay = str(CONF / "method" / f"{method}.yaml")
+    runs = {}
+    for k in (1, 7):
+        run_dir = tmp_path / f"k{k}"
+        fit_run(
+            [str(CONF / "quickstart.yaml"), overlay],
+            [*TOY, f"agent.steps_per_batch={k}", f"run_dir={run_dir}"],
+        )
+        runs[k] = run_dir
+    assert (runs[7] / "eval.csv").read_bytes() == (runs[1] / "eval.csv").read_bytes()
+    steps = [int(r["env_steps"]) for r in _rows(runs[7] / "eval.csv")]
+    assert steps == [100, 200, 300, 400, 400]
+    before = torch.load(runs[1] / "checkpoints" / "last.pt", weights_only=True)
+    after = torch.load(runs[7] / "checkpoints" / "last.pt", weights_only=True)
+    for key, value in before["agent"].items():
+        torch.testing.assert_close(after["agent"][key], value, rtol=0, atol=0, msg=key)

@@ -155,6 +155,11 @@ class _Alternate(L.Callback):
         self.times: dict[str, list[float]] = {"prism": [], "morl": [], "bare": []}
         self._mark: float | None = None
 
+    def on_train_start(self, trainer, module) -> None:
+        # prism may run several env steps per Lightning batch: ask it to end a batch at every block boundary
+        for k in range(self.rounds + 1):
+            module.pause_at(LEARNING_STARTS + k * self.block)
+
     def _morl_steps(self, n: int) -> None:
         self.morl.train(total_timesteps=n, eval_env=None, ref_point=self.ref_point)
 
@@ -198,6 +203,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed env steps per side")
     parser.add_argument("--block", type=int, default=None, help="env steps per alternation block")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--steps-per-batch", type=int, default=None, help="prism's agent.steps_per_batch (default: the config's)"
+    )
     args = parser.parse_args()
     steps = args.steps or (600 if args.quick else 3000)
     block = args.block or (100 if args.quick else 250)
@@ -239,6 +247,7 @@ def main() -> None:
         log_every=1000,
         device="cpu",
         seed=args.seed,
+        **({} if args.steps_per_batch is None else {"steps_per_batch": args.steps_per_batch}),
     )
     module = CAPQLModule(
         config, spec, lambda: make_env(spec), target_env_steps=LEARNING_STARTS + rounds * block
@@ -246,7 +255,8 @@ def main() -> None:
     alternate = _Alternate(block, rounds, morl, bare, np.full(spec.n_objectives, -100.0))
     print(
         f"env {args.env}, torch threads {args.threads}, device cpu, {rounds * block} timed env steps per side "
-        f"after {LEARNING_STARTS} random ones, alternating in blocks of {block}",
+        f"after {LEARNING_STARTS} random ones, alternating in blocks of {block}, prism steps_per_batch "
+        f"{config.steps_per_batch}",
         flush=True,
     )
     L.Trainer(

@@ -62,9 +62,11 @@ class AgentConfig:
     log_every: int = 1000
     """Env steps between two writes of ``train/``, ``rollout/`` and ``time/`` scalars."""
 
-    steps_per_batch: int = 1
-    """(env step, update) iterations per Lightning training batch: the maths is the same for any value (a
-    batch also ends at every step a callback asked to see), only Lightning's per-batch cost is amortised."""
+    steps_per_batch: int = 8
+    """(env step, update) iterations per Lightning training batch: the run is the same for any value (a batch
+    also ends at every step a callback asked to see with ``agent.pause_at``), only Lightning's per-batch cost
+    is amortised. A custom callback that reads the clock in ``on_train_batch_end`` without asking for its
+    steps sees every 8th step; set 1 to see every step."""
 
     device: DeviceName = "auto"
     """``auto`` = CUDA when available, else CPU. Everything (nets, replay buffer) lives on this one device."""

@@ -53,13 +53,19 @@ class StackedMLP(nn.Module):
             nn.init.orthogonal_(w[index].T, generator=generator)
             b[index].zero_()
 
+    def layers(self) -> list[tuple[nn.Parameter, nn.Parameter]]:
+        """``(weight, bias)`` per layer, read from the parameter lists' storage directly (indexing an
+        ``nn.ParameterList`` costs a few microseconds a call, which adds up on the per-step hot path)."""
+        return list(zip(self.weights._parameters.values(), self.biases._parameters.values()))
+
     def forward(
         self, x: torch.Tensor, *, detach_params: bool = False, member: int | None = None
     ) -> torch.Tensor:
         """``x [n, B, d_in] -> [n, B, d_out]``; with ``member`` only that slice runs: ``x [1, B, d_in]``."""
-        last = len(self.weights) - 1
+        layers = self.layers()
+        last = len(layers) - 1
         h = x
-        for j, (w, b) in enumerate(zip(self.weights, self.biases)):
+        for j, (w, b) in enumerate(layers):
             if member is not None:
                 w, b = w[member : member + 1], b[member : member + 1]
             if detach_params:

@@ -99,6 +99,16 @@ class ReplayBuffer:
         if len(rows) == 0:
             return
         members = np.asarray(members, dtype=np.int64)
+        flat = self.storage.view(self.members * self.capacity, self.width)
+        if len(rows) == 1 or len(np.unique(members)) == len(members):
+            # The common case (each member stored at most one transition this step): no ring can wrap onto
+            # itself within the call, so the slots are the members' write positions.
+            slots = self.positions[members]
+            self.positions[members] = (slots + 1) % self.capacity
+            self.sizes[members] = np.minimum(self.sizes[members] + 1, self.capacity)
+            index = torch.from_numpy(members * self.capacity + slots).to(self.device)
+            flat[index] = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.device)
+            return
         slots = np.empty(len(rows), dtype=np.int64)
         for m in np.unique(members):
             mine = np.flatnonzero(members == m)
@@ -106,7 +116,6 @@ class ReplayBuffer:
             self.positions[m] = (self.positions[m] + len(mine)) % self.capacity
             self.sizes[m] = min(self.sizes[m] + len(mine), self.capacity)
         keep = _last_write_wins(members * self.capacity + slots)
-        flat = self.storage.view(self.members * self.capacity, self.width)
         index = torch.from_numpy((members * self.capacity + slots)[keep]).to(self.device)
         flat[index] = torch.from_numpy(np.ascontiguousarray(rows[keep], dtype=np.float32)).to(self.device)
 
