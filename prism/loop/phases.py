@@ -182,7 +182,14 @@ class PrismLoopCallback(Callback):
             logger = TensorBoardLogger(
                 str(s.run_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
             )
-        model = fit_reward_model(self.store, s.reward, logger=logger, seed=s.seed * 1_000 + self.state.fits)
+        # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
+        model = fit_reward_model(
+            self.store,
+            s.reward,
+            logger=logger,
+            seed=s.seed * 1_000 + self.state.fits,
+            device=getattr(agent, "device", "cpu"),
+        )
         self.state.fits += 1
         self.set_model(agent, model)
         if trainer is not None and trainer.logger is not None:
