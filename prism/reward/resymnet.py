@@ -14,6 +14,11 @@ would.
 
 Every parameter has the member index as its leading dimension, so one optimiser over the stacked tensors is
 K independent optimisers (Adam/AdamW act element-wise) and a forward pass is a handful of batched matmuls.
+
+Training on a CPU takes the ragged path instead (:meth:`ReSymNetEnsemble.forward_members`): each member on
+its own unpadded steps with oneDNN GEMMs and a fused LayerNorm, the dropout masks those :meth:`forward` would
+draw (:meth:`ReSymNetEnsemble.dropout_noise`, drawn ahead by :class:`DropoutNoiseStream`). Same maths, up to
+float rounding.
 """
 
 from __future__ import annotations
@@ -246,10 +251,11 @@ class ReSymNetEnsemble(nn.Module):
             return None
         shape = (self.n_members, max(steps), self.hidden)
         keep = 1.0 - self.dropout
+        device = self.ln_in.weight.device  # drawn on the CPU generator, used where the weights are
         noise = []
         for _ in self.blocks:
             mask = torch.empty(shape, dtype=torch.bool).bernoulli_(keep, generator=generator)
-            noise.append([mask[k, : steps[k]].to(dtype).div_(keep) for k in members])
+            noise.append([mask[k, : steps[k]].to(dtype).div_(keep).to(device) for k in members])
         return noise
 
     def forward_members(
