@@ -226,6 +226,22 @@ def sparse_channel(config: RunConfig, spec) -> int | None:
     return config.env.sparse_channel % spec.n_objectives
 
 
+def _check_cuda_device(device: str) -> None:
+    """``device: cuda`` (or ``cuda:N``) must name a GPU torch can use on this machine."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"device: {device!r} requested but CUDA is not available on this machine "
+            f"(torch {torch.__version__}); use device=cpu or device=auto"
+        )
+    if ":" in device:
+        index = device.split(":", 1)[1]
+        count = torch.cuda.device_count()
+        if not index.isdigit() or int(index) >= count:
+            raise ConfigError(f"device: {device!r} is not one of this machine's {count} CUDA device(s)")
+
+
 def validate(config: RunConfig) -> None:
     """Check the values OmegaConf's types cannot; raise :class:`ConfigError` naming the key."""
     from prism.registry import AGENTS, REWARDS
@@ -240,6 +256,8 @@ def validate(config: RunConfig) -> None:
         raise ConfigError(f"env.p_rel: must lie in [0, 1], got {config.env.p_rel}")
     if config.device not in ("auto", "cpu", "cuda") and not config.device.startswith("cuda:"):
         raise ConfigError(f"device: expected auto, cpu or cuda, got {config.device!r}")
+    if config.device.startswith("cuda"):
+        _check_cuda_device(config.device)
     if not config.run_dir:
         raise ConfigError("run_dir: must be a non-empty path")
     _non_negative("seed", config.seed)
@@ -253,6 +271,7 @@ def validate(config: RunConfig) -> None:
         if duplicates:
             raise ConfigError(f"seeds: every seed must be distinct, {duplicates} repeated in {seeds}")
     _non_negative("threads", config.threads)
+    _non_negative("reward.threads", config.reward.threads)
 
     loop = config.loop
     _positive("loop.cycles", loop.cycles)

@@ -1,18 +1,39 @@
-"""Benchmark: one batched K = 3 ReSymNet fit vs three K = 1 fits one after another.
+"""Benchmarks of the ReSymNet fit.
 
     python tools/bench_reward_fit.py [--quick] [--env mo-hopper-v5] [--episodes N] [--epochs E]
+    python tools/bench_reward_fit.py --long [--rounds R] [--epochs E] [--long-segments L] [--short-segments S]
+
+Default mode: one batched K = 3 ReSymNet fit vs three K = 1 fits one after another.
 
 Both arms use the same segments (random-policy episodes through the sparse wrapper, channel 0 sparse), the
 same split seed, the same number of epochs (early stopping disabled: patience > epochs) and batch size 32,
 and the paper's network (hidden 256, dropout 0.3). Each arm is timed end to end through
 ``fit_reward_model`` (Trainer set-up included), in wall time and in this process's CPU time (the steadier
 number on a shared machine). The last line is the wall-time ratio, ``speedup_vs_sequential: <x>x``.
+
+``--long``: seconds per epoch of the fit before and after the fast path, on data shaped like a hopper refit
+after the first RL cycle: S = 1000 short segments (8–39 steps, like the initial random-policy episodes) and
+L = 100 long ones (975–1000 steps, like expert episodes), ~121 000 steps of hopper's width (11 + 3 + 2 = 16
+features). The features are *synthetic* (Gaussian, fixed seed; target = Σ tanh(w·h_t)): a fit's cost does not
+depend on the values, and no policy needs training to produce 1000-step episodes. Both arms run the paper's
+fit (K = 3, hidden 256, dropout 0.3, batch 32) for E epochs with early stopping out of reach, alternating
+within each of R rounds:
+
+- ``before``: the padded layout (every member's batch padded to the longest one, MKL GEMMs, masks drawn
+  inline) on one thread: what a run (``threads: 1``) did;
+- ``after``: what such a run's fit does now (``reward.threads: 0`` = the run's one thread): the ragged layout
+  with oneDNN GEMMs and fused LayerNorm, the dropout masks drawn one batch ahead on a worker thread;
+- ``after_2threads``: the same with ``reward.threads: 2`` (masks inline; pays only on an idle machine).
+
+Seconds per epoch are each fit's median epoch (training + validation); the last line is the ratio of the
+medians over rounds, ``epoch_speedup: <x>x``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 
 import torch
@@ -22,6 +43,71 @@ from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.reward.config import RewardConfig
 from prism.reward.module import fit_reward_model
+
+# mo-hopper-v5: 11 observation, 3 action, 2 dense-reward columns (channel 0 sparse).
+HOPPER_WIDTHS = (11, 3, 2)
+
+
+def synthetic_hopper_store(n_long: int, n_short: int, seed: int = 0) -> SegmentStore:
+    """``n_long`` segments of 975–1000 steps and ``n_short`` of 8–39, shuffled, hopper's feature width."""
+    obs, act, dense = HOPPER_WIDTHS
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.cat(
+        [torch.randint(975, 1001, (n_long,), generator=g), torch.randint(8, 40, (n_short,), generator=g)]
+    )
+    lengths = lengths[torch.randperm(lengths.numel(), generator=g)].tolist()
+    total = sum(lengths)
+    store = SegmentStore(obs, act, dense, capacity=total)
+    w = torch.randn(obs + act + dense, generator=g)
+    features = torch.randn(total, obs + act + dense, generator=g)
+    start = 0
+    for t in lengths:
+        x = features[start : start + t]
+        truth = torch.tanh(x @ w)
+        released = torch.zeros(t, dtype=torch.bool)
+        released[-1] = True
+        emitted = torch.zeros(t)
+        emitted[-1] = truth.sum()
+        store.add_episode(x, released, emitted, truth)
+        start += t
+    return store
+
+
+def bench_long(args: argparse.Namespace) -> None:
+    torch.set_num_threads(1)  # as a run with the default `threads: 1`
+    store = synthetic_hopper_store(args.long_segments, args.short_segments, seed=args.seed)
+    epochs = args.epochs or 2
+    print(
+        f"data: synthetic hopper-width, {store.num_segments} segments ({args.long_segments} of 975-1000 steps, "
+        f"{args.short_segments} of 8-39), {len(store)} steps; epochs={epochs} per fit, rounds={args.rounds}, "
+        f"K={args.members} hidden=256 batch=32; cpus={os.cpu_count()}, load={os.getloadavg()[0]:.2f}"
+    )
+    arms = {
+        "before": ("padded", 1),
+        "after": ("auto", 0),  # inherits the process's one thread
+        "after_2threads": ("auto", 2),
+    }
+    per_epoch: dict[str, list[float]] = {name: [] for name in arms}
+    for r in range(args.rounds):
+        line = []
+        for name, (layout, threads) in arms.items():
+            cfg = RewardConfig(
+                ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=threads
+            )
+            c0 = time.process_time()
+            model = fit_reward_model(store, cfg, seed=args.seed, layout=layout)
+            cpu = (time.process_time() - c0) / epochs
+            per_epoch[name].append(model.fit_summary.seconds_per_epoch)
+            line.append(f"{name} {per_epoch[name][-1]:.2f}s/epoch (cpu {cpu:.2f}s)")
+        ratio = per_epoch["before"][-1] / per_epoch["after"][-1]
+        print(f"round {r}: " + ", ".join(line) + f"; ratio {ratio:.2f}x; load={os.getloadavg()[0]:.2f}")
+    med = {name: statistics.median(v) for name, v in per_epoch.items()}
+    print(
+        "median s/epoch: "
+        + ", ".join(f"{name} {v:.2f}" for name, v in med.items())
+        + f"; before/after_2threads {med['before'] / med['after_2threads']:.2f}x"
+    )
+    print(f"epoch_speedup: {med['before'] / med['after']:.2f}x")
 
 
 def main() -> None:
@@ -34,7 +120,14 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--long", action="store_true", help="seconds per epoch before/after on ~121k steps")
+    parser.add_argument("--rounds", type=int, default=3, help="--long: alternating rounds")
+    parser.add_argument("--long-segments", type=int, default=100, help="--long: segments of 975-1000 steps")
+    parser.add_argument("--short-segments", type=int, default=1000, help="--long: segments of 8-39 steps")
     args = parser.parse_args()
+    if args.long:
+        bench_long(args)
+        return
     episodes = args.episodes or (100 if args.quick else 500)
     epochs = args.epochs or (3 if args.quick else 10)
 

@@ -5,8 +5,13 @@ segments becomes the row indices of all their steps plus, for each step, its pos
 batch's segments, which is what :func:`prism.reward.losses.segment_sums` needs.
 
 For an ensemble of K members trained together, each member draws its *own* shuffle order every epoch, so a
-training batch holds K different sets of segments: ``features [K, N_max, F]`` padded to the longest member's
-step count, padded steps carrying segment id ``B`` (discarded by the loss).
+training batch holds K different sets of segments. Two layouts of the same batches:
+
+- padded (:class:`SegmentBatch`, the reference): ``features [K, N_max, F]`` padded to the longest member's
+  step count, padded steps carrying segment id ``B`` (discarded by the loss);
+- ragged (:class:`MemberBatch`, what :func:`~prism.reward.module.fit_reward_model` trains on on a CPU): each
+  member's steps unpadded, so no arithmetic is spent on padding (with 1000 short random-policy episodes
+  beside 100 long expert ones, padding is ~40 % of the padded batch's rows).
 """
 
 from __future__ import annotations
@@ -32,6 +37,20 @@ class SegmentBatch(NamedTuple):
     segment_ids: Tensor  # [K, N] or [N] long
     targets: Tensor  # [K, B] or [B] released sums
     true_sparse: Tensor  # [K, N] or [N] true per-step sparse reward (diagnostics; 0 on padding)
+
+
+class MemberBatch(NamedTuple):
+    """A training batch in the ragged layout: member k's steps are ``features[k]`` (no padding).
+
+    Holds the same segments, in the same order, as the padded :class:`SegmentBatch` of the same selection.
+    """
+
+    features: tuple[Tensor, ...]  # K × [N_k, F], standardised
+    segment_ids: tuple[Tensor, ...]  # K × [N_k] long in [0, B)
+    targets: Tensor  # [K, B] released sums
+    steps: tuple[int, ...]  # N_k of each member (the padded layout's length is their max)
+    next_steps: tuple[int, ...] | None  # N_k of the epoch's next batch (None on its last): lets the dropout
+    # noise be drawn one batch ahead
 
 
 def gather_segments(offsets: Tensor, selection: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -83,9 +102,17 @@ class _MemberShuffledBatches:
         dm = self.dm
         n = dm.train_segments.shape[0]
         perms = torch.stack([torch.randperm(n, generator=g) for g in dm.shuffle_generators])  # [K, n]
-        for start in range(0, n, dm.batch_size):
-            selection = dm.train_segments[perms[:, start : start + dm.batch_size]]
-            yield dm.make_batch(selection)
+        selections = [
+            dm.train_segments[perms[:, start : start + dm.batch_size]] for start in range(0, n, dm.batch_size)
+        ]
+        if not dm.ragged:
+            for selection in selections:
+                yield dm.make_batch(selection)
+            return
+        lengths = dm.offsets[1:] - dm.offsets[:-1]
+        steps = [tuple(lengths[selection].sum(dim=1).tolist()) for selection in selections]
+        for i, selection in enumerate(selections):
+            yield dm.make_member_batch(selection, steps[i + 1] if i + 1 < len(steps) else None)
 
 
 class _FixedBatches:
@@ -113,6 +140,8 @@ class TrajectorySumDataModule(L.LightningDataModule):
         shuffle_seeds: one seed per member for its shuffle order (default derived from ``seed``).
         use_dense_features: False drops the store's dense-reward columns ("w/o dense").
         val_step_budget: validation batches hold whole segments, about this many steps each.
+        ragged: training batches as :class:`MemberBatch` (unpadded) instead of the padded
+            :class:`SegmentBatch`; same segments, same order.
 
     The scaler (``feature_mean``, ``feature_scale``) is fitted on the steps of training segments only
     (population std, zero variance → 1) and copied into the fitted model by :func:`fit_reward_model`.
@@ -128,6 +157,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         shuffle_seeds: Sequence[int] | None = None,
         use_dense_features: bool = True,
         val_step_budget: int = 8192,
+        ragged: bool = False,
     ):
         super().__init__()
         if store.num_segments < 2:
@@ -151,6 +181,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         self.shuffle_seeds = [int(s) for s in seeds]
         self.use_dense_features = use_dense_features
         self.val_step_budget = int(val_step_budget)
+        self.ragged = bool(ragged)
         self._prepared = False
 
     @property
@@ -190,6 +221,19 @@ class TrajectorySumDataModule(L.LightningDataModule):
             segment_ids=seg_ids,
             targets=self.targets[selection],
             true_sparse=self.true_sparse[rows] * valid,
+        )
+
+    def make_member_batch(self, selection: Tensor, next_steps: tuple[int, ...] | None = None) -> MemberBatch:
+        """Training batch for ``selection [K, B]`` segment indices in the ragged layout."""
+        rows, seg_ids, valid = gather_segments(self.offsets, selection)
+        # valid[k] is a prefix of row k: one gather of all real rows, then per-member views.
+        steps = tuple(valid.sum(dim=1).tolist())
+        return MemberBatch(
+            features=self.features[rows[valid]].split(steps),
+            segment_ids=seg_ids[valid].split(steps),
+            targets=self.targets[selection],
+            steps=steps,
+            next_steps=next_steps,
         )
 
     def _build_val_batches(self) -> list[SegmentBatch]:

@@ -230,8 +230,13 @@ class PrismLoopCallback(Callback):
                 fit_logger = TensorBoardLogger(
                     str(member_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
                 )
+            # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
             model = fit_reward_model(
-                self.stores[m], s.reward, logger=fit_logger, seed=seed * 1_000 + self.state.fits
+                self.stores[m],
+                s.reward,
+                logger=fit_logger,
+                seed=seed * 1_000 + self.state.fits,
+                device=getattr(agent, "device", "cpu"),
             )
             models.append(model)
             if logger is not None:

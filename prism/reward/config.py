@@ -41,6 +41,11 @@ class RewardConfig:
     """Epochs without a validation improvement before a member stops (its best weights are restored)."""
     val_fraction: float = 0.2
     """Fraction of segments held out for validation (split by segment, seeded)."""
+    threads: int = 0
+    """CPU threads torch uses during a fit (restored afterwards); 0 = the caller's count (in a run, the run's
+    ``threads``). On one thread the fit already keeps a second core busy drawing dropout masks ahead, so more
+    threads pay only on an otherwise idle machine: OpenMP threads that share cores with other jobs stall
+    each other (measured 3× *slower* with 2 threads on a loaded 2-core machine)."""
     relabel: bool = False
     """Also relabel the sparse channel of replay samples with the current model at update time (not the
     paper's default, which shapes once at env-step time)."""
@@ -63,6 +68,7 @@ class RewardConfig:
             "max_epochs": self.max_epochs >= 1,
             "patience": self.patience >= 1,
             "val_fraction": 0.0 < self.val_fraction < 1.0,
+            "threads": self.threads >= 0,
         }
         for field_name, ok in checks.items():
             if not ok:

@@ -8,8 +8,18 @@ All K members are trained in one pass over stacked weights, yet each behaves as 
 - the gradient-norm clip is computed and applied per member (a global clip would couple them);
 - early stopping is tracked per member: each keeps a copy of its weights from its best validation epoch and
   stops counting once its patience runs out; at the end every member is restored to its own best weights.
-  Training continues while any member is still improving (a stopped member keeps receiving updates that are
-  discarded by the restore, which is cheaper than masking it out of the batched matmuls).
+  Training continues while any member is still improving.
+
+Two layouts of the same training batches (see :mod:`prism.data.datamodule`), same maths:
+
+- ragged (the default on a CPU): each member runs on its own unpadded steps
+  (:meth:`ReSymNetEnsemble.forward_members`), so no FLOP goes to padding, and a member whose patience ran out
+  is left out of the forward and backward passes altogether (its weights are held at its best ones, which
+  the final restore would load anyway). Dropout masks are drawn for the padded shape, exactly as the padded
+  layout draws them, so both layouts fit the same weights (up to float rounding);
+- padded (the default on a GPU, where the batched ``baddbmm`` is launch-bound and padding costs little): the
+  reference layout, one ``[K, N_max, ·]`` pass; a stopped member keeps receiving updates that the restore
+  discards.
 """
 
 from __future__ import annotations
@@ -27,11 +37,11 @@ import torch
 from lightning.pytorch.loggers import Logger
 from torch import Tensor
 
-from prism.data.datamodule import SegmentBatch, TrajectorySumDataModule
+from prism.data.datamodule import MemberBatch, SegmentBatch, TrajectorySumDataModule
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
 from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
-from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble, RewardEnsemble
 
 
 def member_seeds(seed: int, n_members: int) -> list[int]:
@@ -67,6 +77,12 @@ class RewardModelModule(L.LightningModule):
         self.best_state = {n: p.detach().clone() for n, p in self.net.named_parameters()}
         self.val_history: list[Tensor] = []  # per-epoch validation loss [K]
         self.corr_history: list[float] = []
+        self.epoch_seconds: list[float] = []  # wall time of each epoch, training + validation
+        self._epoch_start = 0.0
+        self._frozen = torch.zeros(k, dtype=torch.bool)
+        self._trained = list(range(k))
+        self._noise: DropoutNoiseStream | None = None  # ragged layout's dropout draws (made on first use)
+        self._ragged = False  # training batches seen so far are MemberBatch (validation then follows suit)
         self._reset_train_acc()
         self._reset_val_acc()
 
@@ -76,18 +92,19 @@ class RewardModelModule(L.LightningModule):
 
     # ---- accumulators ------------------------------------------------------------------------------
     def _reset_train_acc(self) -> None:
-        self._train_sse = torch.zeros(self.n_members, device=self.device)
+        self._train_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
         self._train_count = 0
 
     def _reset_val_acc(self) -> None:
-        self._val_sse = torch.zeros(self.n_members, device=self.device)
+        self._val_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
         self._val_count = 0
         self._val_pred: list[Tensor] = []
         self._val_true: list[Tensor] = []
 
     # ---- training ----------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
-        self.best_state = {n: t.to(self.device) for n, t in self.best_state.items()}
+        params = dict(self.net.named_parameters())
+        self.best_state = {n: t.to(params[n]) for n, t in self.best_state.items()}  # device and dtype
 
     def configure_optimizers(self):
         cfg = self.config
@@ -96,13 +113,35 @@ class RewardModelModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
     def on_train_epoch_start(self) -> None:
+        self._epoch_start = time.perf_counter()
         self._reset_train_acc()
+        # Members whose patience ran out (and that have best weights to return to) sit out this epoch.
+        self._frozen = self.stopped & (self.best_epoch >= 0)
+        self._trained = [k for k, frozen in enumerate(self._frozen.tolist()) if not frozen]
 
-    def training_step(self, batch: SegmentBatch, batch_idx: int) -> Tensor:
-        pred = self.net(batch.features)  # [K, N], dropout active
-        losses = trajectory_sum_loss(pred, batch.segment_ids, batch.targets)  # [K]   (eq. 1)
+    def training_step(self, batch: SegmentBatch | MemberBatch, batch_idx: int) -> Tensor | None:
         n_seg = batch.targets.shape[-1]
-        self._train_sse += losses.detach() * n_seg
+        self._ragged = isinstance(batch, MemberBatch)
+        if self._ragged:
+            members = self._trained
+            if not members:  # every member stopped (the trainer stops at this epoch's end anyway)
+                return None
+            if self._noise is None:
+                # The global generator as the padded layout's first dropout would find it.
+                self._noise = DropoutNoiseStream(self.net, torch.get_rng_state())
+            noise = self._noise.take(batch.steps, members, batch.next_steps)
+            preds = self.net.forward_members([batch.features[k] for k in members], noise, members)
+            losses = torch.stack(
+                [
+                    trajectory_sum_loss(pred[None], batch.segment_ids[k][None], batch.targets[k : k + 1])[0]
+                    for pred, k in zip(preds, members)
+                ]
+            )  # [K_active]   (eq. 1)
+            self._train_sse[members] += losses.detach() * n_seg
+        else:
+            pred = self.net(batch.features)  # [K, N], dropout active
+            losses = trajectory_sum_loss(pred, batch.segment_ids, batch.targets)  # [K]   (eq. 1)
+            self._train_sse += losses.detach() * n_seg
         self._train_count += n_seg
         # Sum, not mean, over members: each member's gradient is then exactly that of its own loss.
         return losses.sum()
@@ -110,11 +149,19 @@ class RewardModelModule(L.LightningModule):
     def on_before_optimizer_step(self, optimizer) -> None:
         clip_per_member_(list(self.net.parameters()), self.config.grad_clip)
 
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        if isinstance(batch, MemberBatch) and bool(self._frozen.any()):
+            # A member left out still moves under AdamW (momentum, weight decay); hold it at its best weights
+            # so validation and the ensemble correlation see the member the final restore will return.
+            with torch.no_grad():
+                for name, p in self.net.named_parameters():
+                    p[self._frozen] = self.best_state[name][self._frozen]
+
     def on_train_epoch_end(self) -> None:
         if self._train_count:
             train = self._train_sse / self._train_count
             self.log_dict(
-                {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in range(self.n_members)},
+                {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in self._trained},
                 on_epoch=True,
                 on_step=False,
             )
@@ -124,7 +171,11 @@ class RewardModelModule(L.LightningModule):
         self._reset_val_acc()
 
     def validation_step(self, batch: SegmentBatch, batch_idx: int) -> None:
-        pred = self.net(batch.features, dropout=False)  # [K, N] (shared inputs)
+        if self._ragged:  # the same kernels as training (oneDNN GEMMs, fused LayerNorm)
+            members = range(self.n_members)
+            pred = torch.stack(self.net.forward_members([batch.features] * self.n_members, None, members))
+        else:
+            pred = self.net(batch.features, dropout=False)  # [K, N] (shared inputs)
         n_seg = batch.targets.shape[-1]
         ids = batch.segment_ids.unsqueeze(0).expand(self.n_members, -1)
         sums = segment_sums(pred, ids, n_seg)  # [K, B]
@@ -136,6 +187,7 @@ class RewardModelModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking or self._val_count == 0:
             return
+        self.epoch_seconds.append(time.perf_counter() - self._epoch_start)
         val = self._val_sse / self._val_count  # [K] validation MSE of segment sums
         corr = pearson_correlation(torch.cat(self._val_pred), torch.cat(self._val_true))
         self.val_history.append(val.detach().cpu())
@@ -159,7 +211,13 @@ class RewardModelModule(L.LightningModule):
         self.log_dict(metrics, on_epoch=True, on_step=False)
 
     def on_train_end(self) -> None:
+        self._close_noise()
         self.restore_best()
+
+    def _close_noise(self) -> None:
+        if self._noise is not None:
+            self._noise.close()
+            self._noise = None
 
     def restore_best(self) -> None:
         """Load each member's best-validation weights (members never validated keep their current ones)."""
@@ -198,6 +256,8 @@ class FitSummary:
     val_segment_rel_error: float
     """Mean over validation segments of ``|Σ r̂ − R| / max(|R|, 1e-8)``."""
     wall_time_s: float
+    seconds_per_epoch: float
+    """Median wall time of one epoch (training + validation), set-up and final evaluation excluded."""
     n_train_segments: int
     n_val_segments: int
     val_segments: Tensor = field(repr=False)
@@ -220,6 +280,22 @@ def _quiet_lightning() -> Iterator[None]:
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
+
+
+def fit_threads(config: RewardConfig) -> int:
+    """Torch CPU threads for a fit: ``config.threads``, or (0) the caller's current count."""
+    return config.threads if config.threads > 0 else torch.get_num_threads()
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(n)``, then restore the caller's count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def evaluate_segments(model: RewardEnsemble, dm: TrajectorySumDataModule) -> dict[str, Tensor]:
@@ -256,17 +332,29 @@ def fit_reward_model(
     seed: int = 0,
     *,
     log_prefix: str = "reward",
-    accelerator: str = "cpu",
+    device: str | torch.device = "cpu",
+    layout: str = "auto",
 ) -> RewardEnsemble:
     """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode).
 
     Runs its own Lightning ``Trainer`` (no checkpoints, no progress bar) on a :class:`TrajectorySumDataModule`
-    with the seeded 80/20 split; deterministic given ``seed``. The returned :class:`RewardEnsemble` holds the
-    training-split scaler as buffers, every member at its best validation epoch, and a :class:`FitSummary` in
-    ``fit_summary``. Metrics go to ``logger`` under ``{log_prefix}/`` (train/val loss per member, validation
-    correlation, epochs run).
+    with the seeded 80/20 split; deterministic given ``seed`` (and the thread count, ``config.threads``). The
+    returned :class:`RewardEnsemble` holds the training-split scaler as buffers, every member at its best
+    validation epoch, and a :class:`FitSummary` in ``fit_summary``. Metrics go to ``logger`` under
+    ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run).
+
+    Args:
+        device: where the fit runs (``cpu``, ``cuda``, ``cuda:1`` or a ``torch.device``); the run passes its own.
+        layout: training-batch layout, ``ragged`` or ``padded`` (see the module docstring; same maths);
+            ``auto`` = ragged on a CPU, padded on a GPU. ``padded`` is the reference the benchmark and the
+            equivalence tests compare against.
     """
     config.validate()
+    if layout not in ("auto", "ragged", "padded"):
+        raise ValueError(f"fit_reward_model: layout must be auto, ragged or padded, got {layout!r}")
+    device = torch.device(device)
+    if layout == "auto":
+        layout = "ragged" if device.type == "cpu" else "padded"
     start = time.perf_counter()
     k = config.ensemble_size
     dm = TrajectorySumDataModule(
@@ -277,6 +365,7 @@ def fit_reward_model(
         n_members=k,
         shuffle_seeds=shuffle_seeds(seed, k),
         use_dense_features=config.use_dense_features,
+        ragged=layout == "ragged",
     )
     if config.use_dense_features and not dm.use_dense_features:
         raise ValueError(
@@ -285,12 +374,12 @@ def fit_reward_model(
     dm.setup("fit")
     # fork_rng: the fit seeds torch's global RNG (dropout masks come from it) without disturbing the caller's
     # stream, so a refit in the middle of an RL run leaves the agent's randomness as it was.
-    with _quiet_lightning(), torch.random.fork_rng(devices=[]):
+    with _quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
         torch.manual_seed(seed)
         module = RewardModelModule(dm.in_features, config, member_seeds(seed, k), log_prefix=log_prefix)
         trainer = L.Trainer(
-            accelerator=accelerator,
-            devices=1,
+            accelerator="gpu" if device.type == "cuda" else device.type,
+            devices=[device.index or 0] if device.type == "cuda" else 1,
             max_epochs=config.max_epochs,
             logger=logger if logger is not None else False,
             enable_checkpointing=False,
@@ -299,7 +388,10 @@ def fit_reward_model(
             num_sanity_val_steps=0,
             log_every_n_steps=1,
         )
-        trainer.fit(module, datamodule=dm)
+        try:
+            trainer.fit(module, datamodule=dm)
+        finally:
+            module._close_noise()  # the dropout worker, should the fit stop on an exception
     model = RewardEnsemble(module.net.cpu(), use_dense_features=dm.use_dense_features)
     model.set_scaler(dm.feature_mean, dm.feature_scale)
     model.eval()
@@ -314,6 +406,7 @@ def fit_reward_model(
         val_correlation=float(report["correlation"]),
         val_segment_rel_error=float(rel),
         wall_time_s=time.perf_counter() - start,
+        seconds_per_epoch=float(torch.tensor(module.epoch_seconds).median()) if module.epoch_seconds else 0.0,
         n_train_segments=int(dm.train_segments.shape[0]),
         n_val_segments=int(dm.val_segments.shape[0]),
         val_segments=dm.val_segments.clone(),
@@ -326,6 +419,7 @@ def fit_reward_model(
         )
         final[f"{log_prefix}/final_val_corr"] = model.fit_summary.val_correlation
         final[f"{log_prefix}/fit_time_s"] = model.fit_summary.wall_time_s
+        final[f"{log_prefix}/seconds_per_epoch"] = model.fit_summary.seconds_per_epoch
         logger.log_metrics(final, step=step)
         logger.save()
     return model
