@@ -212,8 +212,10 @@ def test_loop_fits_on_the_agents_device(monkeypatch):
         reward=RewardConfig(), needs_model=True, seed=0,
     )  # fmt: skip
     loop = phases.PrismLoopCallback(get_env_spec("mo-hopper-v5"), settings)
-    loop.store = _store(10)
-    agent = SimpleNamespace(device=torch.device("meta"), shaper=SimpleNamespace(model=None))
+    loop.stores = [_store(10)]
+    agent = SimpleNamespace(
+        device=torch.device("meta"), shapers=[SimpleNamespace(model=None)], env_step_count=0, env_steps=0
+    )
     loop._fit(agent, None)
     assert calls and calls[0]["device"] == torch.device("meta")
 
