@@ -3,7 +3,7 @@
 For MuJoCo envs, whose physics dominates a step, a chunk of the copies stays in this process and the others
 go to worker processes (see the class for the measurements that chose processes over threads). Kept over
 gymnasium's ``AsyncVectorEnv``, which runs one process per env copy and steps every copy at every call:
-see docs/benchmarks.md ("Evaluation env pool") for the measured ratio.
+see docs/benchmarks.md ("Evaluation env pool"): 2.2–5.1× slower on the same evaluation.
 """
 
 from __future__ import annotations
