@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from prism.agents.config import AgentConfig
-from prism.loop.evaluation import EvalConfig
+from prism.evaluation.config import EvalConfig
 from prism.reward.config import RewardConfig
 
 

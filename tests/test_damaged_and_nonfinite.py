@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from prism.cli import NON_FINITE, USAGE_ERROR, main
-from prism.loop.checkpoint import load_checkpoint, read_checkpoint, save_atomic
+from prism.loop.checkpoint_io import load_checkpoint, read_checkpoint, save_atomic
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -164,7 +164,7 @@ def test_save_keeps_the_previous_checkpoint_and_survives_a_kill_between_renames(
     assert int(read_checkpoint(last)["env_steps"]) == 12345
 
     # A kill after last.pt became previous.pt but before last.tmp became last.pt.
-    import prism.loop.checkpoint as checkpoint
+    import prism.loop.checkpoint_io as checkpoint_io
 
     real_replace = os.replace
     calls = []
@@ -175,10 +175,10 @@ def test_save_keeps_the_previous_checkpoint_and_survives_a_kill_between_renames(
             raise KeyboardInterrupt
         real_replace(src, dst)
 
-    monkeypatch.setattr(checkpoint.os, "replace", killed_at_second_rename)
+    monkeypatch.setattr(checkpoint_io.os, "replace", killed_at_second_rename)
     with pytest.raises(KeyboardInterrupt):
         save_atomic({**state, "env_steps": torch.tensor(99999)}, last, previous=previous)
-    monkeypatch.setattr(checkpoint.os, "replace", real_replace)
+    monkeypatch.setattr(checkpoint_io.os, "replace", real_replace)
     assert not last.exists()
     loaded = load_checkpoint(ckpt.parent, key="--resume")
     assert loaded is not None and loaded.path == previous and int(loaded.state["env_steps"]) == 12345

@@ -25,7 +25,6 @@ from prism.cli import main
 from prism.config import load_config, resolve_env_spec
 from prism.envs import TOY_SPEC, EnvSpec, SparseRewardWrapper
 from prism.loop import checkpoint as checkpoint_module
-from prism.loop.evaluation import agent_env_steps
 from prism.loop.run import fit_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -105,7 +104,7 @@ def test_uniform_and_random_resume_mid_segment_gives_the_same_eval_csv(name, tmp
 
     def crash_after(self, trainer, pl_module, *args):
         original(self, trainer, pl_module, *args)
-        if agent_env_steps(pl_module) == CRASH_AT:
+        if pl_module.env_step_count == CRASH_AT:
             raise _Crash
 
     crashed = tmp_path / "crashed"
@@ -391,7 +390,7 @@ def test_user_env_spec_from_a_yaml_file_runs_end_to_end_and_is_saved(tmp_path):
     rows = _rows(run_dir / "eval.csv")
     assert int(rows[-1]["env_steps"]) == TOTAL
     assert max(float(r["equivariance_error"]) for r in rows) <= 1e-5
-    from prism.loop.checkpoint import load_agent_weights
+    from prism.loop.checkpoint_io import load_agent_weights
 
     load_agent_weights(run)
     builtin = torch.tensor(TOY_SPEC.obs_reflection()), torch.tensor(TOY_SPEC.act_reflection())

@@ -16,8 +16,14 @@ from gymnasium import spaces
 from torch import nn
 
 from prism.envs import TOY_SPEC, EnvSpec
-from prism.loop import EvalConfig, EvalEnvPool, EvaluationCallback, evaluate_policy, pair_seeds
-from prism.loop.evaluation import FinalEvalConfig
+from prism.loop import (
+    EvalConfig,
+    EvalEnvPool,
+    EvaluationCallback,
+    FinalEvalConfig,
+    evaluate_policy,
+    pair_seeds,
+)
 from prism.metrics import expected_utility, hypervolume, pareto_front, variance_objective
 
 WEIGHTS = np.array([[1.0, 0.0], [0.7, 0.3], [0.3, 0.7], [0.0, 1.0]])
@@ -202,6 +208,10 @@ class FakeAgent(L.LightningModule):
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.long))
         self.actor = nn.Linear(TOY_SPEC.obs_dim + TOY_SPEC.n_objectives, TOY_SPEC.act_dim)
         self.modes_seen: list[bool] = []
+
+    @property
+    def env_step_count(self) -> int:
+        return int(self.env_steps)
 
     def policy_mean(self, obs, weight):
         return self.actor(torch.cat([obs, weight], dim=-1))

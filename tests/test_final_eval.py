@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import prism.loop.evaluation as evaluation
+import prism.evaluation.callback as evaluation
 from prism.config import ConfigError, load_config
-from prism.loop.evaluation import EvaluationCallback
+from prism.evaluation.callback import EvaluationCallback
 from prism.loop.run import fit_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

@@ -9,10 +9,6 @@ import pytest
 import torch
 
 from prism.metrics import (
-    Cardinality,
-    ExpectedUtility,
-    Hypervolume,
-    VarianceObjective,
     cardinality,
     equally_spaced_weights,
     expected_utility,
@@ -184,33 +180,3 @@ def test_equally_spaced_weights_are_pymoo_energy_directions():
     # the cache hands out copies
     w[0] = 7.0
     assert not np.any(equally_spaced_weights(2, 100) == 7.0)
-
-
-# ---- torchmetrics classes -------------------------------------------------------------------------------
-def test_metric_classes_accumulate_and_reset():
-    rng = np.random.default_rng(21)
-    means = rng.normal(size=(40, 2)) * 30
-    stds = rng.uniform(0, 5, size=(40, 2))
-    ref = [-100.0, -100.0]
-
-    hv, eum, vo, card = Hypervolume(ref), ExpectedUtility(2), VarianceObjective(2, seed=4), Cardinality(2)
-    for chunk in (slice(0, 15), slice(15, 40)):
-        hv.update(torch.as_tensor(means[chunk]))
-        eum.update(means[chunk])
-        vo.update(torch.as_tensor(means[chunk]), torch.as_tensor(stds[chunk]))
-        card.update(means[chunk])
-
-    assert hv.compute().item() == pytest.approx(hypervolume(means, ref), rel=1e-12)
-    assert eum.compute().item() == pytest.approx(
-        expected_utility(means, equally_spaced_weights(2, 50)), rel=1e-12
-    )
-    assert vo.compute().item() == pytest.approx(
-        variance_objective(means, stds, random_preferences(2, 50, seed=4)), rel=1e-12
-    )
-    assert card.compute().item() == cardinality(means)
-
-    hv.reset()
-    hv.update(means[:1])
-    assert hv.compute().item() == pytest.approx(float(np.prod(means[0] + 100.0)), rel=1e-12)
-    with pytest.raises(ValueError):
-        eum.update(np.zeros((3, 5)))

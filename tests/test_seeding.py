@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from prism.config import load_config
-from prism.loop.evaluation import EvalEnvPool, evaluate_agent, pair_seeds
+from prism.loop import EvalEnvPool, evaluate_agent, pair_seeds
 from prism.loop.run import build_run, fit_run
 from prism.seeding import derive_seed
 

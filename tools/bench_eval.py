@@ -14,6 +14,13 @@ elsewhere; this benchmark only needs the function obs, w -> tanh(μ(obs, w))). P
 
 One run each, prism first. Usage: ``python tools/bench_eval.py [--quick]``; ``--quick`` = 10 weights × 2
 episodes. The last line printed is ``speedup_vs_morl_baselines: <x>x`` (morl-baselines time / prism time).
+
+``--vs-gym-async`` instead compares prism's env pool (:class:`prism.evaluation.pool.EvalEnvPool`) with gymnasium's
+``AsyncVectorEnv`` (``autoreset_mode=DISABLED``, one worker process per env copy; ``--gym-max-concurrency``
+caps how many step at once): the same :func:`prism.evaluation.rollout.evaluate_policy` call (same seeds, same
+batched policy) through each pool, the sides alternating over ``--rounds`` rounds (who goes first alternates
+too), the results checked to be identical. The last line printed is ``gym_async_vs_prism_pool: <x>x``
+(median AsyncVectorEnv time / median prism-pool time, env construction included; > 1: prism's pool is faster).
 """
 
 from __future__ import annotations
@@ -29,6 +36,39 @@ import time
 import numpy as np
 import torch
 from torch import nn
+
+
+class GymAsyncPool:
+    """:class:`~prism.evaluation.pool.EvalEnvPool`'s interface (``reset``, ``step``, ``close``) on gymnasium's
+    ``AsyncVectorEnv`` with autoreset off: one worker process per env copy. A vector env steps every copy at
+    every call, so the actions of finished envs are zeros and their results are dropped (on
+    mo-halfcheetah-v5 every episode lasts 1000 steps, so no copy finishes early)."""
+
+    def __init__(self, spec, n_envs: int, max_concurrency: int | None = None) -> None:
+        import gymnasium as gym
+        from gymnasium.vector import AutoresetMode
+
+        self.spec = spec
+        self.vec = gym.vector.AsyncVectorEnv(
+            [spec.make] * n_envs,
+            context="fork",
+            autoreset_mode=AutoresetMode.DISABLED,
+            max_concurrency=max_concurrency,
+        )
+        self.num_workers = n_envs
+
+    def reset(self, seeds) -> np.ndarray:
+        obs, _ = self.vec.reset(seed=[int(s) for s in seeds])
+        return np.asarray(obs, dtype=np.float32)
+
+    def step(self, indices: np.ndarray, actions: np.ndarray):
+        full = np.zeros((self.vec.num_envs, self.spec.act_dim), dtype=np.float32)
+        full[indices] = actions
+        obs, reward, terminated, truncated, _ = self.vec.step(full)  # spec.make: the plain dense env
+        return obs[indices].astype(np.float32), reward[indices], terminated[indices], truncated[indices]
+
+    def close(self) -> None:
+        self.vec.close()
 
 
 @contextlib.contextmanager
@@ -89,9 +129,21 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--env", default="mo-halfcheetah-v5")
     parser.add_argument("--workers", type=int, default=-1, help="EvalEnvPool worker processes (-1 = auto)")
+    parser.add_argument(
+        "--vs-gym-async",
+        action="store_true",
+        help="compare EvalEnvPool with gymnasium's AsyncVectorEnv instead",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of --vs-gym-async")
+    parser.add_argument(
+        "--gym-max-concurrency", type=int, default=None, help="AsyncVectorEnv max_concurrency"
+    )
     args = parser.parse_args()
     n_weights = args.weights or (10 if args.quick else 100)
     episodes = args.episodes or (2 if args.quick else 5)
+    if args.vs_gym_async:
+        compare_pools(args, n_weights, episodes)
+        return
 
     import mo_gymnasium as mo_gym
     from morl_baselines.common.evaluation import policy_evaluation_mo
@@ -168,6 +220,71 @@ def main() -> None:
     # different episodes (unseeded resets on their side) but the same policy: metrics should be close
     print(f"speedup excluding env construction: {t_peer / result.wall_time:.2f}x")
     print(f"speedup_vs_morl_baselines: {t_peer / t_ours:.2f}x")
+
+
+def compare_pools(args, n_weights: int, episodes: int) -> None:
+    """prism's EvalEnvPool vs an AsyncVectorEnv-based pool on the same evaluate_policy call, alternating."""
+    from prism.envs import get_env_spec
+    from prism.loop import EvalEnvPool, evaluate_policy
+    from prism.metrics import equally_spaced_weights
+
+    spec = get_env_spec(args.env)
+    n_envs = n_weights * episodes
+    print(
+        f"bench_eval --vs-gym-async: {args.env}, {n_weights} weights x {episodes} episodes ({n_envs} env copies), "
+        f"{args.rounds} alternating rounds, {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.2f}"
+    )
+    weights = equally_spaced_weights(spec.n_objectives, n_weights)
+    eum_weights = equally_spaced_weights(spec.n_objectives, 50)
+    torch.manual_seed(0)
+    actor = Actor(spec.obs_dim, spec.n_objectives, spec.act_dim).eval()  # the same batched policy both sides
+
+    def build(side: str, n: int):
+        if side == "prism":
+            pool = EvalEnvPool(spec, num_workers=args.workers)
+            pool.ensure(n)
+            return pool
+        return GymAsyncPool(spec, n, max_concurrency=args.gym_max_concurrency)
+
+    # untimed warm-up: one-off imports and caches would favour whoever runs second
+    for side in ("prism", "gym"):
+        with quiet_c_stdout():
+            pool = build(side, 1)
+        evaluate_policy(actor, spec, weights[:1], 1, seed=0, eum_weights=eum_weights, pool=pool)
+        pool.close()
+
+    times: dict[str, list[float]] = {"prism": [], "gym": []}
+    rollouts: dict[str, list[float]] = {"prism": [], "gym": []}
+    returns: dict[str, np.ndarray] = {}
+    for r in range(args.rounds):
+        for side in ("prism", "gym") if r % 2 == 0 else ("gym", "prism"):
+            t0 = time.perf_counter()
+            with quiet_c_stdout():
+                pool = build(side, n_envs)
+            result = evaluate_policy(
+                actor, spec, weights, episodes, gamma=0.99, seed=0, eum_weights=eum_weights, pool=pool
+            )
+            elapsed = time.perf_counter() - t0
+            workers = pool.num_workers
+            pool.close()
+            times[side].append(elapsed)
+            rollouts[side].append(result.wall_time)
+            if side in returns:
+                assert np.array_equal(returns[side], result.returns)
+            returns[side] = result.returns
+            print(
+                f"round {r} {side:5s}: {elapsed:6.2f} s ({result.wall_time:6.2f} s rollout+metrics, "
+                f"{workers} worker processes), {result.total_steps} env steps, hv {result.hv:.3f}"
+            )
+    assert np.array_equal(returns["prism"], returns["gym"]), "the two pools gave different returns"
+    print("same returns on both sides (bit for bit)")
+    med = {side: float(np.median(v)) for side, v in times.items()}
+    med_roll = {side: float(np.median(v)) for side, v in rollouts.items()}
+    print(
+        f"median rollout+metrics: prism {med_roll['prism']:.2f} s, gym {med_roll['gym']:.2f} s "
+        f"(ratio {med_roll['gym'] / med_roll['prism']:.2f}x)"
+    )
+    print(f"gym_async_vs_prism_pool: {med['gym'] / med['prism']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,23 @@ class OrbitAveragedActor(nn.Module):
 MeanFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+def per_state_equivariance_error(
+    mean_fn: MeanFn,
+    obs: torch.Tensor,
+    weight: torch.Tensor,
+    obs_sign: torch.Tensor,
+    act_sign: torch.Tensor,
+) -> torch.Tensor:
+    """Equivariance error ``‖μ(L s, w) − K μ(s, w)‖₁`` of a pre-tanh mean function, one per state ``[B]``.
+
+    ``mean_fn(obs, weight) -> [B, act_dim]`` (e.g. :meth:`CAPQLModule.policy_mean`); both branches run as one
+    batch. Stays on the device (no host sync), so a caller can accumulate sums over many batches.
+    """
+    n = obs.shape[-2]
+    both = mean_fn(torch.cat([obs, reflect_obs(obs, obs_sign)], dim=-2), torch.cat([weight, weight], dim=-2))
+    return (both[..., n:, :] - reflect_act(both[..., :n, :], act_sign)).abs().sum(dim=-1)
+
+
 def equivariance_error(
     mean_fn: MeanFn,
     obs: torch.Tensor,
@@ -86,6 +103,4 @@ def equivariance_error(
     ``mean_fn(obs, weight) -> [B, act_dim]`` (e.g. :meth:`CAPQLModule.policy_mean`). Returns a 0-d tensor
     (no host sync; call ``.item()`` yourself).
     """
-    n = obs.shape[-2]
-    both = mean_fn(torch.cat([obs, reflect_obs(obs, obs_sign)], dim=-2), torch.cat([weight, weight], dim=-2))
-    return (both[..., n:, :] - reflect_act(both[..., :n, :], act_sign)).abs().sum(dim=-1).mean()
+    return per_state_equivariance_error(mean_fn, obs, weight, obs_sign, act_sign).mean()

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prism.loop.evaluation import agent_env_steps
+from prism.evaluation.records import eval_row
 
 if TYPE_CHECKING:  # the run builder imports this module: no import at run time
     from prism.loop.run import Member, Run
 
 SUMMARY_CSV = "summary.csv"
+SUMMARY_JSON = "summary.json"
 METRICS = ("hv", "eum", "vo")
 
 
@@ -57,17 +58,17 @@ def _write_member_outputs(run: Run, member: Member, wall_time_s: float) -> None:
         for w, m, sd in zip(result.weights, result.mean, result.std):
             flag = int(tuple(np.round(m, 12)) in on_front)
             writer.writerow([*map(float, w), *map(float, m), *map(float, sd), flag])
-    final = result.row(run.spec.objective_names, agent_env_steps(run.agent))
+    final = eval_row(result, run.spec.objective_names, run.agent.env_step_count)
     summary = {
         "method": run.config.method,
         "env": run.spec.id,
         "seed": member.seed,
-        "env_steps": agent_env_steps(run.agent),
+        "env_steps": run.agent.env_step_count,
         "wall_time_s_last_process": wall_time_s,
         "final_protocol": final_protocol(member),
         "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
     }
-    (member.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (member.run_dir / SUMMARY_JSON).write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def read_eval_rows(run_dir: Path) -> list[dict[str, str]]:
@@ -101,8 +102,8 @@ def write_population_summary(run_dir: Path, member_dirs: list[Path]) -> Path:
         if not eval_rows:
             continue
         seed = (
-            json.loads((member_dir / "summary.json").read_text())["seed"]
-            if (member_dir / "summary.json").is_file()
+            json.loads((member_dir / SUMMARY_JSON).read_text())["seed"]
+            if (member_dir / SUMMARY_JSON).is_file()
             else member_dir.name.removeprefix("seed")
         )
         rows.append({"seed": str(seed), **final_and_best(eval_rows)})
@@ -141,7 +142,7 @@ def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> s
     seeds = ", ".join(str(m.seed) for m in run.members)
     lines = [
         f"prism fit: done: {run.config.method} on {run.spec.id}, seed{'s' if run.population else ''} {seeds}, "
-        f"{agent_env_steps(run.agent)} env steps, wall time {_duration(wall_time_s)} ({process})",
+        f"{run.agent.env_step_count} env steps, wall time {_duration(wall_time_s)} ({process})",
         f"  run folder   {run.run_dir}",
     ]
     for member in run.members:

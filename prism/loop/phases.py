@@ -31,7 +31,6 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
-from prism.loop.evaluation import agent_env_steps
 from prism.reward.config import RewardConfig
 from prism.reward.module import fit_reward_model
 from prism.seeding import derive_seed
@@ -151,7 +150,7 @@ class PrismLoopCallback(Callback):
 
     def _set_phase(self, phase: str, agent, trainer: L.Trainer | None) -> None:
         self.state.phase = phase
-        steps = agent_env_steps(agent)
+        steps = agent.env_step_count
         self.state.history.append((phase, self.state.cycle, steps))
         for logger in self._loggers(trainer):
             if logger is not None:
@@ -213,7 +212,7 @@ class PrismLoopCallback(Callback):
                 }
                 for i, name in enumerate(self.spec.objective_names):
                     metrics[f"reward/collect_return_{name}"] = float(stats.mean_true_return[i])
-                logger.log_metrics(metrics, step=agent_env_steps(agent))
+                logger.log_metrics(metrics, step=agent.env_step_count)
         self.state.episodes_collected.append(episodes)
 
     def _fit(self, agent, trainer) -> None:
@@ -249,7 +248,7 @@ class PrismLoopCallback(Callback):
                     "reward/best_val_loss_mean": float(np.mean(summary.best_val_loss)),
                     "reward/train_segments": float(summary.n_train_segments),
                 }
-                logger.log_metrics(metrics, step=agent_env_steps(agent))
+                logger.log_metrics(metrics, step=agent.env_step_count)
         self.state.fits += 1
         self.set_model(agent, models)
         if s.figures and trainer is not None:
@@ -277,7 +276,7 @@ class PrismLoopCallback(Callback):
         if experiment is None or not hasattr(experiment, "add_figure"):
             return
         seed, index = self.settings.member_seeds[member], self.state.fits
-        untrained = self.state.cycle == 0 and agent_env_steps(agent) == 0
+        untrained = self.state.cycle == 0 and agent.env_step_count == 0
         policy = (
             None
             if untrained
@@ -290,7 +289,7 @@ class PrismLoopCallback(Callback):
             policy=policy,
             seed=derive_seed(seed, "diagnostics/episode", index),
         )
-        experiment.add_figure("reward/shaped_vs_true", figure, global_step=agent_env_steps(agent))
+        experiment.add_figure("reward/shaped_vs_true", figure, global_step=agent.env_step_count)
 
     # ---- the phase machine --------------------------------------------------------------------------
     def _advance(self, agent, trainer) -> None:
@@ -331,7 +330,7 @@ class PrismLoopCallback(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
         s = self.settings
-        steps = agent_env_steps(pl_module)
+        steps = pl_module.env_step_count
         if not s.needs_model:
             # Cycle markers only (no phases): keeps TensorBoard comparable across methods.
             cycle = min(steps // s.steps_per_cycle, s.cycles - 1)

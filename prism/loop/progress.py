@@ -7,7 +7,6 @@ import sys
 from lightning.pytorch.callbacks import Callback
 from tqdm.auto import tqdm
 
-from prism.loop.evaluation import agent_env_steps
 from prism.loop.phases import PrismLoopCallback
 
 
@@ -26,7 +25,7 @@ class PhaseProgressBar(Callback):
     def _sync(self, pl_module) -> None:
         if self._bar is None:
             return
-        steps = agent_env_steps(pl_module)
+        steps = pl_module.env_step_count
         self._bar.n = steps
         state = self.loop.state
         self._bar.set_postfix_str(
@@ -47,7 +46,7 @@ class PhaseProgressBar(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self._bar is not None and (
-            agent_env_steps(pl_module) % self.refresh_every == 0 or self.loop.state.phase != self._phase
+            pl_module.env_step_count % self.refresh_every == 0 or self.loop.state.phase != self._phase
         ):
             self._phase = self.loop.state.phase
             self._sync(pl_module)

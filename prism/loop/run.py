@@ -35,12 +35,21 @@ from prism.config import (
     to_yaml,
 )
 from prism.envs import EnvSpec, make_env
-from prism.loop.evaluation import EvalEnvPool, EvaluationCallback
-from prism.loop.outputs import closing_summary, write_final_outputs
+from prism.evaluation.callback import EvaluationCallback
+from prism.evaluation.pool import EvalEnvPool
+from prism.evaluation.records import append_csv, eval_row, truncate_eval_csv
+from prism.evaluation.rollout import evaluate_agent
+from prism.loop.checkpoint import attach_checkpointing
+from prism.loop.checkpoint_io import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    load_agent_weights,
+    load_checkpoint,
+    set_aside,
+)
+from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.registry import AGENTS, REWARDS
-
-CONFIG_FILE = "config.yaml"
 
 
 @dataclass
@@ -253,8 +262,6 @@ def fit_run(
     ``None`` when ``resume`` names a finished run (nothing is done)."""
     _quiet()
     if resume is not None:
-        from prism.loop.checkpoint import resume_run
-
         return resume_run(Path(resume), files, overrides)
     config = load_config(files, overrides)
     run_dir = Path(config.run_dir)
@@ -262,14 +269,63 @@ def fit_run(
     (run_dir / CONFIG_FILE).write_text(to_yaml(config))
     run = build_run(config)
     write_member_configs(run)
-    from prism.loop.checkpoint import attach_checkpointing
-
     attach_checkpointing(run)
     start = time.perf_counter()
     run.trainer.fit(run.agent)
     wall_time_s = time.perf_counter() - start
     write_final_outputs(run, wall_time_s)
     print(closing_summary(run, wall_time_s))
+    return run
+
+
+def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | None:
+    """``prism fit --resume RUN_DIR``: continue a run from its last good checkpoint (or from scratch if none).
+
+    The run folder's ``config.yaml`` is used, rows of ``eval.csv`` newer than the checkpoint are dropped (they
+    are recomputed identically) and TensorBoard events after the checkpoint are purged. The final-evaluation
+    row (``final = 1``) is kept only if the checkpoint was taken after it was recorded: a run killed during
+    (or just after) its final evaluation redoes it and writes the row once. A damaged newest checkpoint is
+    set aside (:mod:`prism.loop.checkpoint_io`). Returns ``None`` (and does nothing) when the run is already
+    finished (``summary.json``, or a population's ``summary.csv``, present).
+    """
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.is_file():
+        raise ConfigError(f"--resume: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
+    config = load_config([config_path])
+    if files or overrides:
+        requested = load_config(files or [config_path], overrides)
+        if requested != config:
+            raise ConfigError(
+                f"--resume: the given config differs from {config_path} (resume takes the run's saved config; "
+                "drop --config/overrides or start a new run_dir)"
+            )
+    # A population is finished once its summary.csv is written (after every member's summary.json).
+    marker = SUMMARY_CSV if config.seeds is not None else SUMMARY_JSON
+    if (run_dir / marker).is_file():
+        # Finished: say so and touch nothing (a resumed finished run would only redo its final outputs).
+        print(f"prism: run {run_dir} is finished ({marker} present); nothing to resume")
+        return None
+    if Path(config.run_dir).resolve() != run_dir.resolve():
+        # The folder was moved or renamed: keep writing where the run now lives.
+        config.run_dir = str(run_dir)
+    loaded = load_checkpoint(run_dir, key="--resume")
+    state = loaded.state if loaded is not None else None
+    if loaded is not None:
+        # Before anything is saved: the next save would otherwise rotate a damaged last.pt over previous.pt.
+        for damaged in loaded.damaged:
+            set_aside(damaged)
+    for index, member_dir in enumerate(member_run_dirs(config)):
+        evaluation = state["evaluations"][index] if state is not None else None
+        last_eval = int(evaluation["last_eval_step"]) if evaluation is not None else -1
+        final_done = bool(evaluation.get("final_done", False)) if evaluation is not None else False
+        truncate_eval_csv(member_dir / "eval.csv", last_eval, keep_final=final_done)
+    run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
+    attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
+    start = time.perf_counter()
+    run.trainer.fit(run.agent)
+    wall_time_s = time.perf_counter() - start
+    write_final_outputs(run, wall_time_s)
+    print(closing_summary(run, wall_time_s, resumed=True))
     return run
 
 
@@ -281,9 +337,6 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]
     member gets a row appended to its ``evaluate.csv`` (``eval.csv`` stays the training curve), printed too.
     """
     _quiet()
-    from prism.loop.checkpoint import CHECKPOINT_DIR, load_agent_weights
-    from prism.loop.evaluation import append_csv, evaluate_agent
-
     run_dir = Path(run_dir)
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
@@ -307,14 +360,9 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]
         # The member's evaluation config, its reset seed resolved from the member's seed: the same episodes
         # as in training.
         result = evaluate_agent(run.agent, run.spec, member.evaluation.config, member=member.index)
-        row = result.row(run.spec.objective_names, env_steps)
+        row = eval_row(result, run.spec.objective_names, env_steps)
         append_csv(member.run_dir / "evaluate.csv", row)
         text = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
         print(f"seed {member.seed}: {text}" if run.population else text)
         rows.append(row)
     return rows[0] if len(rows) == 1 else rows
-
-
-def torch_load(path: Path) -> dict:
-    """Checkpoints hold tensors and plain containers only: load them without unpickling arbitrary objects."""
-    return torch.load(path, map_location="cpu", weights_only=True)

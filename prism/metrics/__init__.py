@@ -1,4 +1,4 @@
-"""MORL metrics (SPEC §9): Pareto filtering, hypervolume, EUM, VO — functional and as torchmetrics."""
+"""MORL metrics (SPEC §9): Pareto filtering, hypervolume, EUM, VO, as plain functions on return tables."""
 
 from prism.metrics.functional import (
     cardinality,
@@ -9,13 +9,8 @@ from prism.metrics.functional import (
     random_preferences,
     variance_objective,
 )
-from prism.metrics.metric import Cardinality, ExpectedUtility, Hypervolume, VarianceObjective
 
 __all__ = [
-    "Cardinality",
-    "ExpectedUtility",
-    "Hypervolume",
-    "VarianceObjective",
     "cardinality",
     "equally_spaced_weights",
     "expected_utility",

@@ -1,0 +1,192 @@
+"""The Lightning callback that evaluates the agent during training and once more at the end of fit.
+
+Thin: it schedules evaluations on the agent's env-step clock, runs the rollout
+(:func:`~prism.evaluation.rollout.evaluate_agent`), appends the ``eval.csv`` row
+(:mod:`prism.evaluation.records`) and logs the metrics and the front figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from lightning.pytorch import Callback, LightningModule, Trainer
+
+from prism.envs.spec import EnvSpec
+from prism.evaluation.config import EvalConfig
+from prism.evaluation.figure import front_figure
+from prism.evaluation.pool import EvalEnvPool
+from prism.evaluation.records import append_csv, eval_row
+from prism.evaluation.result import EvalResult
+from prism.evaluation.rollout import evaluate_agent
+
+__all__ = ["EvaluationCallback"]
+
+
+class EvaluationCallback(Callback):
+    """Evaluate the agent every ``config.every`` env steps and once more, with the final protocol, at the end
+    of fit (SPEC §9).
+
+    Reads the agent's env-step clock ``env_step_count`` (the agent contract) after each training batch and
+    evaluates member ``member`` with :func:`~prism.evaluation.rollout.evaluate_agent` (the deterministic
+    policy, and its pre-tanh mean for the equivariance error). Each evaluation appends a row to
+    ``<run_dir>/eval.csv`` (``run_dir`` defaults to the trainer's log dir) and logs its metrics to every
+    logger against env steps: periodic ones as ``eval/hv``, ``eval/eum``, ``eval/vo``, ``eval/cardinality``,
+    ``eval/equivariance_error`` and ``time/eval_s``, the final one as ``eval_final/…`` and
+    ``time/eval_final_s``. With ``figures`` a Pareto-front figure (``eval/front``, ``eval_final/front``) goes
+    to loggers that take figures (TensorBoard).
+
+    The final evaluation (``config.final``: ``num_weights × episodes``) always runs at the end of fit and its
+    row has ``final = 1``, even when a periodic evaluation ran at the same env step; when the two protocols
+    are equal that periodic result is reused instead of rolled out again (the rollout is deterministic, so
+    both give the same numbers). ``last_result`` holds the latest :class:`EvalResult`, ``final_result`` the
+    final one, ``history`` every CSV row.
+
+    ``run_seed`` resolves ``config.seed = None`` (see :meth:`EvalConfig.reset_seed`). The env copies are built
+    at the first evaluation and kept until fit ends.
+
+    Populations: one callback per member (``member``), each with the member's seed as ``run_seed``, its own
+    ``run_dir`` and ``logger`` (None: every trainer logger), sharing one env ``pool`` (closed by whoever
+    created it). The callback asks the agent to end a batch exactly at each due step (``pause_at``).
+    """
+
+    def __init__(
+        self,
+        spec: EnvSpec,
+        config: EvalConfig | None = None,
+        run_dir: str | Path | None = None,
+        env_fn: Callable[[], gym.Env] | None = None,
+        *,
+        run_seed: int = 0,
+        figures: bool = True,
+        member: int = 0,
+        logger: Any | None = None,
+        pool: EvalEnvPool | None = None,
+    ) -> None:
+        super().__init__()
+        self.spec = spec
+        self.member = member
+        self.logger = logger
+        self.config = (config or EvalConfig()).resolved(run_seed)
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.env_fn = env_fn
+        self.figures = figures
+        self.last_result: EvalResult | None = None
+        self.final_result: EvalResult | None = None
+        self.history: list[dict[str, Any]] = []
+        self._next_eval = self.config.every
+        self._last_eval_step = -1
+        self._final_done = False
+        self._pool: EvalEnvPool | None = pool
+        self._owns_pool = pool is None
+
+    @property
+    def state_key(self) -> str:
+        # one callback per population member: Lightning needs each stateful callback's key to be unique
+        return self._generate_state_key(member=self.member)
+
+    # -- state (so a resumed run neither repeats nor skips an evaluation) --
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "next_eval": self._next_eval,
+            "last_eval_step": self._last_eval_step,
+            "final_done": self._final_done,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._next_eval = int(state_dict["next_eval"])
+        self._last_eval_step = int(state_dict["last_eval_step"])
+        self._final_done = bool(state_dict.get("final_done", False))
+
+    @property
+    def csv_path(self) -> Path | None:
+        return None if self.run_dir is None else self.run_dir / "eval.csv"
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self.run_dir is None:
+            self.run_dir = Path(trainer.log_dir or trainer.default_root_dir)
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # After every on_fit_start (a resume restores _next_eval there): the agent ends a batch at that step.
+        self._schedule(pl_module)
+
+    def _schedule(self, pl_module: LightningModule) -> None:
+        pause_at = getattr(pl_module, "pause_at", None)
+        if pause_at is not None:
+            pause_at(self._next_eval)
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        if pl_module.env_step_count >= self._next_eval:
+            self.evaluate(trainer, pl_module)
+            self._schedule(pl_module)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.evaluate_final(trainer, pl_module)
+
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self._pool is not None:
+            self._pool.close()  # idempotent: a shared pool is closed by every member's callback alike
+            if self._owns_pool:
+                self._pool = None
+
+    def _rollout(self, pl_module: LightningModule, cfg: EvalConfig) -> EvalResult:
+        if self._pool is None:
+            self._pool = EvalEnvPool(self.spec, env_fn=self.env_fn, num_workers=cfg.num_workers)
+        return evaluate_agent(pl_module, self.spec, cfg, pool=self._pool, member=self.member)
+
+    def evaluate(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
+        """Run one periodic evaluation now, record it and return it."""
+        cfg = self.config
+        env_steps = pl_module.env_step_count
+        result = self._rollout(pl_module, cfg)
+        self.last_result = result
+        self._last_eval_step = env_steps
+        self._next_eval = (env_steps // cfg.every + 1) * cfg.every
+        self._record(trainer, result, env_steps, final=False)
+        return result
+
+    def evaluate_final(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
+        """The end-of-run evaluation with ``config.final``; recorded once per run (a resumed run whose final
+        row is already written recomputes the result, for ``front.csv``, without recording it again)."""
+        cfg = self.config
+        env_steps = pl_module.env_step_count
+        reusable = (
+            cfg.final_equals_periodic() and self.last_result is not None and self._last_eval_step == env_steps
+        )
+        result = self.last_result if reusable else self._rollout(pl_module, cfg.final_protocol())
+        assert result is not None
+        self.final_result = self.last_result = result
+        if not self._final_done:
+            self._last_eval_step = env_steps
+            self._final_done = True
+            self._record(trainer, result, env_steps, final=True)
+        return result
+
+    def _record(self, trainer: Trainer, result: EvalResult, env_steps: int, *, final: bool) -> None:
+        record = eval_row(result, self.spec.objective_names, env_steps, final=final)
+        self.history.append(record)
+        if trainer.is_global_zero:
+            if self.csv_path is not None:
+                append_csv(self.csv_path, record)
+            self._log(trainer, result, env_steps, prefix="eval_final" if final else "eval")
+
+    def _log(self, trainer: Trainer, result: EvalResult, env_steps: int, prefix: str = "eval") -> None:
+        metrics = {
+            f"{prefix}/hv": result.hv,
+            f"{prefix}/eum": result.eum,
+            f"{prefix}/vo": result.vo,
+            f"{prefix}/cardinality": float(result.cardinality),
+            "time/eval_s" if prefix == "eval" else f"time/{prefix}_s": result.wall_time,
+        }
+        if result.equivariance_error is not None:
+            metrics[f"{prefix}/equivariance_error"] = result.equivariance_error
+        metrics = {k: v for k, v in metrics.items() if not math.isnan(v)}
+        for logger in [self.logger] if self.logger is not None else trainer.loggers:
+            logger.log_metrics(metrics, step=env_steps)
+            experiment = getattr(logger, "experiment", None)
+            if self.figures and hasattr(experiment, "add_figure"):
+                fig = front_figure(result, self.spec.objective_names, title=f"{env_steps} env steps")
+                experiment.add_figure(f"{prefix}/front", fig, global_step=env_steps, close=True)

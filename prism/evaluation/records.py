@@ -1,0 +1,82 @@
+"""``eval.csv``: the row of one evaluation, appending rows, and dropping rows newer than a checkpoint.
+
+A row has no wall time: the same config and seed must give a byte-identical file (the time goes to
+TensorBoard as ``time/eval_s``).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prism.evaluation.result import EvalResult
+
+__all__ = ["append_csv", "eval_row", "truncate_eval_csv"]
+
+
+def eval_row(
+    result: EvalResult, objective_names: Sequence[str], env_steps: int, final: bool | None = None
+) -> dict[str, float | int | str]:
+    """A flat record for ``eval.csv``: ``env_steps, hv, eum, vo, cardinality``, then per-objective mean
+    returns over all policies (discounted, then undiscounted), the mean episode length, the equivariance
+    error (empty when not measured) and, when ``final`` is given, a ``final`` column (1 on the end-of-run
+    evaluation, 0 on periodic ones)."""
+    record: dict[str, float | int | str] = {
+        "env_steps": int(env_steps),
+        "hv": result.hv,
+        "eum": result.eum,
+        "vo": result.vo,
+        "cardinality": result.cardinality,
+    }
+    for i, name in enumerate(objective_names):
+        record[f"return_{name}"] = float(result.mean[:, i].mean())
+    for i, name in enumerate(objective_names):
+        record[f"undiscounted_return_{name}"] = float(result.undiscounted_mean[:, i].mean())
+    record["mean_episode_length"] = float(result.lengths.mean())
+    record["equivariance_error"] = "" if result.equivariance_error is None else result.equivariance_error
+    if final is not None:
+        record["final"] = int(final)
+    return record
+
+
+def append_csv(path: Path, record: dict[str, Any]) -> None:
+    """Append ``record`` to a CSV file, writing the header if the file is new (existing header wins)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = list(record)
+    exists = path.is_file() and path.stat().st_size > 0
+    if exists:
+        with path.open(newline="") as fh:
+            header = next(csv.reader(fh), header)
+    with path.open("a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header, restval="", extrasaction="ignore")
+        if not exists:
+            writer.writeheader()
+        writer.writerow(record)
+
+
+def truncate_eval_csv(path: Path, last_step: int, keep_final: bool = False) -> None:
+    """Drop rows evaluated after ``last_step`` (a resumed run recomputes them identically), and the final
+    row unless ``keep_final`` (the checkpoint says the final evaluation was already recorded)."""
+    if not path.is_file():
+        return
+    with path.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        return
+    header, body = rows[0], rows[1:]
+    column = header.index("env_steps")
+    final = header.index("final") if "final" in header else None
+    kept = [
+        row
+        for row in body
+        if int(row[column]) <= last_step and (keep_final or final is None or row[final] != "1")
+    ]
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(kept)
+    os.replace(tmp, path)
