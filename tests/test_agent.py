@@ -194,7 +194,8 @@ class _PolyakRecorder(L.Callback):
 
 def test_polyak_update_is_exactly_one_minus_tau_target_plus_tau_online_after_the_critic_step():
     tau = 0.3  # large, so that mixing in the wrong online weights or the wrong τ is far outside the tolerance
-    cfg = AgentConfig(learning_starts=10, tau=tau, **SMALL)
+    # one (env step, update) per batch: the recorder snapshots the critics around every single update
+    cfg = AgentConfig(learning_starts=10, tau=tau, steps_per_batch=1, **SMALL)
     module = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=16)
     recorder = _PolyakRecorder()
     _trainer(callbacks=[recorder]).fit(module)
