@@ -72,7 +72,9 @@ def main() -> None:
     parser.add_argument("--env", default="mo-hopper-v5")
     parser.add_argument("--steps", type=int, default=None, help="timed env steps per member")
     parser.add_argument("--block", type=int, default=None, help="env steps per alternation block")
-    parser.add_argument("--steps-per-batch", type=int, default=1, help="agent.steps_per_batch for both sides")
+    parser.add_argument(
+        "--steps-per-batch", type=int, default=None, help="agent.steps_per_batch for both sides (default: config's)"
+    )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     import logging
@@ -91,8 +93,8 @@ def main() -> None:
         learning_starts=learning_starts,
         buffer_size=100_000,
         log_every=10**9,
-        steps_per_batch=args.steps_per_batch,
         device=args.device,
+        **({} if args.steps_per_batch is None else {"steps_per_batch": args.steps_per_batch}),
     )
     seeds = list(range(args.seeds))
 
@@ -122,7 +124,7 @@ def main() -> None:
     solo_rate = args.seeds * steps / timed["solo"]
     print(
         f"device={args.device} threads={args.threads} S={args.seeds} env={args.env} steps/member={steps} "
-        f"steps_per_batch={args.steps_per_batch} torch={torch.__version__}"
+        f"steps_per_batch={config.steps_per_batch} torch={torch.__version__}"
     )
     print(f"population_env_steps_per_s: {pop_rate:.1f}")
     print(f"solo_env_steps_per_s: {solo_rate:.1f}")
