@@ -8,8 +8,8 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from prism.data.features import dense_channels
 from prism.data.segments import SegmentStore
-from prism.reward.features import dense_channels
 
 Policy = Callable[[np.ndarray], np.ndarray]
 

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from prism.data.collect import uniform_random_policy
+from prism.data.features import build_features
 from prism.envs import EnvSpec, make_env
-from prism.reward.features import build_features
 
 
 def shaped_vs_true_figure(model, spec: EnvSpec, sparse_channel: int, policy=None, seed: int = 0):
