@@ -21,6 +21,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from prism._warnings import silence_library_noise
+
 USAGE_ERROR = 2
 NON_FINITE = 3
 INTERRUPTED = 130
@@ -60,17 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _silence_library_noise() -> None:
-    """Deprecation chatter from dependencies is not the user's problem (and would break one-line errors)."""
-    import warnings
-
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    _silence_library_noise()
+    # Deprecation chatter from dependencies is not the user's problem (and would break one-line errors).
+    silence_library_noise(deprecations=True)
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:

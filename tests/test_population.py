@@ -13,7 +13,7 @@ from prism.agents.capql import CAPQLModule, capql_update
 from prism.agents.config import AgentConfig
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs import make_env
-from prism.envs.toy import TOY_SPEC
+from prism.envs.registry import TOY_SPEC
 
 SMALL = dict(actor_hidden=[32, 32], critic_hidden=[32, 32], batch_size=16, buffer_size=500)
 SEEDS = (3, 7)

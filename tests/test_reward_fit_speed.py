@@ -12,11 +12,13 @@ import pytest
 import torch
 
 from prism.config import ConfigError, load_config
-from prism.data.datamodule import MemberBatch, TrajectorySumDataModule
+from prism.data.datamodule import MemberBatch, TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
+from prism.reward.batched import onednn_linear_available
 from prism.reward.config import RewardConfig
-from prism.reward.module import RewardModelModule, fit_reward_model, member_seeds, shuffle_seeds
-from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble, onednn_linear_available
+from prism.reward.module import fit_reward_model, member_seeds
+from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
+from prism.reward.training import RewardModelModule
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -51,7 +53,7 @@ def _fit_module(
         batch_size=cfg.batch_size,
         seed=0,
         n_members=k,
-        shuffle_seeds=shuffle_seeds(0, k),
+        shuffle_seeds=member_shuffle_seeds(0, k),
         ragged=ragged,
     )
     dm.setup()

@@ -9,18 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from prism.data.datamodule import TrajectorySumDataModule
+from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
 from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
-from prism.reward.module import (
-    RewardModelModule,
-    clip_per_member_,
-    fit_reward_model,
-    member_seeds,
-    shuffle_seeds,
-)
+from prism.reward.module import fit_reward_model, member_seeds
 from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+from prism.reward.training import RewardModelModule, clip_per_member_
 
 
 def _store(n_seg: int = 80, seed: int = 0, dense: bool = True) -> SegmentStore:
@@ -232,7 +227,7 @@ def test_batched_member_equals_member_trained_alone():
         ).fit(module, datamodule=dm)  # fmt: skip
         return module
 
-    seeds, shuffles = member_seeds(0, 2), shuffle_seeds(0, 2)
+    seeds, shuffles = member_seeds(0, 2), member_shuffle_seeds(0, 2)
     both = run(cfg2, seeds, shuffles)
     for k in range(2):
         alone = run(cfg1, [seeds[k]], [shuffles[k]])

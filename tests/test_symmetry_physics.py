@@ -1,4 +1,4 @@
-"""The paper's reflection tables (``prism/envs/spec.py``) checked against the MuJoCo simulator itself.
+"""The paper's reflection tables (``prism/envs/registry.py``) checked against the MuJoCo simulator itself.
 
 ``tests/test_envs.py`` only checks the tables against their own constants. Here the physics is the judge:
 a map ``(M, K)`` on states and actions is a symmetry of the simulator when stepping the mirrored state ``M s``

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from prism.agents.networks import VectorCriticEnsemble, sample_tanh_gaussian
-from prism.agents.symmetry import reflect_act, reflect_obs
+from prism.agents.symmetry import reflect_act, with_reflected
 from prism.data.replay import ReplayBatch
 
 
@@ -137,17 +137,15 @@ def capql_actor_loss(
 ) -> ActorLoss:
     """Actor loss of one update, plus ``λ·L_eq`` when ``symreg_lambda > 0``.
 
-    With SymReg on, the actor runs once on ``cat([s, L s])`` (along the batch dimension) so both branches
-    share one forward pass. ``batch`` fields are ``[S, B, ...]`` or ``[B, ...]``; ``generator`` draws ã's noise.
+    With SymReg on, the actor runs once on ``cat([s, L s])`` (:func:`~prism.agents.symmetry.with_reflected`)
+    so both branches share one forward pass. ``batch`` fields are ``[S, B, ...]`` or ``[B, ...]``; ``generator`` draws ã's noise.
     """
     obs, weight = batch.obs, batch.weight
     n = obs.shape[-2]
     if symreg_lambda > 0.0:
         if obs_sign is None or act_sign is None:
             raise ValueError("capql_actor_loss: SymReg needs obs_sign and act_sign")
-        mean_all, log_std_all = actor(
-            torch.cat([obs, reflect_obs(obs, obs_sign)], dim=-2), torch.cat([weight, weight], dim=-2)
-        )
+        mean_all, log_std_all = actor(*with_reflected(obs, weight, obs_sign))
         mean, log_std = mean_all[..., :n, :], log_std_all[..., :n, :]
         sym = symreg_loss(mean, log_std, mean_all[..., n:, :], log_std_all[..., n:, :], act_sign)
         sym_per_member = sym.mean_term + sym.log_std_term

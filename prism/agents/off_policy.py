@@ -11,7 +11,8 @@ optimisers, ``act`` and ``update``:
 - the Lightning plumbing: an infinite dummy loader paces training; each batch runs up to
   ``steps_per_batch`` (env step, update) iterations — fewer when a callback asked to see a step
   (:meth:`pause_at`) or the target is reached — so Lightning's per-batch cost is paid once per batch;
-- runtime state for checkpoints.
+- runtime state for checkpoints (:class:`~prism.agents.runtime_state.RuntimeStateMixin`) and the logging
+  window with its NaN/inf checks (:class:`~prism.agents.log_window.LogWindowMixin`).
 
 Randomness, per member s with seed ``seeds[s]`` (streams from :func:`prism.seeding.derive_seed`): the env's
 resets, the random actions before ``learning_starts``, the release draws of its sparse wrapper (built by the
@@ -38,10 +39,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from prism.agents.log_window import LogWindowMixin
 from prism.agents.preferences import cone_weights
+from prism.agents.runtime_state import RuntimeStateMixin
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
-from prism.errors import NonFiniteError, first_non_finite
+from prism.errors import NonFiniteError
 from prism.reward.shaping import PassThroughShaper, RewardShaper
 from prism.seeding import derive_seed, population_seed
 
@@ -59,7 +62,7 @@ class _Forever(IterableDataset):
             yield 0
 
 
-class OffPolicyAgent(L.LightningModule):
+class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
     """Base of off-policy population agents (see the module docstring). Subclasses implement
     ``configure_optimizers``, :meth:`act`, :meth:`act_member`, :meth:`policy_mean_member` and :meth:`update`,
     and name their logged training terms in ``train_keys``.
@@ -385,128 +388,6 @@ class OffPolicyAgent(L.LightningModule):
         assert self.buffer is not None
         batch = self.buffer.sample_members(self.batch_size, self._replay_generators)
         return batch if self.relabel_fn is None else self.relabel_fn(batch)
-
-    def _update_and_accumulate(self) -> None:
-        terms = self.update(self.sample_batch())
-        self._train_sums.add_(terms)
-        self._updates_in_window += 1
-        self._n_updates += 1
-
-    # ---- checkpointing of the runtime state ------------------------------------------------------------
-    def runtime_state(self) -> dict[str, Any]:
-        from prism.envs.state import get_env_state
-
-        assert self.buffer is not None and self.envs and self._update_generator is not None
-        return {
-            "replay": self.buffer.state_dict(),
-            "envs": [get_env_state(env) for env in self.envs],
-            "obs": torch.as_tensor(self._obs),
-            "preference_generators": [g.get_state() for g in self._pref_generators],
-            "replay_generators": [g.get_state() for g in self._replay_generators],
-            "update_generator": self._update_generator.get_state(),
-            "weights": None if self._weights_t is None else self._weights_t.detach().cpu(),
-            "weight_cursor": self._weight_cursor,
-            "episode_return": torch.from_numpy(self._episode_return.copy()),
-            "episode_length": torch.from_numpy(self._episode_length.copy()),
-            "n_updates": self._n_updates,
-        }
-
-    def load_runtime_state(self, state: dict[str, Any]) -> None:
-        from prism.envs.state import set_env_state
-
-        assert self.envs
-        self._ensure_buffer()
-        self._ensure_generators()
-        self.buffer.load_state_dict(state["replay"])
-        for m, env in enumerate(self.envs):
-            env.reset(
-                seed=derive_seed(self.seeds[m], "env")
-            )  # a reset first, so every wrapper is initialised
-            set_env_state(env, state["envs"][m])
-        self._obs = state["obs"].numpy().copy()
-        for g, s in zip(self._pref_generators, state["preference_generators"]):
-            g.set_state(s)
-        for g, s in zip(self._replay_generators, state["replay_generators"]):
-            g.set_state(s)
-        self._update_generator.set_state(state["update_generator"])
-        if state["weights"] is not None:
-            self._weights_t = state["weights"].to(self.device)
-            self._weights_np = self._weights_t.cpu().numpy()
-        self._weight_cursor = int(state["weight_cursor"])
-        self._episode_return = state["episode_return"].numpy().copy()
-        self._episode_length = state["episode_length"].numpy().copy()
-        self._n_updates = int(state["n_updates"])
-
-    # ---- non-finite values ----------------------------------------------------------------------------
-    def _non_finite_train_term(self) -> tuple[str, float] | None:
-        """The first NaN/inf training term (any member) accumulated since the last flush (one host sync)."""
-        if self._train_sums is None or self._updates_in_window == 0:
-            return None
-        sums = self._train_sums.tolist()
-        return first_non_finite((key, row[i]) for row in sums for i, key in enumerate(self.train_keys))
-
-    def _root_cause(self, err: NonFiniteError) -> NonFiniteError:
-        """A NaN action or shaped reward usually comes from a loss that went NaN earlier in the window:
-        name that loss instead when there is one (only on this error path, so no sync per step)."""
-        bad = self._non_finite_train_term()
-        return err if bad is None else NonFiniteError(*bad, env_step=self._steps)
-
-    def check_finite(self) -> None:
-        """Raise :class:`~prism.errors.NonFiniteError` if a training term of the current log window or a
-        parameter is NaN/inf (one host sync: the checkpointer calls it before every save)."""
-        bad = self._non_finite_train_term()
-        if bad is None:
-            params = list(self.named_parameters())
-            finite = torch.stack([torch.isfinite(p).all() for _, p in params]).tolist() if params else []
-            for (name, p), ok in zip(params, finite):
-                if not ok:
-                    bad = f"param/{name}", float(p.detach()[~torch.isfinite(p.detach())][0])
-                    break
-        if bad is not None:
-            raise NonFiniteError(*bad, env_step=self._steps)
-
-    # ---- logging --------------------------------------------------------------------------------------
-    def _loggers(self) -> list[Any | None]:
-        if self.member_loggers is not None:
-            return list(self.member_loggers)
-        return [self.logger] * self.members
-
-    def _flush_logs(self) -> None:
-        """Write the window's averages per member against env steps (one host sync per ``log_every``)."""
-        if self._window_start is None:
-            return
-        start_time, start_steps = self._window_start
-        now = time.perf_counter()
-        elapsed = max(now - start_time, 1e-9)
-        means = None
-        if self._updates_in_window > 0 and self._train_sums is not None:
-            means = (self._train_sums / self._updates_in_window).tolist()
-            bad = first_non_finite((key, row[i]) for row in means for i, key in enumerate(self.train_keys))
-            if bad is not None:  # stop here: the last checkpoint on disk predates the bad update
-                raise NonFiniteError(*bad, env_step=self._steps)
-            self._train_sums.zero_()
-        for m, logger in enumerate(self._loggers()):
-            metrics: dict[str, float] = {}
-            if means is not None:
-                metrics.update(zip(self.train_keys, means[m]))
-            if self._finished[m]:
-                returns = np.mean([r for r, _ in self._finished[m]], axis=0)
-                for name, value in zip(self.spec.objective_names, returns):
-                    metrics[f"rollout/return_{name}"] = float(value)
-                metrics["rollout/episode_length"] = float(np.mean([n for _, n in self._finished[m]]))
-                metrics["rollout/episodes"] = float(len(self._finished[m]))
-                self._finished[m].clear()
-            if self._steps > start_steps:
-                # Per member and in aggregate: S members each take one env step per clock tick.
-                metrics["time/env_steps_per_s"] = (self._steps - start_steps) / elapsed
-                metrics["time/population_env_steps_per_s"] = (
-                    self.members * (self._steps - start_steps) / elapsed
-                )
-                metrics["time/updates_per_s"] = self._updates_in_window / elapsed
-            if metrics and logger is not None:
-                logger.log_metrics(metrics, step=self._steps)
-        self._updates_in_window = 0
-        self._window_start = (now, self._steps)
 
 
 def _sync_env_steps(module: torch.nn.Module, incompatible_keys: Any) -> None:

@@ -42,6 +42,14 @@ def reflect_act(action: torch.Tensor, act_sign: torch.Tensor) -> torch.Tensor:
     return action * act_sign
 
 
+def with_reflected(
+    obs: torch.Tensor, weight: torch.Tensor, obs_sign: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cat([s, L s]), cat([w, w]))`` along the batch dimension (``-2``), so one forward pass runs both
+    branches: rows ``[..., :B, :]`` of the output belong to ``s``, rows ``[..., B:, :]`` to ``L s``."""
+    return torch.cat([obs, reflect_obs(obs, obs_sign)], dim=-2), torch.cat([weight, weight], dim=-2)
+
+
 class OrbitAveragedActor(nn.Module):
     """Exactly equivariant wrapper of a (mean, log-std) actor: the orbit average over {1, g} (paper §4).
 
@@ -61,11 +69,7 @@ class OrbitAveragedActor(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         # [..., B, d]: the reflected copies are appended along the batch dimension (members untouched).
         n = obs.shape[-2]
-        mean, log_std = self.base(
-            torch.cat([obs, reflect_obs(obs, self.obs_sign)], dim=-2),
-            torch.cat([weight, weight], dim=-2),
-            member=member,
-        )
+        mean, log_std = self.base(*with_reflected(obs, weight, self.obs_sign), member=member)
         mean_eq = 0.5 * (mean[..., :n, :] + reflect_act(mean[..., n:, :], self.act_sign))
         log_std_eq = 0.5 * (log_std[..., :n, :] + log_std[..., n:, :])
         return mean_eq, log_std_eq
@@ -87,7 +91,7 @@ def per_state_equivariance_error(
     batch. Stays on the device (no host sync), so a caller can accumulate sums over many batches.
     """
     n = obs.shape[-2]
-    both = mean_fn(torch.cat([obs, reflect_obs(obs, obs_sign)], dim=-2), torch.cat([weight, weight], dim=-2))
+    both = mean_fn(*with_reflected(obs, weight, obs_sign))
     return (both[..., n:, :] - reflect_act(both[..., :n, :], act_sign)).abs().sum(dim=-1)
 
 

@@ -8,8 +8,8 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from prism.data.features import dense_channels
 from prism.data.segments import SegmentStore
-from prism.reward.features import dense_channels
 
 Policy = Callable[[np.ndarray], np.ndarray]
 
@@ -36,6 +36,36 @@ def uniform_random_policy(action_space: gym.spaces.Box, seed: int | None = None)
     return act
 
 
+class Episode(NamedTuple):
+    """One episode through the sparse-reward wrapper, one row per step."""
+
+    obs: np.ndarray  # [T, obs_dim] float32 observation before the step
+    action: np.ndarray  # [T, act_dim] float32 action sent
+    true_reward: np.ndarray  # [T, L] float32 ``info["true_reward"]`` (every channel dense)
+    emitted: np.ndarray  # [T, L] reward vector the wrapper emitted
+    released: np.ndarray  # [T, L] bool ``info["released"]``
+
+
+def run_episode(env: gym.Env, policy: Policy, seed: int | None = None) -> Episode:
+    """Reset ``env`` (with ``seed``) and step ``policy`` until the episode terminates or is truncated.
+
+    ``env`` must be a :class:`~prism.envs.SparseRewardWrapper` (or expose the same ``info`` keys)."""
+    obs, _ = env.reset(seed=seed)
+    obs_l, act_l, true_l, emit_l, rel_l = [], [], [], [], []
+    done = False
+    while not done:
+        action = np.asarray(policy(obs), dtype=np.float32)
+        next_obs, emitted, terminated, truncated, info = env.step(action)
+        obs_l.append(np.asarray(obs, dtype=np.float32))
+        act_l.append(action)
+        true_l.append(np.asarray(info["true_reward"], dtype=np.float32))
+        emit_l.append(np.asarray(emitted))
+        rel_l.append(np.asarray(info["released"], dtype=bool))
+        obs = next_obs
+        done = bool(terminated or truncated)
+    return Episode(np.stack(obs_l), np.stack(act_l), np.stack(true_l), np.stack(emit_l), np.stack(rel_l))
+
+
 def collect_episodes(
     env: gym.Env,
     policy: Policy,
@@ -58,35 +88,20 @@ def collect_episodes(
         )
     returns = []
     steps = segments = 0
-    dense_idx: list[int] | None = None
     for episode in range(n_episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)
-        obs_l, act_l, dense_l, rel_l, emit_l, true_l = [], [], [], [], [], []
-        ret = None
-        done = False
-        while not done:
-            action = np.asarray(policy(obs), dtype=np.float32)
-            next_obs, emitted, terminated, truncated, info = env.step(action)
-            true_reward = np.asarray(info["true_reward"], dtype=np.float32)
-            if dense_idx is None:
-                dense_idx = dense_channels(true_reward.shape[0], sparse_channel)
-            obs_l.append(np.asarray(obs, dtype=np.float32))
-            act_l.append(action)
-            dense_l.append(true_reward[dense_idx])
-            rel_l.append(bool(info["released"][sparse_channel]))
-            emit_l.append(float(emitted[sparse_channel]))
-            true_l.append(float(true_reward[sparse_channel]))
-            ret = true_reward.astype(np.float64) if ret is None else ret + true_reward
-            obs = next_obs
-            done = bool(terminated or truncated)
-        parts = [np.stack(obs_l), np.stack(act_l)]
+        ep = run_episode(env, policy, seed=seed if episode == 0 else None)
+        parts = [ep.obs, ep.action]
         if use_dense_features:
-            parts.append(np.stack(dense_l))
+            parts.append(ep.true_reward[:, dense_channels(ep.true_reward.shape[1], sparse_channel)])
         segments += store.add_episode(
-            np.concatenate(parts, axis=1), np.array(rel_l), np.array(emit_l), np.array(true_l)
+            np.concatenate(parts, axis=1),
+            ep.released[:, sparse_channel],
+            ep.emitted[:, sparse_channel].astype(np.float64),
+            ep.true_reward[:, sparse_channel].astype(np.float64),
         )
-        steps += len(obs_l)
-        returns.append(ret)
+        steps += ep.obs.shape[0]
+        # A running float64 sum, step by step (cumsum is sequential, so the value does not depend on T's size).
+        returns.append(np.cumsum(ep.true_reward.astype(np.float64), axis=0)[-1])
     mean_ret = np.mean(np.stack(returns), axis=0) if returns else np.zeros(0)
     return CollectStats(
         episodes=n_episodes,

@@ -23,8 +23,14 @@ import lightning as L
 import torch
 from torch import Tensor
 
+from prism.data.features import standardisation_stats
 from prism.data.segments import SegmentStore
-from prism.reward.resymnet import standardisation_stats
+
+
+def member_shuffle_seeds(seed: int, n_members: int) -> list[int]:
+    """Shuffle-order seed of each ensemble member, derived from the split seed (distinct from the members'
+    initialisation seeds, :func:`prism.reward.module.member_seeds`)."""
+    return [int(seed) * 7919 + 104_729 * (k + 1) for k in range(n_members)]
 
 
 class SegmentBatch(NamedTuple):
@@ -171,11 +177,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         self.val_fraction = float(val_fraction)
         self.seed = int(seed)
         self.n_members = int(n_members)
-        seeds = (
-            [self.seed * 7919 + 104729 * (k + 1) for k in range(n_members)]
-            if shuffle_seeds is None
-            else shuffle_seeds
-        )
+        seeds = member_shuffle_seeds(self.seed, n_members) if shuffle_seeds is None else shuffle_seeds
         if len(seeds) != n_members:
             raise ValueError(f"shuffle_seeds: expected {n_members} seeds, got {len(seeds)}")
         self.shuffle_seeds = [int(s) for s in seeds]

@@ -9,24 +9,25 @@ An env may have **no** symmetry table: its three index fields are ``None`` and
 :attr:`EnvSpec.has_symmetry` is False. That is never the same as an identity reflection: asking such a spec
 for L_g or K_g is an error, and so is a positive SymReg λ, so SymReg can never silently be a zero term.
 
-Where a run's spec comes from (:func:`resolve_env_spec`):
+Where a run's spec comes from (:func:`prism.envs.derive.resolve_env_spec`):
 
-1. the registry (the paper's four MuJoCo tasks and the toy env), or else
-2. :func:`derive_env_spec`: any gymnasium / mo-gymnasium id whose env has a rank-1 Box observation space,
-   a bounded Box action space and a ``reward_space`` — sizes, objectives and time limit are read off the
-   env; sparse channel 0, λ = 0, HV reference point −100 per objective, no symmetry;
+1. the registry (:mod:`prism.envs.registry`: the paper's four MuJoCo tasks and the toy env), or else
+2. :func:`~prism.envs.derive.derive_env_spec`: any gymnasium / mo-gymnasium id whose env has a rank-1 Box
+   observation space, a bounded Box action space and a ``reward_space`` — sizes, objectives and time limit
+   are read off the env; sparse channel 0, λ = 0, HV reference point −100 per objective, no symmetry;
 3. then the fields of a user's ``env.spec`` mapping replace those of that base spec one by one (so a
    partial mapping, e.g. just the symmetry table and λ, is enough for an env prism does not ship).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+
+from prism.envs import toy  # noqa: F401  (registers the toy env's gymnasium id, which make may build)
 
 DEFAULT_REF_VALUE = -100.0
 """Per-objective HV reference value of a spec that gives none (the paper's value for the MuJoCo tasks)."""
@@ -89,7 +90,10 @@ class EnvSpec:
         if self.ref_point is None:
             object.__setattr__(self, "ref_point", (DEFAULT_REF_VALUE,) * len(self.objective_names))
         if self.symmetric_obs is not None and self.asymmetric_obs is None:
-            object.__setattr__(self, "asymmetric_obs", _complement(self.symmetric_obs, self.obs_dim))
+            symmetric = set(self.symmetric_obs)
+            object.__setattr__(
+                self, "asymmetric_obs", tuple(i for i in range(self.obs_dim) if i not in symmetric)
+            )
         object.__setattr__(self, "make_kwargs", dict(self.make_kwargs))
         self.validate()
 
@@ -279,8 +283,6 @@ def _make_raw(env_id: str, kwargs: Mapping[str, Any]):
     import gymnasium as gym
     import mo_gymnasium as mo_gym
 
-    from prism.envs import toy  # noqa: F401  (registers the toy env id)
-
     if env_id.startswith("mo-"):
         return mo_gym.make(env_id, **kwargs)
     return gym.make(env_id, **{"disable_env_checker": True, **kwargs})
@@ -302,240 +304,3 @@ def _unit_actions(env, env_id: str):
     if np.array_equal(low, -np.ones_like(low)) and np.array_equal(high, np.ones_like(high)):
         return env
     return gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))
-
-
-def _is_known_gym_id(env_id: str) -> bool:
-    """Whether gymnasium (with mo-gymnasium's and prism's ids registered) knows ``env_id``; a
-    ``module:Env-v0`` id imports ``module`` first, as ``gymnasium.make`` does."""
-    import gymnasium as gym
-    import mo_gymnasium  # noqa: F401  (registers the mo- ids)
-
-    from prism.envs import toy  # noqa: F401
-
-    module, _, name = env_id.rpartition(":")
-    try:
-        if module:
-            importlib.import_module(module)
-        gym.spec(name)
-    except (gym.error.Error, ModuleNotFoundError):
-        return False
-    return True
-
-
-def derive_env_spec(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -> EnvSpec:
-    """The spec of a gymnasium / mo-gymnasium env prism does not ship, read off the env itself.
-
-    The env is built once (with ``make_kwargs``) and must have a rank-1 Box observation space, a Box action
-    space with finite bounds (rescaled to [−1, 1] by :meth:`EnvSpec.make` when they differ) and a rank-1
-    ``reward_space`` on the unwrapped env; prism must also be able to save its state mid-episode
-    (:mod:`prism.envs.state`), since every run checkpoints. The derived spec has:
-
-    - ``obs_dim``, ``act_dim`` and the objective count from those spaces;
-    - ``objective_names`` from the unwrapped env's ``objective_names`` / ``reward_names`` attribute when it
-      has one of the right length, else ``objective_0``, ``objective_1``, …;
-    - ``sparse_channel`` 0, ``symreg_lambda`` 0 and **no** symmetry table (``has_symmetry`` False);
-    - ``ref_point`` −100 per objective (:data:`DEFAULT_REF_VALUE`; set ``env.spec.ref_point`` for an env
-      whose returns live on another scale);
-    - ``max_episode_steps`` from the env's registration, or :data:`DEFAULT_MAX_EPISODE_STEPS`.
-
-    Raises :class:`SpecError` (one line, starting with ``env.id``) when the id is unknown everywhere, the
-    env cannot be built, or a requirement above fails.
-    """
-    import gymnasium as gym
-
-    kwargs = dict(make_kwargs or {})
-    if not _is_known_gym_id(env_id):
-        raise SpecError(
-            f"env.id: unknown env {env_id!r}: neither a prism spec "
-            f"(registered: {', '.join(sorted(_REGISTRY))}) nor a gymnasium / mo-gymnasium id"
-        )
-    try:
-        env = _make_raw(env_id, kwargs)
-    except Exception as err:  # missing optional dependencies (box2d, …) and bad kwargs come in many types
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise SpecError(f"env.id: cannot build {env_id}: {first}") from None
-    try:
-        obs_space = env.observation_space
-        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-            raise SpecError(
-                f"env.id: {env_id} observes {obs_space}; prism needs a rank-1 Box observation space"
-            )
-        act_space = _unit_actions(env, env_id).action_space
-        if len(act_space.shape) != 1:
-            raise SpecError(f"env.id: {env_id} acts with {act_space}; prism needs a rank-1 Box action space")
-        reward_space = getattr(env.unwrapped, "reward_space", None)
-        if reward_space is None or len(getattr(reward_space, "shape", None) or ()) != 1:
-            raise SpecError(
-                f"env.id: {env_id} has no vector reward_space on its unwrapped env; prism needs a "
-                "multi-objective (mo-gymnasium style) env"
-            )
-        n_objectives = int(reward_space.shape[0])
-        names = _objective_names(env.unwrapped, n_objectives)
-        registered = env.spec.max_episode_steps if env.spec is not None else None
-        _check_state_capture(env, env_id)
-    finally:
-        env.close()
-    return EnvSpec(
-        id=env_id,
-        objective_names=names,
-        obs_dim=int(obs_space.shape[0]),
-        act_dim=int(act_space.shape[0]),
-        max_episode_steps=int(registered) if registered else DEFAULT_MAX_EPISODE_STEPS,
-        make_kwargs=kwargs,
-    )
-
-
-def _objective_names(base, n_objectives: int) -> tuple[str, ...]:
-    for attribute in ("objective_names", "reward_names"):
-        names = getattr(base, attribute, None)
-        if (
-            isinstance(names, Sequence)
-            and not isinstance(names, str)
-            and len(names) == n_objectives
-            and all(isinstance(name, str) and name for name in names)
-            and len(set(names)) == n_objectives
-        ):
-            return tuple(names)
-    return tuple(f"objective_{i}" for i in range(n_objectives))
-
-
-def _check_state_capture(env, env_id: str) -> None:
-    """Every run checkpoints the env mid-episode: refuse an env whose state prism cannot capture now,
-    not at the first checkpoint."""
-    from prism.envs.state import get_env_state
-
-    env.reset(seed=0)
-    try:
-        get_env_state(env)
-    except TypeError:
-        raise SpecError(
-            f"env.id: prism cannot save the state of {env_id} ({type(env.unwrapped).__name__}) for its "
-            "checkpoints; give the env prism_get_state / prism_set_state methods (see docs/custom_env.md)"
-        ) from None
-
-
-def resolve_env_spec(env_id: str, overrides: Mapping[str, Any] | None = None) -> EnvSpec:
-    """The spec of a run: the registered one, or one derived from the env (:func:`derive_env_spec`), with
-    the fields of ``overrides`` (a config's ``env.spec``) replacing the base spec's one by one.
-
-    ``overrides["make_kwargs"]`` is also used to build the env a spec is derived from. An id that is
-    neither registered nor known to gymnasium stays a one-line ``env.id: unknown env …`` error.
-    """
-    overrides = dict(overrides or {})
-    _check_known_fields(overrides)
-    if env_id in _REGISTRY:
-        base = _REGISTRY[env_id]
-    else:
-        base = derive_env_spec(env_id, overrides.get("make_kwargs"))
-    return base.with_fields(overrides) if overrides else base
-
-
-_REGISTRY: dict[str, EnvSpec] = {}
-
-
-def register_env_spec(spec: EnvSpec, *, overwrite: bool = False) -> EnvSpec:
-    """Add ``spec`` to the registry under ``spec.id``."""
-    if spec.id in _REGISTRY and not overwrite:
-        raise SpecError(f"env.id: a spec for {spec.id!r} is already registered")
-    _REGISTRY[spec.id] = spec
-    return spec
-
-
-def get_env_spec(env_id: str) -> EnvSpec:
-    """The registered spec for ``env_id``; an unknown id is a :class:`SpecError` listing the known ones."""
-    try:
-        return _REGISTRY[env_id]
-    except KeyError:
-        raise SpecError(
-            f"env.id: unknown env {env_id!r} (registered: {', '.join(sorted(_REGISTRY))})"
-        ) from None
-
-
-def registered_env_ids() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def _complement(indices: Sequence[int], size: int) -> tuple[int, ...]:
-    return tuple(i for i in range(size) if i not in set(indices))
-
-
-# ---- the paper's four MuJoCo tasks (SPEC §2 and the paper's appendix tables; λ from SPEC §7) ---------
-# Which parts of these tables are exact simulator symmetries and which are heuristic is checked against the
-# MuJoCo models in tests/test_symmetry_physics.py and written up in docs/symmetry.md. The values are the
-# paper's and stay as they are; the comments say what physics makes of them.
-
-# mo-hopper-v5, obs = qpos[1:] ++ qvel = (z, torso angle, thigh, leg, foot angles, vx, vz, torso spin,
-# thigh, leg, foot angular velocities). L_g negates the three joints' angles and velocities and keeps the torso.
-# HEURISTIC: not a simulator symmetry. Thigh and leg bend one way only ([-150°, 0]), so L_g maps legal states
-# outside the joint limits, and even with the limits off (and in flight) one step misses the mirrored next
-# state by ~0.7 of the step's size. No reflection of the x-z world keeps vx and gravity.
-register_env_spec(
-    EnvSpec(
-        id="mo-hopper-v5",
-        objective_names=("forward", "jump", "energy"),
-        obs_dim=11,
-        act_dim=3,
-        sparse_channel=0,
-        symmetric_obs=(2, 3, 4, 8, 9, 10),
-        asymmetric_obs=(0, 1, 5, 6, 7),
-        symmetric_act=(0, 1, 2),
-        ref_point=(-100.0, -100.0, -100.0),
-        symreg_lambda=0.01,
-    )
-)
-# mo-walker2d-v5, obs = qpos[1:] ++ qvel = (z, torso angle, right thigh/leg/foot, left thigh/leg/foot angles,
-# vx, vz, torso spin, right then left joint angular velocities). L_g negates all six joints, keeps the torso.
-# HEURISTIC, for the same reasons as the hopper (one-sided knee/thigh limits; ~0.7 of a step off in flight).
-# The walker's EXACT symmetry is the left/right leg swap (obs 2-4 <-> 5-7, 11-13 <-> 14-16, actions 0-2 <-> 3-5,
-# to round-off even through ground contacts), a permutation that this ±1 diagonal table cannot express.
-register_env_spec(
-    EnvSpec(
-        id="mo-walker2d-v5",
-        objective_names=("forward", "energy"),
-        obs_dim=17,
-        act_dim=6,
-        sparse_channel=0,
-        symmetric_obs=(2, 3, 4, 5, 6, 7, 11, 12, 13, 14, 15, 16),
-        asymmetric_obs=(0, 1, 8, 9, 10),
-        symmetric_act=tuple(range(6)),
-        ref_point=(-100.0, -100.0),
-        symreg_lambda=1.0,
-    )
-)
-# mo-halfcheetah-v5, obs = qpos[1:] ++ qvel = (z, torso angle, back thigh/shin/foot, front thigh/shin/foot
-# angles, vx, vz, torso spin, the six joint angular velocities). L_g negates all six joints, keeps the torso.
-# HEURISTIC: the front and back legs differ (geometry, gears, springs), four of the six joint ranges are not
-# symmetric about 0, and one step in flight misses the mirrored next state by ~0.2 of the step's size.
-register_env_spec(
-    EnvSpec(
-        id="mo-halfcheetah-v5",
-        objective_names=("forward", "energy"),
-        obs_dim=17,
-        act_dim=6,
-        sparse_channel=0,
-        symmetric_obs=(2, 3, 4, 5, 6, 7, 11, 12, 13, 14, 15, 16),
-        asymmetric_obs=(0, 1, 8, 9, 10),
-        symmetric_act=tuple(range(6)),
-        ref_point=(-100.0, -100.0),
-        symreg_lambda=0.01,
-    )
-)
-# mo-swimmer-v5, obs = qpos[2:] ++ qvel = (tip angle, rotor 1, rotor 2 angles, vx, vy, tip angular velocity,
-# rotor 1, rotor 2 angular velocities). The reflection y -> -y across the swimming direction is an EXACT
-# simulator symmetry (bit-for-bit, rewards included): it negates obs 0,1,2,4,5,6,7 and keeps obs 3 (vx).
-# The paper's L_g keeps obs 0 and 5 as well, so it is NOT a simulator symmetry: it is exact only at states with
-# zero tip angle and spin, and even there it gets the sign of the next tip angle and spin wrong.
-register_env_spec(
-    EnvSpec(
-        id="mo-swimmer-v5",
-        objective_names=("forward", "energy"),
-        obs_dim=8,
-        act_dim=2,
-        sparse_channel=0,
-        symmetric_obs=(1, 2, 4, 6, 7),
-        asymmetric_obs=(0, 3, 5),
-        symmetric_act=(0, 1),
-        ref_point=(-100.0, -100.0),
-        symreg_lambda=0.005,
-    )
-)

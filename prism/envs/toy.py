@@ -20,8 +20,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from prism.envs.spec import EnvSpec, register_env_spec
-
 TOY_ENV_ID = "prism/Toy-v0"
 
 
@@ -73,20 +71,3 @@ if TOY_ENV_ID not in gym.registry:
         disable_env_checker=True,  # vector rewards are fine for us, not for gymnasium's passive checker
         order_enforce=True,
     )
-
-TOY_SPEC = register_env_spec(
-    EnvSpec(
-        id=TOY_ENV_ID,
-        objective_names=("outward", "energy"),
-        obs_dim=6,
-        act_dim=2,
-        sparse_channel=0,
-        symmetric_obs=(2, 3, 4, 5),
-        asymmetric_obs=(0, 1),
-        symmetric_act=(0, 1),
-        ref_point=(-100.0, -100.0),
-        symreg_lambda=0.01,
-        max_episode_steps=200,
-    ),
-    overwrite=True,
-)

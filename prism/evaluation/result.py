@@ -12,8 +12,7 @@ Metrics (all maximised, :mod:`prism.metrics.functional`):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,7 +54,6 @@ class EvalResult:
     """Mean ‖μ(L_g s) − K_g μ(s)‖₁ over visited states, when a mean function was given."""
     wall_time: float = 0.0
     """Seconds the evaluation took (rollout + metrics)."""
-    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total_steps(self) -> int:

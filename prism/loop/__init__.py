@@ -1,4 +1,15 @@
-"""prism.loop: the training loop of a run; re-exports the evaluation API of :mod:`prism.evaluation`."""
+"""prism.loop: a whole ``prism fit`` / ``prism evaluate`` run, the layer above the agents, rewards and evaluation.
+
+- :mod:`~prism.loop.run`: build a run from its config, train it, resume it, evaluate a finished one;
+- :mod:`~prism.loop.phases`: the PRISM loop (collection, reward fits, shaping) as a callback on the agent's
+  Trainer;
+- :mod:`~prism.loop.checkpoint` / :mod:`~prism.loop.checkpoint_io`: whole-run checkpoints and their files;
+- :mod:`~prism.loop.outputs`, :mod:`~prism.loop.progress`, :mod:`~prism.loop.diagnostics`: a run's output
+  files, its progress bar, its TensorBoard figures.
+
+The evaluation protocol lives in :mod:`prism.evaluation`; its public names are re-exported here for the
+callers that import them from ``prism.loop``. Importing this package imports none of the submodules above.
+"""
 
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.config import EvalConfig, FinalEvalConfig

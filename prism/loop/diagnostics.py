@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from prism.data.collect import uniform_random_policy
+from prism.data.collect import run_episode, uniform_random_policy
+from prism.data.features import build_features
 from prism.envs import EnvSpec, make_env
-from prism.reward.features import build_features
 
 
 def shaped_vs_true_figure(model, spec: EnvSpec, sparse_channel: int, policy=None, seed: int = 0):
@@ -20,20 +19,11 @@ def shaped_vs_true_figure(model, spec: EnvSpec, sparse_channel: int, policy=None
     env = make_env(spec, sparse_channel=sparse_channel, p_rel=0.0, seed=seed)
     if policy is None:
         policy = uniform_random_policy(env.action_space, seed=seed)
-    obs, _ = env.reset(seed=seed)
-    obs_l, act_l, rew_l, true_l = [], [], [], []
-    done = False
-    while not done:
-        action = np.asarray(policy(obs), dtype=np.float32)
-        next_obs, _, terminated, truncated, info = env.step(action)
-        obs_l.append(obs)
-        act_l.append(action)
-        rew_l.append(info["true_reward"])
-        true_l.append(float(info["true_reward"][sparse_channel]))
-        obs, done = next_obs, terminated or truncated
+    episode = run_episode(env, policy, seed=seed)
     features = build_features(
-        np.asarray(obs_l), np.asarray(act_l), np.asarray(rew_l), sparse_channel, model.use_dense_features
+        episode.obs, episode.action, episode.true_reward, sparse_channel, model.use_dense_features
     )
+    true_l = episode.true_reward[:, sparse_channel]
     with torch.no_grad():
         predicted = model.predict(features).cpu().numpy()
     figure, axis = plt.subplots(figsize=(7, 3.2))

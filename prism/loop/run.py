@@ -13,10 +13,8 @@ front.csv, summary.json, TensorBoard events).
 from __future__ import annotations
 
 import dataclasses
-import logging
 import shutil
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from prism._warnings import silence_library_noise
 from prism.config import (
     ConfigError,
     RunConfig,
@@ -247,11 +246,7 @@ def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
 
 
 def _quiet() -> None:
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=".*IterableDataset.*__len__.*")
-    warnings.filterwarnings("ignore", message=".*Trying to infer the `batch_size`.*")
+    silence_library_noise()
 
 
 def fit_run(

@@ -2,9 +2,9 @@
 
 from functools import partial
 
+from prism.data.features import build_features, dense_channels, feature_dim
 from prism.registry import REWARDS
 from prism.reward.config import REWARD_NAMES, RewardConfig
-from prism.reward.features import build_features, dense_channels, feature_dim
 from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
 from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
 from prism.reward.shaping import (

@@ -22,6 +22,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import torch
 
+from prism.data.features import build_features, feature_dim, write_features
 from prism.errors import NonFiniteError
 
 
@@ -83,7 +84,6 @@ class ResymnetShaper:
     def __init__(self, model, sparse_channel: int):
         self.sparse_channel = int(sparse_channel)
         self._buf: torch.Tensor | None = None
-        self._dense_idx: np.ndarray | None = None
         self.model = model
 
     @property
@@ -96,12 +96,10 @@ class ResymnetShaper:
         self._buf = None  # input width or device may change with the model
 
     def _features(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray) -> torch.Tensor:
-        """Fill a pre-allocated ``[1, F]`` tensor with ``h_t`` (no per-step tensor allocation)."""
+        """``h_t`` in a pre-allocated ``[1, F]`` tensor on the model's device (no per-step tensor allocation)."""
         model = self._model
-        if self._dense_idx is None or self._dense_idx.shape[0] != reward.shape[0] - 1:
-            self._dense_idx = np.array([i for i in range(reward.shape[0]) if i != self.sparse_channel])
-        o, a = obs.shape[-1], action.shape[-1]
-        width = o + a + (self._dense_idx.shape[0] if model.use_dense_features else 0)
+        use_dense = model.use_dense_features
+        width = feature_dim(obs.shape[-1], action.shape[-1], reward.shape[-1], use_dense)
         if self._buf is None or self._buf.shape[1] != width:
             mean = getattr(model, "feature_mean", None)
             device = mean.device if isinstance(mean, torch.Tensor) else torch.device("cpu")
@@ -109,16 +107,9 @@ class ResymnetShaper:
         buf = self._buf
         if buf.device.type == "cpu":
             row = buf.numpy()[0]  # shares memory with the tensor
-            row[:o] = obs
-            row[o : o + a] = action
-            if model.use_dense_features:
-                row[o + a :] = reward[self._dense_idx]
+            write_features(row, obs, action, reward, self.sparse_channel, use_dense)
         else:
-            from prism.reward.features import build_features
-
-            buf.copy_(
-                build_features(obs, action, reward, self.sparse_channel, model.use_dense_features)[None]
-            )
+            buf.copy_(build_features(obs, action, reward, self.sparse_channel, use_dense)[None])
         return buf
 
     def predict_step(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray) -> float:
@@ -268,8 +259,6 @@ def relabel_rewards(
     """Replay-batch relabelling (``reward.relabel: true``): rewards ``[B, L]`` with the sparse channel replaced
     by ``model.predict(h_t)``; the dense channels (true values, stored as emitted) are kept and feed ``h_t``.
     """
-    from prism.reward.features import build_features
-
     feats = build_features(obs, action, reward, sparse_channel, model.use_dense_features)
     mean = getattr(model, "feature_mean", None)
     if isinstance(mean, torch.Tensor):

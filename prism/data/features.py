@@ -1,4 +1,8 @@
-"""Per-step reward-model inputs ``h_t`` (SPEC §4)."""
+"""Per-step reward-model inputs ``h_t`` (SPEC §4) and their standardisation statistics.
+
+They sit in the data layer, below both the segment store / datamodule that build and scale them and the
+reward models and shapers that consume them.
+"""
 
 from __future__ import annotations
 
@@ -40,3 +44,30 @@ def build_features(
         rew_t = torch.as_tensor(reward, dtype=torch.float32, device=obs_t.device)
         parts.append(rew_t[..., dense_channels(rew_t.shape[-1], sparse_channel)])
     return torch.cat(parts, dim=-1)
+
+
+def write_features(
+    row: np.ndarray,
+    obs: np.ndarray,
+    action: np.ndarray,
+    reward: np.ndarray,
+    sparse_channel: int,
+    use_dense: bool = True,
+) -> np.ndarray:
+    """:func:`build_features` of one step written in place into ``row`` (a float32 ``[F]`` array, e.g. the numpy
+    view of a reused CPU tensor), so a per-step caller allocates no tensor; returns ``row``."""
+    o, a = obs.shape[-1], action.shape[-1]
+    row[:o] = obs
+    row[o : o + a] = action
+    if use_dense:
+        row[o + a :] = reward[dense_channels(reward.shape[-1], sparse_channel)]
+    return row
+
+
+def standardisation_stats(features: Tensor, eps: float = 1e-8) -> tuple[Tensor, Tensor]:
+    """Column mean and population std of ``features [N, F]``; a (near-)zero-variance column gets scale 1."""
+    mean = features.mean(dim=0)
+    std = features.std(dim=0, correction=0)
+    # A constant feature (e.g. an always-0 dense channel) would otherwise divide by 0.
+    scale = torch.where(std > eps, std, torch.ones_like(std))
+    return mean, scale

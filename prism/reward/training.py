@@ -1,0 +1,235 @@
+"""Training the ReSymNet ensemble with Lightning (SPEC §4): :class:`RewardModelModule` (driven by
+:func:`prism.reward.module.fit_reward_model`).
+
+All K members are trained in one pass over stacked weights, yet each behaves as if trained alone:
+
+- its own initialisation (seed) and its own shuffle order (see :class:`TrajectorySumDataModule`);
+- the loss backpropagated is the *sum* of the members' losses, so member k's gradient is that of its own loss;
+- AdamW acts element-wise, so one optimiser over stacked tensors is K optimisers;
+- the gradient-norm clip is computed and applied per member (a global clip would couple them);
+- early stopping is tracked per member: each keeps a copy of its weights from its best validation epoch and
+  stops counting once its patience runs out; at the end every member is restored to its own best weights.
+  Training continues while any member is still improving.
+
+Two layouts of the same training batches (see :mod:`prism.data.datamodule`), same maths:
+
+- ragged (the default on a CPU): each member runs on its own unpadded steps
+  (:meth:`ReSymNetEnsemble.forward_members`), so no FLOP goes to padding, and a member whose patience ran out
+  is left out of the forward and backward passes altogether (its weights are held at its best ones, which
+  the final restore would load anyway). Dropout masks are drawn for the padded shape, exactly as the padded
+  layout draws them, so both layouts fit the same weights (up to float rounding);
+- padded (the default on a GPU, where the batched ``baddbmm`` is launch-bound and padding costs little): the
+  reference layout, one ``[K, N_max, ·]`` pass; a stopped member keeps receiving updates that the restore
+  discards.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from prism.data.datamodule import MemberBatch, SegmentBatch
+from prism.reward.config import RewardConfig
+from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
+from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
+
+
+def segment_errors(pred: Tensor, batch: SegmentBatch) -> tuple[Tensor, Tensor]:
+    """Squared errors of a validation batch: ``(Σ_segments (Σ r̂ − R)² per member [K], segment sums [K, B])``
+    for per-member per-step predictions ``pred [K, N]`` of the batch's shared steps."""
+    n_seg = batch.targets.shape[-1]
+    ids = batch.segment_ids.unsqueeze(0).expand(pred.shape[0], -1)
+    sums = segment_sums(pred, ids, n_seg)  # [K, B]
+    return (sums - batch.targets).pow(2).sum(dim=-1), sums
+
+
+class RewardModelModule(L.LightningModule):
+    """Fits a :class:`ReSymNetEnsemble` by trajectory-sum regression (paper eq. 1); see the module docstring.
+
+    Args:
+        in_features: width of ``h_t``.
+        config: the reward config (architecture, optimiser, early stopping).
+        seeds: one initialisation seed per member (``len(seeds)`` = K).
+        log_prefix: TensorBoard namespace (``reward``).
+    """
+
+    def __init__(self, in_features: int, config: RewardConfig, seeds: list[int], log_prefix: str = "reward"):
+        super().__init__()
+        self.config = config
+        self.log_prefix = log_prefix
+        k = len(seeds)
+        self.net = ReSymNetEnsemble(k, in_features, config.hidden, config.dropout, config.residual, seeds)
+        self.register_buffer("best_val_loss", torch.full((k,), math.inf))
+        self.register_buffer("best_epoch", torch.full((k,), -1, dtype=torch.long))
+        self.register_buffer("stopped", torch.zeros(k, dtype=torch.bool))
+        self.register_buffer("epochs_run", torch.zeros(k, dtype=torch.long))
+        self.best_state = {n: p.detach().clone() for n, p in self.net.named_parameters()}
+        self.val_history: list[Tensor] = []  # per-epoch validation loss [K]
+        self.corr_history: list[float] = []
+        self.epoch_seconds: list[float] = []  # wall time of each epoch, training + validation
+        self._epoch_start = 0.0
+        self._frozen = torch.zeros(k, dtype=torch.bool)
+        self._trained = list(range(k))
+        self._noise: DropoutNoiseStream | None = None  # ragged layout's dropout draws (made on first use)
+        self._ragged = False  # training batches seen so far are MemberBatch (validation then follows suit)
+        self._reset_train_acc()
+        self._reset_val_acc()
+
+    @property
+    def n_members(self) -> int:
+        return self.net.n_members
+
+    # ---- accumulators ------------------------------------------------------------------------------
+    def _reset_train_acc(self) -> None:
+        self._train_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
+        self._train_count = 0
+
+    def _reset_val_acc(self) -> None:
+        self._val_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
+        self._val_count = 0
+        self._val_pred: list[Tensor] = []
+        self._val_true: list[Tensor] = []
+
+    # ---- training ----------------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        params = dict(self.net.named_parameters())
+        self.best_state = {n: t.to(params[n]) for n, t in self.best_state.items()}  # device and dtype
+
+    def configure_optimizers(self):
+        cfg = self.config
+        opt = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.lr_decay)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+    def on_train_epoch_start(self) -> None:
+        self._epoch_start = time.perf_counter()
+        self._reset_train_acc()
+        # Members whose patience ran out (and that have best weights to return to) sit out this epoch.
+        self._frozen = self.stopped & (self.best_epoch >= 0)
+        self._trained = [k for k, frozen in enumerate(self._frozen.tolist()) if not frozen]
+
+    def training_step(self, batch: SegmentBatch | MemberBatch, batch_idx: int) -> Tensor | None:
+        n_seg = batch.targets.shape[-1]
+        self._ragged = isinstance(batch, MemberBatch)
+        if self._ragged:
+            members = self._trained
+            if not members:  # every member stopped (the trainer stops at this epoch's end anyway)
+                return None
+            if self._noise is None:
+                # The global generator as the padded layout's first dropout would find it.
+                self._noise = DropoutNoiseStream(self.net, torch.get_rng_state())
+            noise = self._noise.take(batch.steps, members, batch.next_steps)
+            preds = self.net.forward_members([batch.features[k] for k in members], noise, members)
+            losses = torch.stack(
+                [
+                    trajectory_sum_loss(pred[None], batch.segment_ids[k][None], batch.targets[k : k + 1])[0]
+                    for pred, k in zip(preds, members)
+                ]
+            )  # [K_active]   (eq. 1)
+            self._train_sse[members] += losses.detach() * n_seg
+        else:
+            pred = self.net(batch.features)  # [K, N], dropout active
+            losses = trajectory_sum_loss(pred, batch.segment_ids, batch.targets)  # [K]   (eq. 1)
+            self._train_sse += losses.detach() * n_seg
+        self._train_count += n_seg
+        # Sum, not mean, over members: each member's gradient is then exactly that of its own loss.
+        return losses.sum()
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        clip_per_member_(list(self.net.parameters()), self.config.grad_clip)
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        if isinstance(batch, MemberBatch) and bool(self._frozen.any()):
+            # A member left out still moves under AdamW (momentum, weight decay); hold it at its best weights
+            # so validation and the ensemble correlation see the member the final restore will return.
+            with torch.no_grad():
+                for name, p in self.net.named_parameters():
+                    p[self._frozen] = self.best_state[name][self._frozen]
+
+    def on_train_epoch_end(self) -> None:
+        if self._train_count:
+            train = self._train_sse / self._train_count
+            self.log_dict(
+                {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in self._trained},
+                on_epoch=True,
+                on_step=False,
+            )
+
+    # ---- validation / early stopping ----------------------------------------------------------------
+    def on_validation_epoch_start(self) -> None:
+        self._reset_val_acc()
+
+    def validation_step(self, batch: SegmentBatch, batch_idx: int) -> None:
+        if self._ragged:  # the same kernels as training (oneDNN GEMMs, fused LayerNorm)
+            members = range(self.n_members)
+            pred = torch.stack(self.net.forward_members([batch.features] * self.n_members, None, members))
+        else:
+            pred = self.net(batch.features, dropout=False)  # [K, N] (shared inputs)
+        sse, _ = segment_errors(pred, batch)
+        self._val_sse += sse
+        self._val_count += batch.targets.shape[-1]
+        self._val_pred.append(pred.mean(dim=0))
+        self._val_true.append(batch.true_sparse)
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking or self._val_count == 0:
+            return
+        self.epoch_seconds.append(time.perf_counter() - self._epoch_start)
+        val = self._val_sse / self._val_count  # [K] validation MSE of segment sums
+        corr = pearson_correlation(torch.cat(self._val_pred), torch.cat(self._val_true))
+        self.val_history.append(val.detach().cpu())
+        self.corr_history.append(float(corr))
+        epoch = self.current_epoch
+        active = ~self.stopped
+        improved = active & (val < self.best_val_loss)
+        if bool(improved.any()):
+            for name, p in self.net.named_parameters():
+                self.best_state[name][improved] = p.detach()[improved]
+            self.best_val_loss[improved] = val[improved]
+            self.best_epoch[improved] = epoch
+        self.epochs_run[active] = epoch + 1
+        # Patience counts epochs since the member's best: it stops after `patience` epochs without improving.
+        self.stopped |= active & (epoch - self.best_epoch >= self.config.patience)
+        if bool(self.stopped.all()):
+            self.trainer.should_stop = True
+        metrics = {f"{self.log_prefix}/val_loss/m{k}": val[k] for k in range(self.n_members)}
+        metrics[f"{self.log_prefix}/val_corr"] = corr
+        metrics[f"{self.log_prefix}/members_active"] = (~self.stopped).sum().float()
+        self.log_dict(metrics, on_epoch=True, on_step=False)
+
+    def on_train_end(self) -> None:
+        self._close_noise()
+        self.restore_best()
+
+    def _close_noise(self) -> None:
+        if self._noise is not None:
+            self._noise.close()
+            self._noise = None
+
+    def restore_best(self) -> None:
+        """Load each member's best-validation weights (members never validated keep their current ones)."""
+        seen = self.best_epoch >= 0
+        with torch.no_grad():
+            for name, p in self.net.named_parameters():
+                p[seen] = self.best_state[name][seen].to(p.device)
+
+
+def clip_per_member_(params: list[torch.nn.Parameter], max_norm: float, eps: float = 1e-6) -> Tensor:
+    """Clip the gradient norm of each ensemble member separately (in place); returns the norms ``[K]``.
+
+    Member k's norm is taken over slice ``[k]`` of every stacked parameter — the same rule as
+    ``torch.nn.utils.clip_grad_norm_`` applied to that member alone.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(0)
+    sq = torch.stack([g.pow(2).flatten(1).sum(dim=1) for g in grads]).sum(dim=0)  # [K]
+    norms = sq.sqrt()
+    coef = (max_norm / (norms + eps)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+    return norms

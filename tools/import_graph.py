@@ -1,0 +1,200 @@
+"""Check the shape of prism's import graph: cycles and layer violations (issue J).
+
+Reads every module under ``prism/`` with :mod:`ast` (nothing is imported), collects its imports of other
+prism modules — module-level and function-local alike, since a function-local import only postpones a
+cycle, it does not remove it — and prints
+
+- every import cycle (a strongly connected component of more than one module, or a module importing
+  itself), and
+- every import of a module from a higher layer (the layer list is :data:`LAYERS`, bottom to top).
+
+Imports under ``if TYPE_CHECKING:`` never run, so they make no cycle; they still count for the layers.
+Importing ``prism.a.b`` makes an edge to ``prism.a.b`` only (not to the package ``prism.a`` that Python
+also initialises), the usual convention of import checkers.
+
+Usage: ``python tools/import_graph.py [--root DIR] [--graph]``; exit status 1 if anything is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+LAYERS: list[tuple[str, ...]] = [
+    # bottom: environments, data, metrics, the evaluation protocol's config and the small shared modules
+    (
+        "prism",
+        "prism._warnings",
+        "prism.errors",
+        "prism.seeding",
+        "prism.envs",
+        "prism.data",
+        "prism.metrics",
+        "prism.evaluation.config",
+    ),
+    ("prism.reward",),
+    ("prism.agents",),
+    ("prism.evaluation",),
+    ("prism.config", "prism.registry"),
+    ("prism.loop",),
+    ("prism.cli",),
+]
+"""Layers, bottom to top: a module may import from its own layer and the ones below it."""
+
+
+def layer_of(module: str) -> int:
+    """Index in :data:`LAYERS` of the longest prefix naming ``module`` (a package covers its modules)."""
+    best, best_len = -1, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            matches = module == prefix or (prefix != "prism" and module.startswith(prefix + "."))
+            if matches and len(prefix) > best_len:
+                best, best_len = index, len(prefix)
+    if best < 0:
+        raise SystemExit(f"import_graph: module {module} is in no layer; add it to LAYERS")
+    return best
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool, modules: set[str]) -> Iterable[tuple[str, bool]]:
+    """(imported prism module, runs at run time) for every import statement in ``tree``."""
+
+    def resolve(name: str) -> str | None:
+        # the longest known module that ``name`` starts with (``prism.a.b.Name`` → ``prism.a.b``)
+        while name:
+            if name in modules:
+                return name
+            name = name.rpartition(".")[0]
+        return None
+
+    def visit(node: ast.AST, runtime: bool):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                yield from visit(child, False)
+            for child in node.orelse:
+                yield from visit(child, runtime)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = resolve(alias.name)
+                if target:
+                    yield target, runtime
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module if is_package else module.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    package = package.rpartition(".")[0]
+                base = f"{package}.{node.module}" if node.module else package
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                # ``from pkg import sub`` imports the submodule ``pkg.sub`` when there is one
+                target = resolve(f"{base}.{alias.name}") or resolve(base)
+                if target:
+                    yield target, runtime
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, runtime)
+
+    yield from visit(tree, True)
+
+
+def build_graph(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(run-time edges, all edges including TYPE_CHECKING ones) between the prism modules under ``root``."""
+    files = {module_name(p, root): p for p in sorted((root / "prism").rglob("*.py"))}
+    modules = set(files)
+    runtime: dict[str, set[str]] = {m: set() for m in modules}
+    every: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for target, at_run_time in _imports(tree, module, path.name == "__init__.py", modules):
+            if target == module and path.name == "__init__.py":
+                continue
+            every[module].add(target)
+            if at_run_time:
+                runtime[module].add(target)
+    return runtime, every
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with a cycle (Tarjan), each sorted, sorted by first module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def strongconnect(v: str):
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strongconnect(v)
+    return sorted(found)
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs where the imported module sits in a higher layer."""
+    return sorted((a, b) for a in graph for b in graph[a] if layer_of(b) > layer_of(a))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--graph", action="store_true", help="also print every module's prism imports")
+    args = parser.parse_args(argv)
+    runtime, every = build_graph(args.root)
+    if args.graph:
+        for module in sorted(every):
+            print(f"{module}: {', '.join(sorted(every[module]))}")
+    found_cycles = cycles(runtime)
+    violations = layer_violations(every)
+    for component in found_cycles:
+        print("cycle: " + " <-> ".join(component))
+    for importer, imported in violations:
+        print(
+            f"layer violation: {importer} (layer {layer_of(importer)}) imports {imported} "
+            f"(layer {layer_of(imported)})"
+        )
+    if not found_cycles and not violations:
+        print(f"ok: {len(runtime)} modules, no import cycles, no layer violations")
+    return 1 if found_cycles or violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
