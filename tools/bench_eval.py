@@ -1,4 +1,4 @@
-"""Benchmark: prism's batched evaluation vs morl-baselines' ``policy_evaluation_mo`` (SPEC §9 protocol).
+"""Benchmark: prism's batched evaluation vs morl-baselines' ``policy_evaluation_mo`` (docs/method.md §9 protocol).
 
 Both sides evaluate the *same* deterministic policy — a CAPQL actor MLP [256, 256] conditioned on the weight,
 taken from a freshly built ``morl_baselines.multi_policy.capql.capql.CAPQL(env, log=False)``. The prism side

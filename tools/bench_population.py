@@ -1,6 +1,6 @@
 """Population throughput: S CAPQL members in one process vs S solo runs one after another.
 
-Both sides train the same agent class with the same config (SPEC §6 settings, mo-hopper-v5 by default) and the
+Both sides train the same agent class with the same config (docs/method.md §6 settings, mo-hopper-v5 by default) and the
 same torch thread count, in this one process. Each side first takes its ``learning_starts`` random steps untimed;
 then they alternate in blocks of env steps (population block, then each solo agent's block, …) so that load
 changes on a shared machine hit both alike. Only the training loop is timed (from Lightning's

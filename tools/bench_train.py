@@ -1,7 +1,7 @@
 """Training throughput: prism's CAPQLModule vs morl-baselines' CAPQL vs a bare-torch loop (same updates).
 
 All three run in this one process on the same env (mo-hopper-v5 by default) with the same hyperparameters
-(SPEC §6: [256, 256] nets, batch 128, buffer 1e6, lr 3e-4, γ 0.99, τ 0.005, α 0.2, learning_starts 1000,
+(docs/method.md §6: [256, 256] nets, batch 128, buffer 1e6, lr 3e-4, γ 0.99, τ 0.005, α 0.2, learning_starts 1000,
 one update per env step). Each first takes its ``learning_starts`` random steps untimed; then they alternate
 in blocks of env steps (prism block, morl-baselines block, bare block, …) so that load changes on a shared
 machine hit all three alike. prism runs inside its Lightning ``Trainer``; a callback runs the other two

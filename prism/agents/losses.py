@@ -1,4 +1,4 @@
-"""CAPQL and SymReg losses as pure functions returning named terms (SPEC §6, §7).
+"""CAPQL and SymReg losses as pure functions returning named terms (docs/method.md §6, §7).
 
 Tensor-level functions (``critic_target``, ``critic_loss``, ``actor_loss``, ``symreg_loss``) implement one
 equation each; ``capql_critic_loss`` / ``capql_actor_loss`` compose them from the networks and a replay batch.
@@ -50,7 +50,7 @@ def critic_target(
     gamma: float,
     alpha: float,
 ) -> torch.Tensor:
-    """SPEC §6: ``y = r + γ(1 − done)(min_k Q̄_k(s', a', w) − α log π(a'|s', w))`` ``[..., B, L]``.
+    """docs/method.md §6: ``y = r + γ(1 − done)(min_k Q̄_k(s', a', w) − α log π(a'|s', w))`` ``[..., B, L]``.
 
     ``next_q [..., n, B, L]`` are the target critics at ``a' ~ π(·|s', w)``; the min is elementwise over the
     critics (per objective) and the entropy bonus is subtracted from every component. ``done`` must be the
@@ -74,7 +74,7 @@ def critic_loss(q: torch.Tensor, target: torch.Tensor) -> CriticLoss:
 def actor_loss(
     log_prob: torch.Tensor, q: torch.Tensor, weight: torch.Tensor, alpha: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """SPEC §6: ``mean(α log π(ã|s,w) − w·min_k Q_k(s, ã, w))``; returns per-member (loss, mean α log π).
+    """docs/method.md §6: ``mean(α log π(ã|s,w) − w·min_k Q_k(s, ã, w))``; returns per-member (loss, mean α log π).
 
     ``q [..., n, B, L]`` at the reparameterised actions ã; the min is elementwise over critics, then
     scalarised with the transition's preference ``weight [..., B, L]``; the mean is over the batch.
@@ -91,7 +91,7 @@ def symreg_loss(
     log_std_reflected: torch.Tensor,
     act_sign: torch.Tensor,
 ) -> SymRegLoss:
-    """SPEC §7: ``L_eq = mean_b ‖μ(Ls,w) − K μ(s,w)‖₁² + mean_b ‖ℓ(Ls,w) − ℓ(s,w)‖₁²``.
+    """docs/method.md §7: ``L_eq = mean_b ‖μ(Ls,w) − K μ(s,w)‖₁² + mean_b ‖ℓ(Ls,w) − ℓ(s,w)‖₁²``.
 
     ``mean``/``log_std`` are the actor outputs at ``(s, w)``; ``*_reflected`` at ``(L s, w)``. Neither
     branch is detached: both the original and the reflected forward pass receive gradient.

@@ -1,4 +1,4 @@
-"""Networks of CAPQL (SPEC §6) with a leading *member* dimension.
+"""Networks of CAPQL (docs/method.md §6) with a leading *member* dimension.
 
 Every learned tensor carries a leading member dimension S: a population of S independent agents (seeds) is
 one set of stacked weights, and a forward pass is one batched matmul (``baddbmm``) per layer for all members.

@@ -177,7 +177,7 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
             self._pauses.add(int(env_step))
 
     def sample_preferences(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        """``n`` training preferences ``[n, L]`` from the cone around the uniform weight (SPEC §6)."""
+        """``n`` training preferences ``[n, L]`` from the cone around the uniform weight (docs/method.md §6)."""
         return cone_weights(
             n,
             self.spec.n_objectives,
@@ -341,7 +341,7 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
         if self._steps < self.learning_starts:
             actions = np.stack([env.action_space.sample() for env in self.envs]).astype(np.float32)
         else:
-            # Deterministic action: exploration comes from the per-step preference w (SPEC §6).
+            # Deterministic action: exploration comes from the per-step preference w (docs/method.md §6).
             obs_t = torch.as_tensor(obs, device=self.device).unsqueeze(1)
             actions = self.act(obs_t, weight_t)[:, 0].cpu().numpy()
             if not np.isfinite(actions).all():  # host-side numpy check: the actions are on the host anyway

@@ -1,4 +1,4 @@
-"""Training-preference sampler of CAPQL (SPEC §6): weights from a cone around the uniform weight."""
+"""Training-preference sampler of CAPQL (docs/method.md §6): weights from a cone around the uniform weight."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def cone_weights(
 ) -> torch.Tensor:
     """``n`` preference weights on the simplex, within ``half_angle`` (radians) of the uniform direction.
 
-    SPEC §6: ``w0 = 1/‖1‖``; ``s ~ N(0, I)`` projected orthogonal to ``w0`` and normalised;
+    docs/method.md §6: ``w0 = 1/‖1‖``; ``s ~ N(0, I)`` projected orthogonal to ``w0`` and normalised;
     ``θ ~ U(0, half_angle)``; ``w = (tan θ·s + w0) / ‖tan θ·s + w0‖₁``. With the default 22.5° and two
     objectives every entry lies in ``[(1 − tan 22.5°)/2, (1 + tan 22.5°)/2] ≈ [0.293, 0.707]``.
 

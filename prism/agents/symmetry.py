@@ -1,4 +1,4 @@
-"""Reflection-symmetry operators (L_g, K_g), orbit averaging and the equivariance error (SPEC §7).
+"""Reflection-symmetry operators (L_g, K_g), orbit averaging and the equivariance error (docs/method.md §7).
 
 L_g and K_g are diagonal ±1 matrices taken from the env spec (:meth:`EnvSpec.obs_reflection`,
 :meth:`EnvSpec.act_reflection`); we keep them as sign vectors and apply them by elementwise product. Both are

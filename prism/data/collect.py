@@ -1,4 +1,4 @@
-"""Filling a :class:`SegmentStore` by running a policy through the sparse-reward wrapper (SPEC §5 steps 1, 4)."""
+"""Filling a :class:`SegmentStore` by running a policy through the sparse-reward wrapper (docs/method.md §5 steps 1, 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trajectory-sum data for the reward model: variable-length segments → one released sum each (SPEC §4).
+"""Trajectory-sum data for the reward model: variable-length segments → one released sum each (docs/method.md §4).
 
 Batches are built by index gathering on the store's flat tensors (no per-sample collation): a batch of B
 segments becomes the row indices of all their steps plus, for each step, its position ``0..B-1`` among the

@@ -1,4 +1,4 @@
-"""Per-step reward-model inputs ``h_t`` (SPEC §4) and their standardisation statistics.
+"""Per-step reward-model inputs ``h_t`` (docs/method.md §4) and their standardisation statistics.
 
 They sit in the data layer, below both the segment store / datamodule that build and scale them and the
 reward models and shapers that consume them.

@@ -1,4 +1,4 @@
-"""Replay buffer of preallocated tensors on the agent's device (SPEC §6: capacity 1e6, uniform sampling)."""
+"""Replay buffer of preallocated tensors on the agent's device (docs/method.md §6: capacity 1e6, uniform sampling)."""
 
 from __future__ import annotations
 

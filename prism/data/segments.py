@@ -1,4 +1,4 @@
-"""Flat storage of reward-model training data: steps grouped into released segments (SPEC §3–§4).
+"""Flat storage of reward-model training data: steps grouped into released segments (docs/method.md §3–§4).
 
 A *segment* is the run of steps since the previous release of the sparse channel; its target is the sum the
 wrapper released on its last step. The store keeps every step of every segment as rows of flat tensors:

@@ -31,7 +31,7 @@ def registered_env_ids() -> list[str]:
     return sorted(REGISTRY)
 
 
-# ---- the paper's four MuJoCo tasks (SPEC §2 and the paper's appendix tables; λ from SPEC §7) ---------
+# ---- the paper's four MuJoCo tasks (docs/method.md §2 and the paper's appendix tables; λ from docs/method.md §7) ---------
 # Which parts of these tables are exact simulator symmetries and which are heuristic is checked against the
 # MuJoCo models in tests/test_symmetry_physics.py and written up in docs/symmetry.md. The values are the
 # paper's and stay as they are; the comments say what physics makes of them.

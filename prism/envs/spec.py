@@ -1,6 +1,6 @@
 """Environment specifications: ids, objectives, sparse channel, reflection symmetry, HV reference point.
 
-One :class:`EnvSpec` per supported environment (SPEC §2). The reflection symmetry is the pair
+One :class:`EnvSpec` per supported environment (docs/method.md §2). The reflection symmetry is the pair
 (L_g, K_g): L_g negates the *symmetric* observation indices and leaves the asymmetric ones alone, K_g
 negates the symmetric action indices (every action dimension in the MuJoCo tasks). Both are diagonal
 ±1 matrices, hence involutions.
@@ -53,7 +53,7 @@ class EnvSpec:
         objective_names: one name per reward channel (its length is the number of objectives L).
         obs_dim: observation size.
         act_dim: action size.
-        sparse_channel: default channel made sparse by the wrapper (SPEC §2).
+        sparse_channel: default channel made sparse by the wrapper (docs/method.md §2).
         symmetric_obs: observation indices negated by the reflection L_g; ``None`` = the env has no
             reflection symmetry table (then ``asymmetric_obs`` and ``symmetric_act`` are ``None`` too).
         asymmetric_obs: observation indices left unchanged by L_g. Together with ``symmetric_obs`` they
@@ -62,7 +62,7 @@ class EnvSpec:
             when ``symmetric_obs`` is.
         ref_point: hypervolume reference point, one value per objective; ``None`` = −100 each (the
             paper's value for the MuJoCo tasks, :data:`DEFAULT_REF_VALUE`).
-        symreg_lambda: the paper's SymReg weight λ for this env (SPEC §7); must be 0 without a symmetry
+        symreg_lambda: the paper's SymReg weight λ for this env (docs/method.md §7); must be 0 without a symmetry
             table.
         max_episode_steps: time limit (episodes are truncated there).
         make_kwargs: extra keyword arguments for ``make``.

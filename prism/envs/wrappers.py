@@ -1,4 +1,4 @@
-"""The sparse-reward wrapper (SPEC §3)."""
+"""The sparse-reward wrapper (docs/method.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""prism.evaluation: the SPEC §9 evaluation protocol, one concern per module.
+"""prism.evaluation: the docs/method.md §9 evaluation protocol, one concern per module.
 
 - :mod:`~prism.evaluation.config`: the protocol's config (``EvalConfig``, ``FinalEvalConfig``); imports
   neither Lightning nor multiprocessing, so :mod:`prism.config` can load it cheaply;

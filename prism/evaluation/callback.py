@@ -28,7 +28,7 @@ __all__ = ["EvaluationCallback"]
 
 class EvaluationCallback(Callback):
     """Evaluate the agent every ``config.every`` env steps and once more, with the final protocol, at the end
-    of fit (SPEC §9).
+    of fit (docs/method.md §9).
 
     Reads the agent's env-step clock ``env_step_count`` (the agent contract) after each training batch and
     evaluates member ``member`` with :func:`~prism.evaluation.rollout.evaluate_agent` (the deterministic

@@ -1,4 +1,4 @@
-"""The evaluation protocol's config (SPEC §9): periodic and final protocols, seeds, workers.
+"""The evaluation protocol's config (docs/method.md §9): periodic and final protocols, seeds, workers.
 
 Plain dataclasses: importing this module (as :mod:`prism.config` does) pulls in neither Lightning nor
 multiprocessing.
@@ -16,7 +16,7 @@ __all__ = ["EvalConfig", "FinalEvalConfig"]
 
 @dataclass
 class FinalEvalConfig:
-    """The protocol of the evaluation at the end of every run; defaults are the paper's (SPEC §9)."""
+    """The protocol of the evaluation at the end of every run; defaults are the paper's (docs/method.md §9)."""
 
     num_weights: int = 100
     """Evaluation weights of the final evaluation (energy reference directions, as ``eval.num_weights``)."""
@@ -26,7 +26,7 @@ class FinalEvalConfig:
 
 @dataclass
 class EvalConfig:
-    """The evaluation protocol (SPEC §9); defaults are the paper's."""
+    """The evaluation protocol (docs/method.md §9); defaults are the paper's."""
 
     every: int = 10_000
     """Evaluate every this many env steps (read from the agent's ``env_steps``) with the periodic protocol

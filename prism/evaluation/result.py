@@ -1,4 +1,4 @@
-"""The result of one evaluation: per-episode returns, per-weight statistics and the SPEC §9 metrics.
+"""The result of one evaluation: per-episode returns, per-weight statistics and the docs/method.md §9 metrics.
 
 Metrics (all maximised, :mod:`prism.metrics.functional`):
 
@@ -75,9 +75,9 @@ class EvalResult:
         equivariance_error: float | None = None,
         wall_time: float = 0.0,
     ) -> EvalResult:
-        """Per-weight statistics and SPEC §9 metrics from per-episode returns ``[W, E, L]``."""
+        """Per-weight statistics and docs/method.md §9 metrics from per-episode returns ``[W, E, L]``."""
         mean = returns.mean(axis=1)
-        std = returns.std(axis=1)  # population std (ddof = 0), as SPEC §9
+        std = returns.std(axis=1)  # population std (ddof = 0), as docs/method.md §9
         front = F.pareto_front(mean)
         return cls(
             weights=weights,

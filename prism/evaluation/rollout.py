@@ -1,4 +1,4 @@
-"""The batched rollout of the evaluation protocol (SPEC §9): :func:`evaluate_policy` and :func:`evaluate_agent`.
+"""The batched rollout of the evaluation protocol (docs/method.md §9): :func:`evaluate_policy` and :func:`evaluate_agent`.
 
 :func:`evaluate_policy` runs **every** (weight, episode) pair of the protocol as one batched rollout: one env
 copy per pair (in an :class:`~prism.evaluation.pool.EvalEnvPool`), all stepped in lock-step with **one**

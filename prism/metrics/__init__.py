@@ -1,4 +1,4 @@
-"""MORL metrics (SPEC §9): Pareto filtering, hypervolume, EUM, VO, as plain functions on return tables."""
+"""MORL metrics (docs/method.md §9): Pareto filtering, hypervolume, EUM, VO, as plain functions on return tables."""
 
 from prism.metrics.functional import (
     cardinality,

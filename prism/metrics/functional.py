@@ -1,4 +1,4 @@
-"""Multi-objective RL metrics as plain functions (SPEC §9). Every objective is **maximised**.
+"""Multi-objective RL metrics as plain functions (docs/method.md §9). Every objective is **maximised**.
 
 Inputs are numpy arrays, torch tensors or nested sequences; scalar results are Python floats.
 
@@ -100,7 +100,7 @@ def expected_utility(points: Any, weights: Any) -> float:
 
 
 def variance_objective(means: Any, stds: Any, preferences: Any) -> float:
-    """Variance objective (SPEC §9) of N policies with mean returns ``means`` ``[N, L]`` and population
+    """Variance objective (docs/method.md §9) of N policies with mean returns ``means`` ``[N, L]`` and population
     standard deviations ``stds`` ``[N, L]`` over ``preferences`` ``[M, 2L]``.
 
     ``u(p, j) = Σ_l p_l μ_jl − Σ_l p_{L+l} σ_jl``; returns ``(1/M) Σ_p max_j u(p, j)``. Use all policies,
@@ -141,7 +141,7 @@ def equally_spaced_weights(n_objectives: int, n: int, seed: int = 42) -> np.ndar
 
 
 def random_preferences(n_objectives: int, n: int = 50, seed: int = 42) -> np.ndarray:
-    """SPEC §9's VO preferences: ``p ~ U(0,1)^{2L}`` normalised to sum to 1 over all 2L entries.
+    """docs/method.md §9's VO preferences: ``p ~ U(0,1)^{2L}`` normalised to sum to 1 over all 2L entries.
 
     Returns ``[n, 2L]`` (first L entries weight the means, last L the standard deviations). Drawn from
     ``numpy.random.default_rng(seed)``, so the same seed gives the same preferences everywhere.

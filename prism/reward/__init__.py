@@ -1,4 +1,4 @@
-"""Reward redistribution for the sparse channel: ReSymNet ensemble, its Lightning training, and shapers (SPEC §4–5)."""
+"""Reward redistribution for the sparse channel: ReSymNet ensemble, its Lightning training, and shapers (docs/method.md §4–5)."""
 
 from functools import partial
 

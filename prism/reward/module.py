@@ -1,4 +1,4 @@
-"""Fitting the ReSymNet ensemble (SPEC §4): :func:`fit_reward_model` drives a Lightning ``Trainer`` over
+"""Fitting the ReSymNet ensemble (docs/method.md §4): :func:`fit_reward_model` drives a Lightning ``Trainer`` over
 :class:`~prism.reward.training.RewardModelModule` and returns the fitted :class:`RewardEnsemble`.
 
 How the K members are trained together yet each as if alone, and the two batch layouts (``layout``), is

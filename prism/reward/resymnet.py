@@ -1,4 +1,4 @@
-"""ReSymNet (SPEC §4) as a batched ensemble: K members stored as stacked weights and run with ``baddbmm``.
+"""ReSymNet (docs/method.md §4) as a batched ensemble: K members stored as stacked weights and run with ``baddbmm``.
 
 Architecture of one member (hidden H = 256, dropout 0.3)::
 

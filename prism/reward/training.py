@@ -1,4 +1,4 @@
-"""Training the ReSymNet ensemble with Lightning (SPEC §4): :class:`RewardModelModule` (driven by
+"""Training the ReSymNet ensemble with Lightning (docs/method.md §4): :class:`RewardModelModule` (driven by
 :func:`prism.reward.module.fit_reward_model`).
 
 All K members are trained in one pass over stacked weights, yet each behaves as if trained alone:
