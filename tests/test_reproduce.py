@@ -89,7 +89,10 @@ def test_ray_backend_without_ray_exits_2_with_one_line(tmp_path, monkeypatch, ca
 def test_jobs_are_one_population_per_cell_unless_per_seed_runs_exist(tmp_path):
     cells = [reproduce.Cell("hopper", m, s) for s in (0, 1, 2) for m in ("oracle", "prism")]
     jobs = reproduce.make_jobs(cells, tmp_path, per_seed=False)
-    assert [(j.method, j.seeds, j.population) for j in jobs] == [("oracle", (0, 1, 2), True), ("prism", (0, 1, 2), True)]
+    assert [(j.method, j.seeds, j.population) for j in jobs] == [
+        ("oracle", (0, 1, 2), True),
+        ("prism", (0, 1, 2), True),
+    ]
     assert reproduce.fit_command(jobs[0], reproduce.PRESETS["smoke"], tmp_path)[-2] == "seeds=[0,1,2]"
     assert jobs[0].run_dir(tmp_path) == tmp_path / "hopper" / "oracle"
     # an older per-seed grid in the same folder is completed seed by seed, its finished runs skipped
@@ -101,7 +104,10 @@ def test_jobs_are_one_population_per_cell_unless_per_seed_runs_exist(tmp_path):
         ("oracle", (0, 1, 2), True), ("prism", (0,), False), ("prism", (2,), False)
     ]  # fmt: skip
     per_seed = reproduce.make_jobs(cells, tmp_path, per_seed=True)
-    assert len(per_seed) == 6 and reproduce.fit_command(per_seed[0], reproduce.PRESETS["smoke"], tmp_path)[-2] == "seed=0"
+    assert (
+        len(per_seed) == 6
+        and reproduce.fit_command(per_seed[0], reproduce.PRESETS["smoke"], tmp_path)[-2] == "seed=0"
+    )
 
 
 @pytest.mark.slow

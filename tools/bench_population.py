@@ -73,7 +73,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed env steps per member")
     parser.add_argument("--block", type=int, default=None, help="env steps per alternation block")
     parser.add_argument(
-        "--steps-per-batch", type=int, default=None, help="agent.steps_per_batch for both sides (default: config's)"
+        "--steps-per-batch",
+        type=int,
+        default=None,
+        help="agent.steps_per_batch for both sides (default: config's)",
     )
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
