@@ -120,7 +120,11 @@ class RewardEntry:
     @classmethod
     def from_class_path(cls, key: str, name: str) -> RewardEntry:
         shaper = resolve(key, "reward redistribution", name)
-        model = getattr(shaper, "reward_model", DEFAULT_REWARD_MODEL) if getattr(shaper, "needs_model", False) else None
+        model = (
+            getattr(shaper, "reward_model", DEFAULT_REWARD_MODEL)
+            if getattr(shaper, "needs_model", False)
+            else None
+        )
         return cls(name, shaper, model)
 
 

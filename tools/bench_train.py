@@ -204,7 +204,10 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=None, help="env steps per alternation block")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--steps-per-batch", type=int, default=None, help="prism's agent.steps_per_batch (default: the config's)"
+        "--steps-per-batch",
+        type=int,
+        default=None,
+        help="prism's agent.steps_per_batch (default: the config's)",
     )
     args = parser.parse_args()
     steps = args.steps or (600 if args.quick else 3000)

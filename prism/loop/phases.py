@@ -220,7 +220,7 @@ class PrismLoopCallback(Callback):
     def _fit(self, agent, trainer) -> None:
         s = self.settings
         models = []
-        fit_reward_model = REWARD_MODELS.entry("reward.name", s.reward_model).fit_fn()
+        fit_model = REWARD_MODELS.entry("reward.name", s.reward_model).fit_fn()
         for m, (seed, logger) in enumerate(zip(s.member_seeds, self._loggers(trainer))):
             fit_logger = None
             member_dir = s.member_dir(m)
@@ -233,7 +233,7 @@ class PrismLoopCallback(Callback):
                     str(member_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
                 )
             # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
-            model = fit_reward_model(
+            model = fit_model(
                 self.stores[m],
                 s.reward,
                 logger=fit_logger,

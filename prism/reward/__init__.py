@@ -15,6 +15,7 @@ from prism.reward.shaping import (
     relabel_rewards,
 )
 
+
 def __getattr__(name: str):
     # The Lightning side is imported lazily so `import prism.reward` (e.g. by the config loader) stays light.
     if name in ("RewardModelModule", "fit_reward_model", "FitSummary", "evaluate_segments"):
