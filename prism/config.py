@@ -1,9 +1,16 @@
 """The typed config tree: one dataclass per part, composed into :class:`RunConfig`, loaded with OmegaConf.
 
-A run's config is built from one or more YAML files (later files override earlier ones, so a method or
-ablation overlay composes with any env file) and ``key=value`` dot-list overrides, merged onto the
-structured schema below — so unknown keys and wrong types are caught by OmegaConf — and then checked by
-:func:`validate`, which raises :class:`ConfigError` with a one-line message naming the offending key.
+A run's config is built from one or more YAML files (later files override earlier ones, so a method,
+ablation or backbone overlay such as ``conf/agent/capql.yaml`` composes with any env file) and ``key=value``
+dot-list overrides, merged onto the structured schema below — so unknown keys and wrong types are caught by
+OmegaConf. The ``agent:`` node is typed by the backbone ``agent.name`` selects (its registered config
+dataclass, :mod:`prism.registry`), so each backbone brings its own keys.
+
+Validation happens once per rule: every dataclass checks its own fields in ``__post_init__`` (helpers in
+:mod:`prism.checks`), and :func:`validate` checks only the rules that tie parts together (the env spec vs
+``env.sparse_channel``, SymReg and the eval weight counts; the dense env vs the reward method; the agent
+config vs the chosen backbone; a CUDA device vs this machine). Every failure is a :class:`ConfigError` with
+a one-line message starting with the offending key.
 """
 
 from __future__ import annotations
@@ -13,14 +20,21 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from prism.agents.config import AgentConfig
+from prism import checks
+from prism.agents.config import CAPQLConfig
 from prism.evaluation.config import EvalConfig
 from prism.reward.config import RewardConfig
+
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_AGENT = "capql"
+"""The backbone of a config that does not set ``agent.name``."""
 
 
 class ConfigError(ValueError):
@@ -47,6 +61,10 @@ class EnvConfig:
     e.g. ``{symmetric_obs: [...], symmetric_act: [...], symreg_lambda: 0.01}`` to give an unshipped env a
     reflection symmetry table, or ``{ref_point: [...]}``; ``null`` = the spec as registered / derived."""
 
+    def __post_init__(self) -> None:
+        # The range of sparse_channel depends on the env's objectives: a cross-part rule, in validate().
+        checks.in_unit_interval("env.p_rel", self.p_rel)
+
 
 @dataclass
 class LoopConfig:
@@ -62,6 +80,13 @@ class LoopConfig:
     """M: env steps of RL per cycle (total RL steps = cycles × steps_per_cycle for every method)."""
     checkpoint_every: int = 10_000
     """Save the whole run state every this many env steps (and at every phase end)."""
+
+    def __post_init__(self) -> None:
+        checks.positive("loop.initial_episodes", self.initial_episodes)
+        checks.non_negative("loop.expert_episodes", self.expert_episodes)
+        checks.positive("loop.cycles", self.cycles)
+        checks.positive("loop.steps_per_cycle", self.steps_per_cycle)
+        checks.positive("loop.checkpoint_every", self.checkpoint_every)
 
 
 @dataclass
@@ -90,8 +115,28 @@ class RunConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
+    agent: Any = field(default_factory=CAPQLConfig)
+    """The backbone's own config dataclass, chosen by ``agent.name`` (:class:`~prism.agents.config.CAPQLConfig`
+    for ``capql``); typed ``Any`` here because the loader types the node per backbone (see :func:`load_config`)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self) -> None:
+        """The top-level fields' own checks (the parts check theirs; :func:`validate` the cross-part rules)."""
+        checks.non_negative("seed", self.seed)
+        if self.seeds is not None:
+            seeds = list(self.seeds)
+            if not seeds:
+                raise ValueError("seeds: must list at least one seed (or leave seeds unset and use seed)")
+            if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+                raise ValueError(f"seeds: must be a list of distinct integers >= 0, got {seeds}")
+            duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
+            if duplicates:
+                raise ValueError(f"seeds: every seed must be distinct, {duplicates} repeated in {seeds}")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"device: expected auto, cpu or cuda, got {self.device!r}")
+        if not self.run_dir:
+            raise ValueError("run_dir: must be a non-empty path")
+        checks.non_negative("threads", self.threads)
 
 
 def _one_line(err: OmegaConfBaseException) -> str:
@@ -102,8 +147,13 @@ def _one_line(err: OmegaConfBaseException) -> str:
 
 
 def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> RunConfig:
-    """Merge ``files`` (in order) and dot-list ``overrides`` onto the schema; validate; return dataclasses."""
-    schema = OmegaConf.structured(RunConfig)
+    """Merge ``files`` (in order) and dot-list ``overrides`` onto the schema; validate; return dataclasses.
+
+    Two passes: the layers are first merged without a schema only to read ``agent.name`` (default
+    :data:`DEFAULT_AGENT`); the schema's ``agent`` node is then typed as that backbone's config dataclass and
+    everything is merged onto it, so ``agent.*`` keys the chosen backbone does not have are refused
+    (``agent.foo: Key 'foo' not in 'CAPQLConfig'``) and its own keys get its defaults and checks.
+    """
     layers: list[DictConfig] = []
     for file in files:
         path = Path(file)
@@ -123,10 +173,19 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         if "=" not in item:
             raise ConfigError(f"{item}: overrides take the form key=value")
     try:
-        merged = OmegaConf.merge(schema, *layers, OmegaConf.from_dotlist(list(overrides)))
+        agent_class = agent_config_class(_selected_agent([*layers, OmegaConf.from_dotlist(list(overrides))]))
+        for layer in layers:
+            _drop_legacy_agent_keys(layer, agent_class)
+        layers.append(OmegaConf.from_dotlist(list(overrides)))
+        schema = OmegaConf.structured(RunConfig)
+        schema.agent = OmegaConf.structured(agent_class)
+        merged = OmegaConf.merge(schema, *layers)
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         message = _one_line(err)
+        moved = _RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
+        if moved is not None:
+            raise ConfigError(moved) from None
         if message.startswith("seeds"):  # e.g. `seeds[1]: Value 'a' could not be converted to Integer`
             raise ConfigError(f"seeds: must be a list of distinct integers >= 0 ({message})") from None
         raise ConfigError(message) from None
@@ -136,6 +195,52 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
     return config
 
 
+_RUN_LEVEL_KEYS = {
+    "agent.seed": "agent.seed: not an agent key; set the run's top-level `seed` (or `seeds`), which seeds the "
+    "agent too",
+    "agent.device": "agent.device: not an agent key; set the run's top-level `device` (one device for the "
+    "whole run)",
+}
+"""Keys that older configs had under ``agent:`` and that belong to the run: the error says where they went."""
+
+
+def _drop_legacy_agent_keys(layer: DictConfig, agent_class: type) -> None:
+    """A config.yaml written before ``agent.seed`` / ``agent.device`` were removed holds them with their
+    only accepted values (``null``, ``auto``): drop those so such a run folder still resumes and evaluates.
+    Any other value stays, and is refused with the :data:`_RUN_LEVEL_KEYS` message."""
+    agent = layer.get("agent") if isinstance(layer, DictConfig) else None
+    if not isinstance(agent, DictConfig):
+        return
+    fields = {f.name for f in dataclasses.fields(agent_class)}
+    for key, legacy in (("seed", None), ("device", "auto")):
+        if key in agent and key not in fields and agent.get(key) == legacy:
+            del agent[key]
+
+
+def _selected_agent(layers: Sequence[DictConfig]) -> str:
+    """``agent.name`` of the merged layers, read before the schema is known (default :data:`DEFAULT_AGENT`).
+
+    Anything odd (layers that do not merge, a name that is not a string) falls back to the default: the
+    typed merge that follows then reports it against the schema, naming the key."""
+    try:
+        name = OmegaConf.select(OmegaConf.merge(*layers), "agent.name", default=DEFAULT_AGENT)
+    except OmegaConfBaseException:
+        return DEFAULT_AGENT
+    return name if isinstance(name, str) else DEFAULT_AGENT
+
+
+def agent_config_class(name: str, key: str = "agent.name") -> type:
+    """The config dataclass of the backbone ``name`` (registered, or a class path's ``config_class``)."""
+    from prism.registry import AGENTS
+
+    config_class = AGENTS.entry(key, name).config_class(key)
+    if not (isinstance(config_class, type) and dataclasses.is_dataclass(config_class)):
+        raise ConfigError(f"{key}: the config class of agent {name!r} is not a dataclass ({config_class!r})")
+    if not any(f.name == "name" for f in dataclasses.fields(config_class)):
+        raise ConfigError(f"{key}: the config class {config_class.__name__} of {name!r} has no `name` field")
+    return config_class
+
+
 def to_yaml(config: RunConfig) -> str:
     """The resolved config as YAML (what a run folder's config.yaml holds)."""
     return OmegaConf.to_yaml(OmegaConf.structured(config))
@@ -143,16 +248,6 @@ def to_yaml(config: RunConfig) -> str:
 
 def to_dict(config: RunConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
-
-
-def _positive(key: str, value: int | float) -> None:
-    if value <= 0:
-        raise ConfigError(f"{key}: must be positive, got {value}")
-
-
-def _non_negative(key: str, value: int | float) -> None:
-    if value < 0:
-        raise ConfigError(f"{key}: must be >= 0, got {value}")
 
 
 _LOG = logging.getLogger("prism.config")
@@ -197,20 +292,21 @@ def _check_symmetry(config: RunConfig, spec) -> None:
     """
     from prism.envs.spec import SYMMETRY_HINT
 
-    if spec.has_symmetry:
-        return
     agent = config.agent
-    if agent.symmetry_mode == "exact":
+    mode = getattr(agent, "symmetry_mode", None)  # a backbone without symmetry keys has nothing to check
+    if spec.has_symmetry or mode is None:
+        return
+    if mode == "exact":
         raise ConfigError(
             f"agent.symmetry_mode: exact needs a reflection symmetry table and {spec.id} has none; "
             f"{SYMMETRY_HINT} or set agent.symmetry_mode=regularise"
         )
-    if agent.symmetry_mode == "regularise" and agent.symreg_lambda is not None and agent.symreg_lambda > 0:
+    if mode == "regularise" and agent.symreg_lambda is not None and agent.symreg_lambda > 0:
         raise ConfigError(
             f"agent.symreg_lambda: {spec.id} has no reflection symmetry table; {SYMMETRY_HINT} "
             "or set agent.symreg_lambda=0"
         )
-    if agent.symmetry_mode == "regularise" and agent.symreg_lambda is None:
+    if mode == "regularise" and agent.symreg_lambda is None:
         _warn_once(
             f"agent.symreg_lambda: warning: {spec.id} has no reflection symmetry table, so SymReg is off "
             f"(λ = 0) and {config.method} runs without it; {SYMMETRY_HINT} to turn it on"
@@ -242,8 +338,23 @@ def _check_cuda_device(device: str) -> None:
             raise ConfigError(f"device: {device!r} is not one of this machine's {count} CUDA device(s)")
 
 
+def torch_device(device: str) -> torch.device:
+    """The torch device the run's ``device`` resolves to on this machine (``auto``: CUDA when available)."""
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def accelerator(device: str) -> str:
+    """The Lightning ``Trainer(accelerator=...)`` value of the run's ``device``."""
+    return "gpu" if torch_device(device).type == "cuda" else "cpu"
+
+
 def validate(config: RunConfig) -> None:
-    """Check the values OmegaConf's types cannot; raise :class:`ConfigError` naming the key."""
+    """Check the rules that tie parts of the config together (each part checked its own fields when it was
+    built); raise :class:`ConfigError` naming the key."""
     from prism.registry import AGENTS, REWARDS
 
     spec = resolve_env_spec(config)
@@ -252,72 +363,28 @@ def validate(config: RunConfig) -> None:
         raise ConfigError(
             f"env.sparse_channel: {channel} is out of range for {spec.id} ({n} objectives: 0..{n - 1}, or -{n}..-1)"
         )
-    if not 0.0 <= config.env.p_rel <= 1.0:
-        raise ConfigError(f"env.p_rel: must lie in [0, 1], got {config.env.p_rel}")
-    if config.device not in ("auto", "cpu", "cuda") and not config.device.startswith("cuda:"):
-        raise ConfigError(f"device: expected auto, cpu or cuda, got {config.device!r}")
     if config.device.startswith("cuda"):
         _check_cuda_device(config.device)
-    if not config.run_dir:
-        raise ConfigError("run_dir: must be a non-empty path")
-    _non_negative("seed", config.seed)
-    if config.seeds is not None:
-        seeds = list(config.seeds)
-        if not seeds:
-            raise ConfigError("seeds: must list at least one seed (or leave seeds unset and use seed)")
-        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
-            raise ConfigError(f"seeds: must be a list of distinct integers >= 0, got {seeds}")
-        duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
-        if duplicates:
-            raise ConfigError(f"seeds: every seed must be distinct, {duplicates} repeated in {seeds}")
-    _non_negative("threads", config.threads)
-    _non_negative("reward.threads", config.reward.threads)
-
-    loop = config.loop
-    _positive("loop.cycles", loop.cycles)
-    _positive("loop.steps_per_cycle", loop.steps_per_cycle)
-    _positive("loop.checkpoint_every", loop.checkpoint_every)
-    _non_negative("loop.expert_episodes", loop.expert_episodes)
-    _positive("loop.initial_episodes", loop.initial_episodes)
 
     REWARDS.check("reward.name", config.reward.name)
-    AGENTS.check("agent.name", config.agent.name)
     if config.env.dense and config.reward.name != "none":
         raise ConfigError(
             f"reward.name: the dense env (env.dense=true, the oracle) has no hidden channel to "
             f"redistribute; use reward.name=none, got {config.reward.name!r}"
         )
-    _positive("reward.ensemble_size", config.reward.ensemble_size)
-    _positive("reward.max_epochs", config.reward.max_epochs)
-    _positive("reward.batch_size", config.reward.batch_size)
-    if not 0.0 < config.reward.val_fraction < 1.0:
-        raise ConfigError(f"reward.val_fraction: must lie in (0, 1), got {config.reward.val_fraction}")
 
-    agent = config.agent
-    if agent.seed is not None:
-        raise ConfigError("agent.seed: set the run's top-level `seed` instead (it seeds the agent too)")
-    if agent.device != "auto":
+    # The agent node must be the chosen backbone's own config (it is when the loader built it; a config
+    # built in Python may pair a name with another backbone's dataclass).
+    config_class = AGENTS.entry("agent.name", config.agent.name).config_class()
+    if not isinstance(config.agent, config_class):
         raise ConfigError(
-            "agent.device: set the run's top-level `device` instead (one device for the whole run)"
+            f"agent.name: {config.agent.name!r} takes a {config_class.__name__}, "
+            f"got a {type(config.agent).__name__}"
         )
-    _non_negative("agent.learning_starts", agent.learning_starts)
-    _positive("agent.batch_size", agent.batch_size)
-    _positive("agent.buffer_size", agent.buffer_size)
-    if agent.symreg_lambda is not None:
-        _non_negative("agent.symreg_lambda", agent.symreg_lambda)
     _check_symmetry(config, spec)
-    if not 0.0 < agent.gamma <= 1.0:
-        raise ConfigError(f"agent.gamma: must lie in (0, 1], got {agent.gamma}")
 
-    ev = config.eval
-    _positive("eval.every", ev.every)
-    _positive("eval.num_weights", ev.num_weights)
-    _positive("eval.episodes", ev.episodes)
-    _positive("eval.final.num_weights", ev.final.num_weights)
-    _positive("eval.final.episodes", ev.final.episodes)
-    if ev.seed is not None:
-        _non_negative("eval.seed", ev.seed)
     # The energy method behind the weight sets needs at least one direction per objective.
+    ev = config.eval
     for key, count in (
         ("eval.num_weights", ev.num_weights),
         ("eval.final.num_weights", ev.final.num_weights),

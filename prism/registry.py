@@ -1,62 +1,233 @@
-"""Plug-in registries: pluggable parts are chosen in the config by registry name or by class path.
+"""Plug-in registries: one entry per plug-in, carrying everything prism needs to know about it.
 
-A class path is ``package.module:Name`` (or ``package.module.Name``); it lets a user swap in their own
-reward shaper or agent without touching prism.
+Four kinds of plug-in are chosen in a run config by name:
+
+- a **backbone** (``agent.name``, :data:`AGENTS`): an :class:`AgentEntry` = the LightningModule factory and
+  the config dataclass of its ``agent.*`` keys (so ``agent.name=<x>`` selects ``<x>``'s own keys);
+- a **reward method** (``reward.name``, :data:`REWARDS`): a :class:`RewardEntry` = the shaper factory and
+  the name of the learned reward model it needs (``None``: no collection or fit phase);
+- a **reward model** (:data:`REWARD_MODELS`): a :class:`RewardModelEntry` = how to fit one from a segment
+  store and how to load one from a checkpoint;
+- an **env spec** (``env.id``): registered in :mod:`prism.envs` (``prism.envs.registered_env_ids``), which
+  also derives a spec for any gymnasium multi-objective env; not repeated here.
+
+Every built-in is registered exactly once, in :mod:`prism.plugins` (imported on the first lookup, so a new
+plug-in is one module plus one line there; see docs/ARCHITECTURE.md, "Adding a reward model / a backbone").
+Factories may be given as class paths (``package.module:Name``, ``package.module:Class.attribute``) so that
+registering a plug-in imports nothing heavy.
+
+Class paths also work in the config itself, for plug-ins that live outside prism:
+
+- ``agent.name=package.module:MyAgent``: the class's ``config_class`` attribute is the dataclass of its
+  ``agent.*`` keys (a subclass of :class:`~prism.agents.capql.CAPQLModule` inherits ``CAPQLConfig``); a class
+  without one is refused at config load (there is no silent fallback: prism could not know its keys).
+- ``reward.name=package.module:MyShaper``: built with the keywords ``(sparse_channel=, model=, seed=)``; a
+  class with ``needs_model = True`` gets the reward model named by its ``reward_model`` attribute
+  (default ``resymnet``) fitted and installed after every fit.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+Target = Callable[..., Any] | type | str
+"""A factory or class, or its class path (imported on first use)."""
+
+DEFAULT_REWARD_MODEL = "resymnet"
+"""The reward model a class-path shaper with ``needs_model = True`` gets unless it names another one."""
 
 
-class Registry:
-    """Names → factories, with class-path fallback and one-line errors naming the config key."""
+def _config_error(message: str) -> Exception:
+    from prism.config import ConfigError
 
-    def __init__(self, kind: str):
+    return ConfigError(message)
+
+
+def resolve(key: str, kind: str, target: Target) -> Any:
+    """``target`` itself, or the object its class path names (``module:attr.attr`` or ``module.attr``).
+
+    ``key`` and ``kind`` only word the :class:`~prism.config.ConfigError` raised when it cannot be imported.
+    """
+    if not isinstance(target, str):
+        return target
+    if ":" in target:
+        module_name, _, attrs = target.partition(":")
+    else:
+        module_name, _, attrs = target.rpartition(".")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for attr in attrs.split("."):
+            obj = getattr(obj, attr)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise _config_error(f"{key}: cannot import {kind} class path {target!r} ({err})") from None
+    return obj
+
+
+def is_class_path(name: str) -> bool:
+    """Whether a config value names a plug-in by class path rather than by registered name."""
+    return "." in name or ":" in name
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """A backbone: ``factory(config, spec, env_factory, shapers, *, seeds, sparse_channel, target_env_steps)``
+    builds the LightningModule (see :class:`prism.agents.contract.PopulationAgent`); ``config`` is the
+    dataclass of its ``agent.*`` keys (it must have a ``name`` field, the selector)."""
+
+    name: str
+    factory: Target
+    config: Target
+
+    def agent_class(self, key: str = "agent.name") -> Callable[..., Any]:
+        return resolve(key, "agent", self.factory)
+
+    def config_class(self, key: str = "agent.name") -> type:
+        return resolve(key, "agent config", self.config)
+
+    @classmethod
+    def from_class_path(cls, key: str, name: str) -> AgentEntry:
+        factory = resolve(key, "agent", name)
+        config = getattr(factory, "config_class", None)
+        if config is None:
+            raise _config_error(
+                f"{key}: agent class path {name!r} has no `config_class` attribute (the dataclass of its "
+                "agent.* keys); give the class one or register the agent in prism.plugins"
+            )
+        return cls(name, factory, config)
+
+
+@dataclass(frozen=True)
+class RewardEntry:
+    """A reward method: ``shaper(*, sparse_channel, model, seed)`` builds one member's shaper (``model`` is
+    ``None`` at build time; the loop assigns ``shaper.model`` after every fit); ``model`` names the
+    :data:`REWARD_MODELS` entry the method needs (``None``: no learned model, hence no collection or fit)."""
+
+    name: str
+    shaper: Target
+    model: str | None = None
+
+    @property
+    def needs_model(self) -> bool:
+        return self.model is not None
+
+    def shaper_factory(self, key: str = "reward.name") -> Callable[..., Any]:
+        return resolve(key, "reward redistribution", self.shaper)
+
+    @classmethod
+    def from_class_path(cls, key: str, name: str) -> RewardEntry:
+        shaper = resolve(key, "reward redistribution", name)
+        model = (
+            getattr(shaper, "reward_model", DEFAULT_REWARD_MODEL)
+            if getattr(shaper, "needs_model", False)
+            else None
+        )
+        return cls(name, shaper, model)
+
+
+@dataclass(frozen=True)
+class RewardModelEntry:
+    """A learned reward model.
+
+    ``fit(store, reward_config, *, logger, seed, device) -> model`` trains a fresh one on a
+    :class:`~prism.data.segments.SegmentStore`; ``load(dict) -> model`` rebuilds one from its ``to_dict()``
+    (checkpoints). A model has ``predict(features [N, F]) -> [N]``, ``use_dense_features`` and ``to_dict()``,
+    and may carry a ``fit_summary`` (then its ``val_correlation`` etc. are logged as ``reward/*``).
+    """
+
+    name: str
+    fit: Target
+    load: Target
+
+    def fit_fn(self, key: str = "reward.name") -> Callable[..., Any]:
+        return resolve(key, "reward model fit", self.fit)
+
+    def load_fn(self, key: str = "reward.name") -> Callable[..., Any]:
+        return resolve(key, "reward model loader", self.load)
+
+
+E = TypeVar("E", AgentEntry, RewardEntry, RewardModelEntry)
+
+_BUILTINS_LOADED = False
+_BUILTINS_LOCK = threading.RLock()
+
+
+def _load_builtins() -> None:
+    """Import :mod:`prism.plugins` (the built-ins' registrations) once, on the first lookup."""
+    global _BUILTINS_LOADED
+    with _BUILTINS_LOCK:
+        if not _BUILTINS_LOADED:
+            _BUILTINS_LOADED = True
+            importlib.import_module("prism.plugins")
+
+
+class Registry(Generic[E]):
+    """Names → entries of one plug-in kind, with class-path entries and one-line errors naming the key."""
+
+    def __init__(self, kind: str, entry_type: type[E]):
         self.kind = kind
-        self._entries: dict[str, Callable[..., Any] | str] = {}
+        self.entry_type = entry_type
+        self._entries: dict[str, E] = {}
 
-    def register(self, name: str, factory: Callable[..., Any] | str | None = None):
-        """Register ``factory`` (or its class path) under ``name`` (usable as a decorator)."""
+    def register(self, name: str, **fields: Any) -> E:
+        """Register one plug-in (fields of the entry type, e.g. ``factory=`` and ``config=`` for an agent).
 
-        def add(obj):
-            self._entries[name] = obj
-            return obj
+        A name is registered once: registering it again raises (no silent fallbacks or overrides)."""
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        if is_class_path(name):
+            raise ValueError(f"{self.kind} name {name!r} must not look like a class path (no '.' or ':')")
+        entry = self.entry_type(name, **fields)
+        self._entries[name] = entry
+        return entry
 
-        return add(factory) if factory is not None else add
+    def unregister(self, name: str) -> None:
+        """Remove an entry (for tests that register a plug-in temporarily)."""
+        self._entries.pop(name, None)
 
     def names(self) -> list[str]:
+        _load_builtins()
         return sorted(self._entries)
 
-    def get(self, key: str, name: str) -> Callable[..., Any]:
-        """The factory for ``name``; ``key`` is the config key used in error messages."""
+    def __contains__(self, name: object) -> bool:
+        _load_builtins()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[E]:
+        _load_builtins()
+        return iter(self._entries[name] for name in sorted(self._entries))
+
+    def entry(self, key: str, name: str) -> E:
+        """The entry for a registered ``name`` or a class path; ``key`` is the config key used in errors."""
+        _load_builtins()
         if name in self._entries:
-            entry = self._entries[name]
-            # Built-ins are registered by class path so importing the config does not import torch models.
-            return self._import(key, entry) if isinstance(entry, str) else entry
-        if "." in name or ":" in name:
-            return self._import(key, name)
-        from prism.config import ConfigError
-
-        raise ConfigError(f"{key}: unknown {self.kind} {name!r} (known: {', '.join(self.names())})")
-
-    def _import(self, key: str, name: str) -> Callable[..., Any]:
-        module_name, _, attr = name.replace(":", ".").rpartition(".")
-        try:
-            return getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError, ValueError) as err:
-            from prism.config import ConfigError
-
-            raise ConfigError(f"{key}: cannot import {self.kind} class path {name!r} ({err})") from None
+            return self._entries[name]
+        if is_class_path(name) and hasattr(self.entry_type, "from_class_path"):
+            return self.entry_type.from_class_path(key, name)  # type: ignore[attr-defined]
+        raise _config_error(f"{key}: unknown {self.kind} {name!r} (known: {', '.join(self.names())})")
 
     def check(self, key: str, name: str) -> None:
         """Raise if ``name`` cannot be resolved (registered names are not imported, class paths are)."""
-        if name not in self._entries:
-            self.get(key, name)
+        self.entry(key, name)
 
 
-REWARDS = Registry("reward redistribution")
-AGENTS = Registry("agent")
-AGENTS.register("capql", "prism.agents.capql:CAPQLModule")
+AGENTS: Registry[AgentEntry] = Registry("agent", AgentEntry)
+REWARDS: Registry[RewardEntry] = Registry("reward redistribution", RewardEntry)
+REWARD_MODELS: Registry[RewardModelEntry] = Registry("reward model", RewardModelEntry)
+
+PREDICTED_SHAPER = "prism.reward.shaping:predicted_shaper"
+"""The shaper of a learned reward model's method: the model's per-step prediction replaces the channel."""
+
+
+def register_reward_model(name: str, *, fit: Target, load: Target, shaper: Target = PREDICTED_SHAPER) -> None:
+    """Register a learned reward model and the reward method of the same name that shapes with it.
+
+    One call: ``REWARD_MODELS[name] = (fit, load)`` and ``REWARDS[name] = (shaper, model=name)``, so
+    ``reward.name=<name>`` collects segments, fits the model every cycle and replaces the sparse channel by
+    its per-step prediction (the shaper may be replaced, e.g. by one that post-processes the prediction).
+    """
+    REWARD_MODELS.register(name, fit=fit, load=load)
+    REWARDS.register(name, shaper=shaper, model=name)

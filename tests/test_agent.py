@@ -12,14 +12,14 @@ import torch
 from gymnasium import spaces
 
 from prism.agents.capql import CAPQLModule
-from prism.agents.config import AgentConfig
+from prism.agents.config import CAPQLConfig
 from prism.agents.preferences import cone_weights
 from prism.agents.symmetry import equivariance_error, reflection_from_spec
 from prism.data.replay import ReplayBatch
 from prism.envs import TOY_SPEC, EnvSpec, SparseRewardWrapper, make_env
 from prism.reward.shaping import PassThroughShaper
 
-SMALL = dict(actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=500, seed=0)
+SMALL = dict(actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=500)
 
 
 def _trainer(**kwargs) -> L.Trainer:
@@ -98,7 +98,7 @@ class _RecordingShaper(PassThroughShaper):
 
 
 def test_stored_done_is_termination_only_and_truncation_keeps_final_obs():
-    cfg = AgentConfig(learning_starts=1000, **SMALL)
+    cfg = CAPQLConfig(learning_starts=1000, **SMALL)
     module = CAPQLModule(cfg, COUNTING_SPEC, _CountingEnv, target_env_steps=14)  # episodes of 3,4,3,4 steps
     _trainer().fit(module)
     b = module.buffer.all()
@@ -116,7 +116,7 @@ def test_stored_done_is_termination_only_and_truncation_keeps_final_obs():
 
 def test_shaper_sees_fresh_cone_weights_and_released_flags_from_the_wrapper():
     shaper = _RecordingShaper()
-    cfg = AgentConfig(learning_starts=1000, **SMALL)
+    cfg = CAPQLConfig(learning_starts=1000, **SMALL)
     factory = lambda: SparseRewardWrapper(_CountingEnv(), [1.0, 0.0], seed=0)  # noqa: E731
     module = CAPQLModule(cfg, COUNTING_SPEC, factory, shaper, target_env_steps=7)
     _trainer().fit(module)
@@ -133,14 +133,14 @@ def test_shaper_sees_fresh_cone_weights_and_released_flags_from_the_wrapper():
 
 def test_dense_env_passes_released_true():
     shaper = _RecordingShaper()
-    module = CAPQLModule(AgentConfig(**SMALL), COUNTING_SPEC, _CountingEnv, shaper, target_env_steps=5)
+    module = CAPQLModule(CAPQLConfig(**SMALL), COUNTING_SPEC, _CountingEnv, shaper, target_env_steps=5)
     _trainer().fit(module)
     assert all(c[4] for c in shaper.calls)
 
 
 # ---- RL clock, updates, checkpointing -------------------------------------------------------------------
 def test_env_step_clock_updates_and_resume(tmp_path):
-    cfg = AgentConfig(learning_starts=20, **SMALL)
+    cfg = CAPQLConfig(learning_starts=20, **SMALL)
     module = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=30)
     seen: list[ReplayBatch] = []
     module.relabel_fn = lambda batch: seen.append(batch) or batch
@@ -195,7 +195,7 @@ class _PolyakRecorder(L.Callback):
 def test_polyak_update_is_exactly_one_minus_tau_target_plus_tau_online_after_the_critic_step():
     tau = 0.3  # large, so that mixing in the wrong online weights or the wrong τ is far outside the tolerance
     # one (env step, update) per batch: the recorder snapshots the critics around every single update
-    cfg = AgentConfig(learning_starts=10, tau=tau, steps_per_batch=1, **SMALL)
+    cfg = CAPQLConfig(learning_starts=10, tau=tau, steps_per_batch=1, **SMALL)
     module = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=16)
     recorder = _PolyakRecorder()
     _trainer(callbacks=[recorder]).fit(module)
@@ -213,7 +213,7 @@ def test_polyak_update_is_exactly_one_minus_tau_target_plus_tau_online_after_the
 
 
 def test_hparams_hold_no_envs_or_modules():
-    module = CAPQLModule(AgentConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), symreg_lambda=0.3)
+    module = CAPQLModule(CAPQLConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), symreg_lambda=0.3)
     assert set(module.hparams) == {"agent", "env_id", "seeds", "symreg_lambda", "sparse_channel"}
     assert module.hparams["symreg_lambda"] == 0.3 and module.envs == []  # envs not built in __init__
     assert module.hparams["agent"]["actor_hidden"] == [16]
@@ -221,13 +221,13 @@ def test_hparams_hold_no_envs_or_modules():
 
 def test_symreg_lambda_resolution():
     env = lambda: make_env(TOY_SPEC)  # noqa: E731
-    assert CAPQLModule(AgentConfig(**SMALL), TOY_SPEC, env).symreg_lambda == TOY_SPEC.symreg_lambda
-    assert CAPQLModule(AgentConfig(symreg_lambda=0.0, **SMALL), TOY_SPEC, env).effective_symreg_lambda == 0.0
+    assert CAPQLModule(CAPQLConfig(**SMALL), TOY_SPEC, env).symreg_lambda == TOY_SPEC.symreg_lambda
+    assert CAPQLModule(CAPQLConfig(symreg_lambda=0.0, **SMALL), TOY_SPEC, env).effective_symreg_lambda == 0.0
     assert (
-        CAPQLModule(AgentConfig(symmetry_mode="none", **SMALL), TOY_SPEC, env).effective_symreg_lambda == 0.0
+        CAPQLModule(CAPQLConfig(symmetry_mode="none", **SMALL), TOY_SPEC, env).effective_symreg_lambda == 0.0
     )
     with pytest.raises(ValueError, match="agent.symmetry_mode"):
-        AgentConfig(symmetry_mode="bogus")  # type: ignore[arg-type]
+        CAPQLConfig(symmetry_mode="bogus")  # type: ignore[arg-type]
 
 
 # ---- public API --------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def _hand_policy_mean(base, obs: torch.Tensor, w: torch.Tensor, exact: bool) -> 
 
 @pytest.mark.parametrize("mode", ["regularise", "exact"])
 def test_act_policy_mean_expert_policy(mode):
-    module = CAPQLModule(AgentConfig(symmetry_mode=mode, **SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC))
+    module = CAPQLModule(CAPQLConfig(symmetry_mode=mode, **SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC))
     obs = torch.randn(5, 6)
     w = module.sample_preferences(5)
     assert w.shape == (5, 2)
@@ -286,7 +286,7 @@ def test_tensorboard_scalars_logged_against_env_steps(tmp_path):
     from lightning.pytorch.loggers import TensorBoardLogger
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    cfg = AgentConfig(learning_starts=20, log_every=25, **SMALL)
+    cfg = CAPQLConfig(learning_starts=20, log_every=25, **SMALL)
     module = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=100)
     logger = TensorBoardLogger(tmp_path, name="run")
     _trainer(logger=logger).fit(module)
@@ -312,6 +312,6 @@ def test_tensorboard_scalars_logged_against_env_steps(tmp_path):
 
 
 def test_rejects_mixed_precision_instead_of_ignoring_it():
-    module = CAPQLModule(AgentConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=5)
+    module = CAPQLModule(CAPQLConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=5)
     with pytest.raises(ValueError, match="32-bit precision"):
         _trainer(precision="bf16-mixed").fit(module)

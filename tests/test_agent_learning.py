@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from prism.agents.capql import CAPQLModule
-from prism.agents.config import AgentConfig
+from prism.agents.config import CAPQLConfig
 from prism.envs import TOY_SPEC, make_env
 
 GAMMA = 0.99
@@ -58,8 +58,8 @@ def test_capql_beats_random_policy_on_toy_env():
 
 def _train_and_compare() -> None:
     L.seed_everything(0)
-    config = AgentConfig(
-        learning_starts=300, buffer_size=20_000, actor_hidden=[64, 64], critic_hidden=[64, 64], seed=0
+    config = CAPQLConfig(
+        learning_starts=300, buffer_size=20_000, actor_hidden=[64, 64], critic_hidden=[64, 64]
     )
     module = CAPQLModule(config, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=1500)
     L.Trainer(

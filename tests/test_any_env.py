@@ -18,7 +18,7 @@ import pytest
 import yaml
 from gymnasium import spaces
 
-from prism.agents import AgentConfig
+from prism.agents import CAPQLConfig
 from prism.agents.capql import CAPQLModule
 from prism.cli import main
 from prism.config import ConfigError, load_config, resolve_env_spec
@@ -233,10 +233,10 @@ def test_unknown_id_stays_a_one_line_cli_error(capsys):
 def test_agent_refuses_symreg_without_a_table():
     spec = derive_env_spec(CAR)
     with pytest.raises(ValueError, match="agent.symreg_lambda"):
-        CAPQLModule(AgentConfig(symreg_lambda=0.1), spec, lambda: make_env(spec))
+        CAPQLModule(CAPQLConfig(symreg_lambda=0.1), spec, lambda: make_env(spec))
     with pytest.raises(ValueError, match="agent.symmetry_mode"):
-        CAPQLModule(AgentConfig(symmetry_mode="exact"), spec, lambda: make_env(spec))
-    assert CAPQLModule(AgentConfig(), spec, lambda: make_env(spec)).obs_sign is None
+        CAPQLModule(CAPQLConfig(symmetry_mode="exact"), spec, lambda: make_env(spec))
+    assert CAPQLModule(CAPQLConfig(), spec, lambda: make_env(spec)).obs_sign is None
 
 
 # ---- whole runs -----------------------------------------------------------------------------------------

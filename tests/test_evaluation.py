@@ -335,11 +335,11 @@ def test_worker_errors_surface():
 def test_callback_on_the_capql_agent(tmp_path):
     """The contract with the real agent: ``act``, ``policy_mean`` and the env-step clock."""
     from prism.agents.capql import CAPQLModule
-    from prism.agents.config import AgentConfig
+    from prism.agents.config import CAPQLConfig
     from prism.envs import make_env
 
-    cfg = AgentConfig(
-        learning_starts=10, actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=200, seed=0
+    cfg = CAPQLConfig(
+        learning_starts=10, actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=200
     )
     agent = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=30)
     config = EvalConfig(

@@ -10,6 +10,7 @@ import torch
 
 from prism.config import load_config
 from prism.loop.run import build_run, fit_run
+from prism.registry import AGENTS
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -112,7 +113,9 @@ def test_oracle_has_no_reward_model_and_same_budget(tmp_path):
     [[p] for p in sorted(CONF.glob("*.yaml"))]
     + [
         [CONF / "hopper.yaml", p]
-        for p in sorted([*CONF.glob("method/*.yaml"), *CONF.glob("ablation/*.yaml")])
+        for p in sorted(
+            [*CONF.glob("method/*.yaml"), *CONF.glob("ablation/*.yaml"), *CONF.glob("agent/*.yaml")]
+        )
     ],
     ids=lambda fs: "+".join(f.stem for f in fs),
 )
@@ -120,6 +123,7 @@ def test_every_shipped_config_builds(files, tmp_path):
     config = load_config(files, [f"run_dir={tmp_path / 'r'}"])
     run = build_run(config, progress_bar=False)
     assert run.agent.spec.id == config.env.id
+    assert isinstance(run.agent, AGENTS.entry("agent.name", config.agent.name).agent_class())
     expected_lambda = 0.0 if config.agent.symreg_lambda == 0.0 else run.spec.symreg_lambda
     assert run.agent.symreg_lambda == pytest.approx(expected_lambda)
     assert run.loop.settings.needs_model == (config.reward.name == "resymnet")

@@ -10,7 +10,7 @@ import torch
 
 from prism.agents import losses as losses_module
 from prism.agents.capql import CAPQLModule, capql_update
-from prism.agents.config import AgentConfig
+from prism.agents.config import CAPQLConfig
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs import make_env
 from prism.envs.registry import TOY_SPEC
@@ -20,7 +20,7 @@ SEEDS = (3, 7)
 
 
 def _agent(seeds, **overrides) -> CAPQLModule:
-    config = AgentConfig(**{**SMALL, **overrides})
+    config = CAPQLConfig(**{**SMALL, **overrides})
     return CAPQLModule(config, TOY_SPEC, lambda member: make_env(TOY_SPEC), seeds=seeds)
 
 

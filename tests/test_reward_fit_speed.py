@@ -208,17 +208,23 @@ def test_loop_fits_on_the_agents_device(monkeypatch):
         calls.append(kwargs)
         return SimpleNamespace(fit_summary=None)
 
-    monkeypatch.setattr(phases, "fit_reward_model", fake_fit)
+    from prism.registry import REWARD_MODELS
+
     settings = phases.LoopSettings(
         cycles=1, steps_per_cycle=10, initial_episodes=1, expert_episodes=0, sparse_channel=0, p_rel=0.0,
-        reward=RewardConfig(), needs_model=True, seed=0,
+        reward=RewardConfig(), needs_model=True, seed=0, reward_model="fake_fit",
     )  # fmt: skip
+    # The loop fits the reward model its settings name, looked up in the registry.
+    REWARD_MODELS.register("fake_fit", fit=fake_fit, load=dict)
     loop = phases.PrismLoopCallback(get_env_spec("mo-hopper-v5"), settings)
     loop.stores = [_store(10)]
     agent = SimpleNamespace(
         device=torch.device("meta"), shapers=[SimpleNamespace(model=None)], env_step_count=0, env_steps=0
     )
-    loop._fit(agent, None)
+    try:
+        loop._fit(agent, None)
+    finally:
+        REWARD_MODELS.unregister("fake_fit")
     assert calls and calls[0]["device"] == torch.device("meta")
 
 

@@ -138,7 +138,9 @@ def test_make_shaper_and_registry():
     with pytest.raises(ValueError, match="unknown"):
         make_shaper("nope", sparse_channel=0)
     assert {"none", "resymnet", "uniform", "random"} <= set(REWARDS.names())
-    assert isinstance(REWARDS.get("reward.name", "uniform")(sparse_channel=0), UniformShaper)
+    uniform = REWARDS.entry("reward.name", "uniform")
+    assert not uniform.needs_model and REWARDS.entry("reward.name", "resymnet").model == "resymnet"
+    assert isinstance(uniform.shaper_factory()(sparse_channel=0, model=None, seed=0), UniformShaper)
 
 
 def test_reward_config_merges_shipped_overlays():

@@ -24,7 +24,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from prism.agents.capql import CAPQLModule
-from prism.agents.config import AgentConfig
+from prism.agents.config import CAPQLConfig
 from prism.envs import get_env_spec, make_env
 
 
@@ -92,13 +92,12 @@ def main() -> None:
     learning_starts = 200 if args.quick else 1000
 
     spec = get_env_spec(args.env)
-    config = AgentConfig(
+    config = CAPQLConfig(
         learning_starts=learning_starts,
         buffer_size=100_000,
         log_every=10**9,
-        device=args.device,
         **({} if args.steps_per_batch is None else {"steps_per_batch": args.steps_per_batch}),
-    )
+    )  # the device is the Trainer's accelerator (_fit)
     seeds = list(range(args.seeds))
 
     def agent(member_seeds: list[int]) -> CAPQLModule:

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from prism.agents.capql import CAPQLModule
-from prism.agents.config import AgentConfig
+from prism.agents.config import CAPQLConfig
 from prism.agents.preferences import cone_weights
 from prism.envs import get_env_spec, make_env
 
@@ -236,7 +236,7 @@ def main() -> None:
         device="cpu",
     )
     bare = BareCAPQL(make_env(spec), seed=args.seed)
-    config = AgentConfig(
+    config = CAPQLConfig(
         learning_starts=LEARNING_STARTS,
         batch_size=BATCH,
         buffer_size=BUFFER,
@@ -248,12 +248,14 @@ def main() -> None:
         critic_hidden=[HIDDEN, HIDDEN],
         symmetry_mode="none",  # plain CAPQL, as morl-baselines
         log_every=1000,
-        device="cpu",
-        seed=args.seed,
         **({} if args.steps_per_batch is None else {"steps_per_batch": args.steps_per_batch}),
     )
     module = CAPQLModule(
-        config, spec, lambda: make_env(spec), target_env_steps=LEARNING_STARTS + rounds * block
+        config,
+        spec,
+        lambda: make_env(spec),
+        seeds=(args.seed,),
+        target_env_steps=LEARNING_STARTS + rounds * block,
     )
     alternate = _Alternate(block, rounds, morl, bare, np.full(spec.n_objectives, -100.0))
     print(

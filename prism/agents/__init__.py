@@ -1,7 +1,7 @@
 """MORL agents: CAPQL as a LightningModule, its pure losses, networks, symmetry operators, preferences."""
 
 from prism.agents.capql import CAPQLModule
-from prism.agents.config import AgentConfig
+from prism.agents.config import CAPQLConfig, OffPolicyConfig
 from prism.agents.losses import (
     ActorLoss,
     CriticLoss,
@@ -27,10 +27,11 @@ from prism.agents.symmetry import (
 
 __all__ = [
     "ActorLoss",
-    "AgentConfig",
+    "CAPQLConfig",
     "CAPQLModule",
     "CriticLoss",
     "GaussianActor",
+    "OffPolicyConfig",
     "OrbitAveragedActor",
     "Reflection",
     "SymRegLoss",

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import torch
 
-from prism.agents.config import AgentConfig
+from prism.agents.config import CAPQLConfig
 from prism.agents.losses import capql_actor_loss, capql_critic_loss
 from prism.agents.networks import GaussianActor, VectorCriticEnsemble, sample_tanh_gaussian
 from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
@@ -84,22 +84,25 @@ class CAPQLModule(OffPolicyAgent):
     """CAPQL with a weight-conditioned tanh-Gaussian actor, two vector critics and optional SymReg.
 
     Args:
-        config: agent hyperparameters.
+        config: CAPQL's hyperparameters (``agent.*``).
         spec: the env's spec (sizes, objectives, reflection symmetry, default λ and sparse channel).
         env_factory: ``env_factory(member) -> env`` builds member s's training env (a zero-argument factory is
             accepted for a single member); called in ``setup``.
         shapers: one reward shaper per member (or a single shaper for one member); default pass-through.
-        seeds: the members' seeds (default ``(config.seed or 0,)``: a single run).
+        seeds: the members' seeds (default ``(0,)``: a single run); a run passes its ``seed`` / ``seeds``.
         symreg_lambda: overrides ``config.symreg_lambda`` (which in turn overrides ``spec.symreg_lambda``).
         sparse_channel: channel whose ``info["released"]`` flag is passed to the shapers (default the spec's).
         target_env_steps: stop training once the clock reaches it (settable).
     """
 
     train_keys = TRAIN_KEYS
+    config_class = CAPQLConfig
+    """The dataclass of this backbone's ``agent.*`` keys (read for a class-path ``agent.name``, e.g. a
+    subclass of this module; the registered ``capql`` names it in :mod:`prism.plugins`)."""
 
     def __init__(
         self,
-        config: AgentConfig,
+        config: CAPQLConfig,
         spec: EnvSpec,
         env_factory: MemberEnvFactory,
         shapers: Sequence[RewardShaper] | RewardShaper | None = None,
@@ -111,7 +114,7 @@ class CAPQLModule(OffPolicyAgent):
     ):
         config.validate()
         if seeds is None:
-            seeds = (config.seed if config.seed is not None else 0,)
+            seeds = (0,)
         if shapers is not None and not isinstance(shapers, Sequence):
             shapers = [shapers]
         super().__init__(
@@ -120,13 +123,8 @@ class CAPQLModule(OffPolicyAgent):
             seeds,
             shapers=shapers,
             sparse_channel=sparse_channel,
-            learning_starts=config.learning_starts,
-            batch_size=config.batch_size,
-            buffer_size=config.buffer_size,
-            cone_half_angle_deg=config.cone_half_angle_deg,
-            log_every=config.log_every,
-            steps_per_batch=config.steps_per_batch,
             target_env_steps=target_env_steps,
+            **config.off_policy_kwargs(),
         )
         self.config = config
         if symreg_lambda is None:

@@ -1,23 +1,34 @@
-"""Typed configuration of the CAPQL agent (SPEC §6, §7)."""
+"""Typed configuration of the backbones (``agent:`` in a run config; SPEC §6, §7).
+
+``agent:`` is typed by the chosen backbone's own dataclass: ``agent.name`` selects a backbone registered in
+:mod:`prism.plugins` (or a class path with a ``config_class``), and the config loader merges the ``agent.*``
+keys onto that backbone's dataclass, so every backbone brings its own keys and an unknown key for the chosen
+one is refused. :class:`OffPolicyConfig` holds the keys of every :class:`~prism.agents.off_policy.OffPolicyAgent`
+backbone (replay, warm-up, preference sampling, logging); :class:`CAPQLConfig` adds CAPQL's.
+
+The run's seed(s) and device are not agent keys: they are the run's (top-level ``seed``/``seeds`` and
+``device``) and are passed to the agent explicitly (``seeds=``, the Trainer's accelerator).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-import torch
+from prism import checks
 
 SymmetryMode = Literal["regularise", "exact", "none"]
-DeviceName = Literal["auto", "cpu", "cuda"]
 
 
 @dataclass
-class AgentConfig:
-    """Hyperparameters of :class:`prism.agents.capql.CAPQLModule`; defaults are the paper's (SPEC §6)."""
+class OffPolicyConfig:
+    """The keys every off-policy backbone (a subclass of ``OffPolicyAgent``) takes; a backbone's config
+    dataclass subclasses this one and adds its own keys (with defaults)."""
 
     name: str = "capql"
-    """Agent plug-in: a registered name (``capql``) or a class path ``package.module:Class`` taking
-    ``(config, spec, env_factory, shaper, *, sparse_channel, target_env_steps)``."""
+    """The backbone: a name registered in :mod:`prism.plugins` (``capql``) or a class path
+    ``package.module:Class`` with a ``config_class`` attribute, taking
+    ``(config, spec, env_factory, shapers, *, seeds, sparse_channel, target_env_steps)``."""
 
     learning_starts: int = 1000
     """Env steps taken with uniform random actions before the first update (and before the policy acts)."""
@@ -26,10 +37,63 @@ class AgentConfig:
     """Replay transitions per update."""
 
     buffer_size: int = 1_000_000
-    """Replay capacity in transitions; the oldest are overwritten when full."""
+    """Replay capacity in transitions (at least ``batch_size``); the oldest are overwritten when full."""
+
+    cone_half_angle_deg: float = 22.5
+    """Half-angle of the cone around the uniform weight that training preferences are drawn from."""
+
+    log_every: int = 1000
+    """Env steps between two writes of ``train/``, ``rollout/`` and ``time/`` scalars."""
+
+    steps_per_batch: int = 8
+    """(env step, update) iterations per Lightning training batch: the run is the same for any value (a batch
+    also ends at every step a callback asked to see with ``agent.pause_at``), only Lightning's per-batch cost
+    is amortised. A custom callback that reads the clock in ``on_train_batch_end`` without asking for its
+    steps sees every 8th step; set 1 to see every step."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` (one line, starting with the ``agent.*`` key) if a value is out of range.
+
+        Run on construction; a subclass extends it (``super().validate()`` first) for its own keys."""
+        checks.non_negative("agent.learning_starts", self.learning_starts)
+        checks.positive("agent.batch_size", self.batch_size)
+        checks.require(
+            "agent.buffer_size",
+            self.buffer_size >= self.batch_size,
+            f"be at least agent.batch_size ({self.batch_size})",
+            self.buffer_size,
+        )
+        checks.require(
+            "agent.cone_half_angle_deg",
+            0.0 <= self.cone_half_angle_deg < 90.0,
+            "lie in [0, 90)",
+            self.cone_half_angle_deg,
+        )
+        checks.positive("agent.log_every", self.log_every)
+        checks.positive("agent.steps_per_batch", self.steps_per_batch)
+
+    def off_policy_kwargs(self) -> dict[str, int | float]:
+        """These keys as the keyword arguments of ``OffPolicyAgent.__init__``."""
+        return {
+            "learning_starts": self.learning_starts,
+            "batch_size": self.batch_size,
+            "buffer_size": self.buffer_size,
+            "cone_half_angle_deg": self.cone_half_angle_deg,
+            "log_every": self.log_every,
+            "steps_per_batch": self.steps_per_batch,
+        }
+
+
+@dataclass
+class CAPQLConfig(OffPolicyConfig):
+    """Hyperparameters of :class:`prism.agents.capql.CAPQLModule` (``agent.name: capql``); defaults are the
+    paper's (SPEC §6). ``conf/agent/capql.yaml`` lists them all."""
 
     gamma: float = 0.99
-    """Discount factor γ."""
+    """Discount factor γ, in (0, 1]."""
 
     tau: float = 0.005
     """Polyak coefficient τ of the target critics: ``θ̄ ← (1 − τ) θ̄ + τ θ`` after every update."""
@@ -49,9 +113,6 @@ class AgentConfig:
     n_critics: int = 2
     """Number of critics in the clipped ensemble (2 = clipped double-Q)."""
 
-    cone_half_angle_deg: float = 22.5
-    """Half-angle of the cone around the uniform weight that training preferences are drawn from."""
-
     symreg_lambda: float | None = None
     """SymReg weight λ (SPEC §7); ``None`` takes the env spec's per-env default; 0 is the "w/o loss" ablation."""
 
@@ -59,55 +120,20 @@ class AgentConfig:
     """``regularise``: add λ·L_eq to the actor loss; ``exact``: orbit-average the actor so it is exactly
     equivariant (SymReg is then identically 0 and skipped); ``none``: no symmetry at all (plain CAPQL)."""
 
-    log_every: int = 1000
-    """Env steps between two writes of ``train/``, ``rollout/`` and ``time/`` scalars."""
-
-    steps_per_batch: int = 8
-    """(env step, update) iterations per Lightning training batch: the run is the same for any value (a batch
-    also ends at every step a callback asked to see with ``agent.pause_at``), only Lightning's per-batch cost
-    is amortised. A custom callback that reads the clock in ``on_train_batch_end`` without asking for its
-    steps sees every 8th step; set 1 to see every step."""
-
-    device: DeviceName = "auto"
-    """``auto`` = CUDA when available, else CPU. Everything (nets, replay buffer) lives on this one device."""
-
-    seed: int | None = None
-    """Seed of the env's first reset and of the action/preference samplers; None draws it from torch's global
-    RNG (so ``lightning.seed_everything`` makes runs reproducible)."""
-
-    def __post_init__(self) -> None:
-        self.validate()
-
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the field if a value is out of range."""
-        checks = {
-            "learning_starts": self.learning_starts >= 0,
-            "batch_size": self.batch_size > 0,
-            "buffer_size": self.buffer_size >= self.batch_size,
-            "gamma": 0.0 <= self.gamma <= 1.0,
-            "tau": 0.0 < self.tau <= 1.0,
-            "alpha": self.alpha >= 0.0,
-            "lr": self.lr > 0.0,
-            "actor_hidden": len(self.actor_hidden) > 0 and all(h > 0 for h in self.actor_hidden),
-            "critic_hidden": len(self.critic_hidden) > 0 and all(h > 0 for h in self.critic_hidden),
-            "n_critics": self.n_critics >= 1,
-            "cone_half_angle_deg": 0.0 <= self.cone_half_angle_deg < 90.0,
-            "symreg_lambda": self.symreg_lambda is None or self.symreg_lambda >= 0.0,
-            "symmetry_mode": self.symmetry_mode in ("regularise", "exact", "none"),
-            "log_every": self.log_every > 0,
-            "steps_per_batch": self.steps_per_batch > 0,
-            "device": self.device in ("auto", "cpu", "cuda"),
-        }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"agent.{bad[0]}: invalid value {getattr(self, bad[0])!r}")
-
-    def torch_device(self) -> torch.device:
-        """The device ``device`` resolves to on this machine."""
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
-
-    def accelerator(self) -> str:
-        """The Lightning ``Trainer(accelerator=...)`` value matching :meth:`torch_device`."""
-        return "gpu" if self.torch_device().type == "cuda" else "cpu"
+        super().validate()
+        checks.require("agent.gamma", 0.0 < self.gamma <= 1.0, "lie in (0, 1]", self.gamma)
+        checks.require("agent.tau", 0.0 < self.tau <= 1.0, "lie in (0, 1]", self.tau)
+        checks.non_negative("agent.alpha", self.alpha)
+        checks.positive("agent.lr", self.lr)
+        checks.sizes("agent.actor_hidden", self.actor_hidden)
+        checks.sizes("agent.critic_hidden", self.critic_hidden)
+        checks.positive("agent.n_critics", self.n_critics)
+        if self.symreg_lambda is not None:
+            checks.non_negative("agent.symreg_lambda", self.symreg_lambda)
+        checks.require(
+            "agent.symmetry_mode",
+            self.symmetry_mode in ("regularise", "exact", "none"),
+            "be regularise, exact or none",
+            self.symmetry_mode,
+        )

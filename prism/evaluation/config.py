@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from prism import checks
 from prism.seeding import derive_seed
 
 __all__ = ["EvalConfig", "FinalEvalConfig"]
@@ -22,6 +23,11 @@ class FinalEvalConfig:
     """Evaluation weights of the final evaluation (energy reference directions, as ``eval.num_weights``)."""
     episodes: int = 5
     """Episodes per weight of the final evaluation."""
+
+    def __post_init__(self) -> None:
+        # At least one weight per objective is a cross-part rule (prism.config.validate).
+        checks.positive("eval.final.num_weights", self.num_weights)
+        checks.positive("eval.final.episodes", self.episodes)
 
 
 @dataclass
@@ -55,6 +61,14 @@ class EvalConfig:
     final: FinalEvalConfig = field(default_factory=FinalEvalConfig)
     """The protocol of the evaluation at the end of every run (``front.csv``, ``summary.json``, the row
     flagged ``final`` in ``eval.csv``)."""
+
+    def __post_init__(self) -> None:
+        # At least one weight per objective is a cross-part rule (prism.config.validate).
+        checks.positive("eval.every", self.every)
+        checks.positive("eval.num_weights", self.num_weights)
+        checks.positive("eval.episodes", self.episodes)
+        if self.seed is not None:
+            checks.non_negative("eval.seed", self.seed)
 
     def reset_seed(self, run_seed: int = 0) -> int:
         """The base reset seed: ``seed`` when set, else derived from ``run_seed``."""

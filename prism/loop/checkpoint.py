@@ -29,7 +29,7 @@ from prism.data.segments import SegmentStore
 from prism.errors import NonFiniteError
 from prism.loop.checkpoint_io import FORMAT_VERSION, checkpoint_path, previous_checkpoint_path, save_atomic
 from prism.loop.phases import LoopState
-from prism.reward.resymnet import RewardEnsemble
+from prism.registry import REWARD_MODELS
 
 
 def _global_rng_state() -> dict[str, Any]:
@@ -86,7 +86,9 @@ def restore_state(run, state: dict[str, Any]) -> None:
         for store in state["loop"]["stores"]
     ]
     if any(model is not None for model in state["loop"]["models"]):
-        loop.set_model(agent, [RewardEnsemble.from_dict(model) for model in state["loop"]["models"]])
+        # The run's reward model (from its config) rebuilds itself from its to_dict().
+        load = REWARD_MODELS.entry("reward.name", loop.settings.reward_model).load_fn()
+        loop.set_model(agent, [load(model) for model in state["loop"]["models"]])
     for member, evaluation_state in zip(run.members, state["evaluations"]):
         member.evaluation.load_state_dict(evaluation_state)
     _set_global_rng_state(state["rng"])

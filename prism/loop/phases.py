@@ -31,8 +31,8 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
+from prism.registry import DEFAULT_REWARD_MODEL, REWARD_MODELS
 from prism.reward.config import RewardConfig
-from prism.reward.module import fit_reward_model
 from prism.seeding import derive_seed
 
 PHASES = ("init", "collect_random", "fit", "rl", "collect_expert", "done")
@@ -86,6 +86,8 @@ class LoopSettings:
     reward: RewardConfig
     needs_model: bool
     seed: int
+    reward_model: str | None = DEFAULT_REWARD_MODEL
+    """The :data:`prism.registry.REWARD_MODELS` entry fitted (when ``needs_model``) and loaded on resume."""
     run_dir: Path | None = None
     figures: bool = True
     """Draw the shaped-vs-true TensorBoard figure after each fit (its episode has its own seed stream, so
@@ -218,6 +220,7 @@ class PrismLoopCallback(Callback):
     def _fit(self, agent, trainer) -> None:
         s = self.settings
         models = []
+        fit_model = REWARD_MODELS.entry("reward.name", s.reward_model).fit_fn()
         for m, (seed, logger) in enumerate(zip(s.member_seeds, self._loggers(trainer))):
             fit_logger = None
             member_dir = s.member_dir(m)
@@ -230,7 +233,7 @@ class PrismLoopCallback(Callback):
                     str(member_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
                 )
             # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
-            model = fit_reward_model(
+            model = fit_model(
                 self.stores[m],
                 s.reward,
                 logger=fit_logger,
@@ -238,8 +241,8 @@ class PrismLoopCallback(Callback):
                 device=getattr(agent, "device", "cpu"),
             )
             models.append(model)
-            if logger is not None:
-                summary = model.fit_summary
+            summary = getattr(model, "fit_summary", None)  # a reward model may not report one
+            if logger is not None and summary is not None:
                 metrics = {
                     "reward/val_correlation": summary.val_correlation,
                     "reward/val_segment_rel_error": summary.val_segment_rel_error,

@@ -27,6 +27,7 @@ from prism._warnings import silence_library_noise
 from prism.config import (
     ConfigError,
     RunConfig,
+    accelerator,
     load_config,
     member_seeds,
     resolve_env_spec,
@@ -48,7 +49,7 @@ from prism.loop.checkpoint_io import (
 )
 from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
-from prism.registry import AGENTS, REWARDS
+from prism.registry import AGENTS, REWARDS, RewardEntry
 
 
 @dataclass
@@ -100,39 +101,26 @@ def member_config(config: RunConfig, seed: int, run_dir: Path) -> RunConfig:
     return dataclasses.replace(config, seed=seed, seeds=None, run_dir=str(run_dir))
 
 
-def _register_builtin_agents() -> None:
-    if "capql" not in AGENTS.names():
-        from prism.agents.capql import CAPQLModule
-
-        AGENTS.register("capql", CAPQLModule)
+def reward_entry(config: RunConfig) -> RewardEntry:
+    """The registry entry of the run's reward method (``reward.name``: a registered name or a class path)."""
+    return REWARDS.entry("reward.name", config.reward.name)
 
 
 def needs_reward_model(config: RunConfig) -> bool:
     """Whether the method learns a reward model (and so has collection and fit phases)."""
-    return config.reward.name == "resymnet" or bool(
-        getattr(REWARDS.get("reward.name", config.reward.name), "needs_model", False)
-    )
+    return reward_entry(config).needs_model
 
 
 def build_shaper(config: RunConfig, channel: int | None, seed: int | None = None):
     """The reward shaper for ``reward.name`` of the member seeded ``seed`` (default ``config.seed``); its model,
     if any, is installed by the loop after a fit."""
     seed = config.seed if seed is None else seed
-    if config.reward.name == "resymnet":
-        from prism.reward.shaping import ResymnetShaper
-
-        if channel is None:
-            raise ConfigError("reward.name: resymnet needs a sparse channel, but env.dense is true")
-        return ResymnetShaper(None, channel)
-    factory = REWARDS.get("reward.name", config.reward.name)
-    if config.reward.name != "none" and channel is None:
-        raise ConfigError(f"reward.name: {config.reward.name} needs a sparse channel, but env.dense is true")
-    return factory(sparse_channel=channel, model=None, seed=seed + 1)
+    # The shaper's own stream: seed + 1 (the run's RNGs are seeded from seed itself).
+    return reward_entry(config).shaper_factory()(sparse_channel=channel, model=None, seed=seed + 1)
 
 
 def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int | None = None) -> Run:
     """Build the env factory, shapers, agent, callbacks and trainer of a run (nothing runs, nothing is written)."""
-    _register_builtin_agents()
     spec = resolve_env_spec(config)
     channel = sparse_channel(config, spec)
     run_dir = Path(config.run_dir)
@@ -147,11 +135,12 @@ def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int |
         # not the env's own RNG).
         return make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=seeds[member])
 
-    # The run's seed and device are set once, at the top of the config; the agent takes them from there.
-    agent_config = dataclasses.replace(config.agent, seed=seeds[0], device=config.device)
-    agent_cls = AGENTS.get("agent.name", config.agent.name)
+    # The run's seeds and device are set once, at the top of the config: the agent gets the seeds here and
+    # its device from the Trainer's accelerator below.
+    agent_cls = AGENTS.entry("agent.name", config.agent.name).agent_class()
+    rewards = reward_entry(config)
     agent = agent_cls(
-        agent_config,
+        config.agent,
         spec,
         env_factory,
         [build_shaper(config, channel, seed) for seed in seeds],
@@ -167,7 +156,8 @@ def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int |
         sparse_channel=channel,
         p_rel=config.env.p_rel,
         reward=config.reward,
-        needs_model=needs_reward_model(config),
+        needs_model=rewards.needs_model,
+        reward_model=rewards.model,
         seed=seeds[0],
         run_dir=dirs[0],
         figures=config.figures,
@@ -208,7 +198,7 @@ def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int |
 
         callbacks.append(PhaseProgressBar(loop))
     trainer = L.Trainer(
-        accelerator=agent_config.accelerator(),
+        accelerator=accelerator(config.device),
         devices=1,
         max_epochs=-1,
         max_steps=-1,  # the RL clock is the agent's env-step counter, never Lightning's global_step

@@ -1,10 +1,7 @@
 """Reward redistribution for the sparse channel: ReSymNet ensemble, its Lightning training, and shapers (docs/method.md §4–5)."""
 
-from functools import partial
-
 from prism.data.features import build_features, dense_channels, feature_dim
-from prism.registry import REWARDS
-from prism.reward.config import REWARD_NAMES, RewardConfig
+from prism.reward.config import RewardConfig
 from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
 from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
 from prism.reward.shaping import (
@@ -18,10 +15,6 @@ from prism.reward.shaping import (
     relabel_rewards,
 )
 
-# Registry entries share make_shaper's keywords: REWARDS.get(key, name)(sparse_channel=..., model=..., seed=...).
-for _name in REWARD_NAMES:
-    REWARDS.register(_name, partial(make_shaper, _name))
-
 
 def __getattr__(name: str):
     # The Lightning side is imported lazily so `import prism.reward` (e.g. by the config loader) stays light.
@@ -33,7 +26,6 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "REWARD_NAMES",
     "FitSummary",
     "PassThroughShaper",
     "RandomShaper",

@@ -1,10 +1,18 @@
-"""Typed configuration of the reward package (``reward:`` in a run config)."""
+"""Typed configuration of the reward package (``reward:`` in a run config).
+
+Unlike ``agent:`` (typed by the chosen backbone's own dataclass), ``reward:`` is one dataclass shared by
+every reward method: ``name`` and ``relabel`` choose and apply the redistribution, and the other keys are the
+learned reward model's (ReSymNet's) hyperparameters, passed whole to the registered model's ``fit``. Methods
+without a model (``none``, ``uniform``, ``random``) ignore them, so an ablation overlay that switches
+``reward.name`` composes with any env file. A reward model with other hyperparameters adds its keys here
+(documented as its own) or reads them from the existing ones; see docs/ARCHITECTURE.md.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-REWARD_NAMES = ("resymnet", "uniform", "random", "none")
+from prism import checks
 
 
 @dataclass
@@ -12,9 +20,10 @@ class RewardConfig:
     """How the sparse channel is redistributed and, for ``resymnet``, how the reward model is fitted (SPEC §4–5)."""
 
     name: str = "resymnet"
-    """Redistribution of the sparse channel: ``resymnet`` (learned per-step prediction), ``uniform`` (R/T),
-    ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the channel as emitted: the baseline), or a class path
-    ``package.module:Name`` of a user shaper (one with ``needs_model = True`` gets a fitted ensemble)."""
+    """Redistribution of the sparse channel, a name registered in :mod:`prism.plugins`: ``resymnet``
+    (learned per-step prediction), ``uniform`` (R/T), ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the
+    channel as emitted: the baseline); or a class path ``package.module:Name`` of a user shaper (one with
+    ``needs_model = True`` gets a fitted reward model; see :mod:`prism.registry`)."""
     ensemble_size: int = 3
     """Number K of ensemble members; K = 1 is the "w/o ensemble" ablation."""
     hidden: int = 256
@@ -50,26 +59,25 @@ class RewardConfig:
     """Also relabel the sparse channel of replay samples with the current model at update time (not the
     paper's default, which shapes once at env-step time)."""
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the field when a value is out of range (called by the fitting and
-        shaping entry points; the run-config loader has its own checks)."""
-        # A class path (``package.module:Name``) is a user plug-in; the registry resolves and checks it.
-        if self.name not in REWARD_NAMES and ":" not in self.name and "." not in self.name:
-            raise ValueError(f"reward.name: {self.name!r} is not one of {', '.join(REWARD_NAMES)}")
-        checks = {
-            "ensemble_size": self.ensemble_size >= 1,
-            "hidden": self.hidden >= 1,
-            "dropout": 0.0 <= self.dropout < 1.0,
-            "lr": self.lr > 0,
-            "weight_decay": self.weight_decay >= 0,
-            "grad_clip": self.grad_clip > 0,
-            "lr_decay": 0 < self.lr_decay <= 1,
-            "batch_size": self.batch_size >= 1,
-            "max_epochs": self.max_epochs >= 1,
-            "patience": self.patience >= 1,
-            "val_fraction": 0.0 < self.val_fraction < 1.0,
-            "threads": self.threads >= 0,
-        }
-        for field_name, ok in checks.items():
-            if not ok:
-                raise ValueError(f"reward.{field_name}: invalid value {getattr(self, field_name)!r}")
+        """Raise ``ValueError`` (one line, starting with the ``reward.*`` key) when a value is out of range;
+        run on construction, so a config loaded from YAML and one built in Python are checked alike."""
+        from prism.registry import REWARDS
+
+        # A registered method or an importable class path (``package.module:Name``, a user shaper).
+        REWARDS.check("reward.name", self.name)
+        checks.positive("reward.ensemble_size", self.ensemble_size)
+        checks.positive("reward.hidden", self.hidden)
+        checks.require("reward.dropout", 0.0 <= self.dropout < 1.0, "lie in [0, 1)", self.dropout)
+        checks.positive("reward.lr", self.lr)
+        checks.non_negative("reward.weight_decay", self.weight_decay)
+        checks.positive("reward.grad_clip", self.grad_clip)
+        checks.require("reward.lr_decay", 0.0 < self.lr_decay <= 1.0, "lie in (0, 1]", self.lr_decay)
+        checks.positive("reward.batch_size", self.batch_size)
+        checks.positive("reward.max_epochs", self.max_epochs)
+        checks.positive("reward.patience", self.patience)
+        checks.in_open_unit_interval("reward.val_fraction", self.val_fraction)
+        checks.non_negative("reward.threads", self.threads)

@@ -8,7 +8,8 @@ to be stored, with the sparse channel replaced by the redistribution it implemen
 - ``uniform`` / ``random``: need the released sum and the segment length, so the transitions of a segment are
   held until the segment is released (:class:`UniformShaper`, :class:`RandomShaper`).
 
-:func:`make_shaper` builds one by name; :func:`relabel_rewards` re-predicts the sparse channel of a replay batch
+:func:`make_shaper` builds one by name (the reward methods are registered in :mod:`prism.plugins` with the
+factories below); :func:`relabel_rewards` re-predicts the sparse channel of a replay batch
 and :func:`make_relabel_fn` wraps it as the agent's ``relabel_fn`` hook.
 The shaped values are checked on the host (a NaN/inf raises :class:`~prism.errors.NonFiniteError` naming
 ``reward/shaped``; the agent fills in the env step).
@@ -226,6 +227,36 @@ class RandomShaper(_SegmentHoldingShaper):
                 return alpha / total
 
 
+# ---- factories registered in prism.plugins (the registry's keywords: sparse_channel, model, seed) --------
+
+
+def pass_through_shaper(*, sparse_channel: int | None = None, model=None, seed: int | None = None):
+    """``none``: the emitted reward as it is (the baseline; the oracle on a dense env)."""
+    return PassThroughShaper()
+
+
+def predicted_shaper(*, sparse_channel: int | None = None, model=None, seed: int | None = None):
+    """A learned reward model's method (``resymnet``): the model's per-step prediction (``model`` may be
+    ``None`` at build time; the loop installs each fitted model)."""
+    return ResymnetShaper(model, _channel("a learned reward model", sparse_channel))
+
+
+def uniform_shaper(*, sparse_channel: int | None = None, model=None, seed: int | None = None):
+    """``uniform``: R / T on every step of a released segment."""
+    return UniformShaper(_channel("uniform", sparse_channel))
+
+
+def random_shaper(*, sparse_channel: int | None = None, model=None, seed: int | None = None):
+    """``random``: R · α_t / Σα with α_t ~ U(−1, 1) from a generator seeded with ``seed``."""
+    return RandomShaper(_channel("random", sparse_channel), seed=seed)
+
+
+def _channel(method: str, sparse_channel: int | None) -> int:
+    if sparse_channel is None:
+        raise ValueError(f"reward.name: {method} needs the sparse channel (env.dense must be false)")
+    return int(sparse_channel)
+
+
 def make_shaper(
     name: str,
     *,
@@ -233,20 +264,17 @@ def make_shaper(
     model=None,
     seed: int | None = None,
 ) -> RewardShaper:
-    """The shaper for ``reward.name``: ``none``, ``resymnet`` (needs ``model``), ``uniform`` or ``random``."""
-    if name == "none":
-        return PassThroughShaper()
-    if sparse_channel is None:
-        raise ValueError(f"reward.name={name!r} needs the sparse channel")
-    if name == "resymnet":
-        if model is None:
-            raise ValueError("reward.name='resymnet' needs a fitted reward model")
-        return ResymnetShaper(model, sparse_channel)
-    if name == "uniform":
-        return UniformShaper(sparse_channel)
-    if name == "random":
-        return RandomShaper(sparse_channel, seed=seed)
-    raise ValueError(f"reward.name: unknown redistribution {name!r} (known: none, resymnet, uniform, random)")
+    """A ready-to-use shaper for the registered reward method (or class path) ``name``.
+
+    Unlike the run (which builds shapers before the first fit and installs models later), a method that
+    needs a learned model must be given a fitted ``model`` here.
+    """
+    from prism.registry import REWARDS
+
+    entry = REWARDS.entry("reward.name", name)
+    if entry.needs_model and model is None:
+        raise ValueError(f"reward.name: {name!r} needs a fitted reward model ({entry.model})")
+    return entry.shaper_factory()(sparse_channel=sparse_channel, model=model, seed=seed)
 
 
 def relabel_rewards(

@@ -1,0 +1,27 @@
+"""The built-in plug-ins, each registered exactly once (imported by :mod:`prism.registry` on first lookup).
+
+Adding a backbone, a reward model or a reward method to prism = one new module + one line here (see
+docs/ARCHITECTURE.md, "Adding a reward model" and "Adding a backbone"). Factories are class paths, so this
+module (and so the config loader) imports no network code; the config dataclasses are imported directly,
+because the config loader needs them to type the ``agent:`` node.
+"""
+
+from __future__ import annotations
+
+from prism.agents.config import CAPQLConfig
+from prism.registry import AGENTS, REWARDS, register_reward_model
+
+# ---- backbones (agent.name) ---------------------------------------------------------------------------
+AGENTS.register("capql", factory="prism.agents.capql:CAPQLModule", config=CAPQLConfig)
+
+# ---- learned reward models, each with the reward method of the same name (reward.name) -----------------
+register_reward_model(
+    "resymnet",
+    fit="prism.reward.module:fit_reward_model",
+    load="prism.reward.resymnet:RewardEnsemble.from_dict",
+)
+
+# ---- reward methods without a learned model (reward.name) ---------------------------------------------
+REWARDS.register("none", shaper="prism.reward.shaping:pass_through_shaper")
+REWARDS.register("uniform", shaper="prism.reward.shaping:uniform_shaper")
+REWARDS.register("random", shaper="prism.reward.shaping:random_shaper")
