@@ -27,6 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from prism import checks
 from prism.agents.config import CAPQLConfig
+from prism.errors import ConfigError  # re-exported: the config's error type
 from prism.evaluation.config import EvalConfig
 from prism.reward.config import RewardConfig
 
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
 
 DEFAULT_AGENT = "capql"
 """The backbone of a config that does not set ``agent.name``."""
-
-
-class ConfigError(ValueError):
-    """A bad config value; ``str(err)`` is one line that starts with the offending key."""
 
 
 @dataclass

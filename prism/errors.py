@@ -1,7 +1,7 @@
 """Errors that stop a run on purpose (as opposed to bugs): raised deep inside the stack, caught by the CLI.
 
-:class:`~prism.config.ConfigError` (bad input) lives with the config; :class:`NonFiniteError` is here so the
-agent, the reward shapers and the checkpointer can raise it without importing each other.
+:class:`ConfigError` (bad input) and :class:`NonFiniteError` live here, at the bottom of the layers, so any
+module can raise them without importing the config or each other.
 """
 
 from __future__ import annotations
@@ -9,6 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A bad config value; ``str(err)`` is one line that starts with the offending key (the CLI prints it and
+    exits 2). Importable from :mod:`prism.config` too."""
 
 
 class NonFiniteError(RuntimeError):

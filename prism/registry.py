@@ -34,17 +34,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from prism.errors import ConfigError
+
 Target = Callable[..., Any] | type | str
 """A factory or class, or its class path (imported on first use)."""
 
 DEFAULT_REWARD_MODEL = "resymnet"
 """The reward model a class-path shaper with ``needs_model = True`` gets unless it names another one."""
-
-
-def _config_error(message: str) -> Exception:
-    from prism.config import ConfigError
-
-    return ConfigError(message)
 
 
 def resolve(key: str, kind: str, target: Target) -> Any:
@@ -63,7 +59,7 @@ def resolve(key: str, kind: str, target: Target) -> Any:
         for attr in attrs.split("."):
             obj = getattr(obj, attr)
     except (ImportError, AttributeError, ValueError) as err:
-        raise _config_error(f"{key}: cannot import {kind} class path {target!r} ({err})") from None
+        raise ConfigError(f"{key}: cannot import {kind} class path {target!r} ({err})") from None
     return obj
 
 
@@ -93,7 +89,7 @@ class AgentEntry:
         factory = resolve(key, "agent", name)
         config = getattr(factory, "config_class", None)
         if config is None:
-            raise _config_error(
+            raise ConfigError(
                 f"{key}: agent class path {name!r} has no `config_class` attribute (the dataclass of its "
                 "agent.* keys); give the class one or register the agent in prism.plugins"
             )
@@ -207,7 +203,7 @@ class Registry(Generic[E]):
             return self._entries[name]
         if is_class_path(name) and hasattr(self.entry_type, "from_class_path"):
             return self.entry_type.from_class_path(key, name)  # type: ignore[attr-defined]
-        raise _config_error(f"{key}: unknown {self.kind} {name!r} (known: {', '.join(self.names())})")
+        raise ConfigError(f"{key}: unknown {self.kind} {name!r} (known: {', '.join(self.names())})")
 
     def check(self, key: str, name: str) -> None:
         """Raise if ``name`` cannot be resolved (registered names are not imported, class paths are)."""

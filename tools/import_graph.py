@@ -28,7 +28,9 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "prism",
         "prism._warnings",
+        "prism.checks",
         "prism.errors",
+        "prism.registry",
         "prism.seeding",
         "prism.envs",
         "prism.data",
@@ -38,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.reward",),
     ("prism.agents",),
     ("prism.evaluation",),
-    ("prism.config", "prism.registry"),
+    ("prism.config", "prism.plugins"),
     ("prism.loop",),
     ("prism.cli",),
 ]
