@@ -40,7 +40,7 @@ DEFAULT_AGENT = "capql"
 
 @dataclass
 class EnvConfig:
-    """Which environment, which channel is sparse and how it is released (SPEC §2–§3)."""
+    """Which environment, which channel is sparse and how it is released (docs/method.md §2–§3)."""
 
     id: str = "mo-hopper-v5"
     """A prism env id (``prism.envs.registered_env_ids()``: the paper's four MuJoCo tasks, the toy env) or
@@ -65,7 +65,7 @@ class EnvConfig:
 
 @dataclass
 class LoopConfig:
-    """The PRISM loop (paper Algorithm 1, SPEC §5)."""
+    """The PRISM loop (paper Algorithm 1, docs/method.md §5)."""
 
     initial_episodes: int = 1000
     """N: episodes collected with a uniform random policy before the first reward fit."""

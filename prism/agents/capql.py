@@ -1,4 +1,4 @@
-"""CAPQL (Lu, Herman & Yu, ICLR 2023) with SymReg (SPEC §6, §7), for a population of S members.
+"""CAPQL (Lu, Herman & Yu, ICLR 2023) with SymReg (docs/method.md §6, §7), for a population of S members.
 
 :class:`CAPQLModule` brings only CAPQL's maths to :class:`~prism.agents.off_policy.OffPolicyAgent` (which steps
 the envs, stores transitions, draws preferences and keeps the clock): a weight-conditioned tanh-Gaussian actor,

@@ -1,4 +1,4 @@
-"""Typed configuration of the backbones (``agent:`` in a run config; SPEC §6, §7).
+"""Typed configuration of the backbones (``agent:`` in a run config; docs/method.md §6, §7).
 
 ``agent:`` is typed by the chosen backbone's own dataclass: ``agent.name`` selects a backbone registered in
 :mod:`prism.plugins` (or a class path with a ``config_class``), and the config loader merges the ``agent.*``
@@ -90,7 +90,7 @@ class OffPolicyConfig:
 @dataclass
 class CAPQLConfig(OffPolicyConfig):
     """Hyperparameters of :class:`prism.agents.capql.CAPQLModule` (``agent.name: capql``); defaults are the
-    paper's (SPEC §6). ``conf/agent/capql.yaml`` lists them all."""
+    paper's (docs/method.md §6). ``conf/agent/capql.yaml`` lists them all."""
 
     gamma: float = 0.99
     """Discount factor γ, in (0, 1]."""
@@ -114,7 +114,7 @@ class CAPQLConfig(OffPolicyConfig):
     """Number of critics in the clipped ensemble (2 = clipped double-Q)."""
 
     symreg_lambda: float | None = None
-    """SymReg weight λ (SPEC §7); ``None`` takes the env spec's per-env default; 0 is the "w/o loss" ablation."""
+    """SymReg weight λ (docs/method.md §7); ``None`` takes the env spec's per-env default; 0 is the "w/o loss" ablation."""
 
     symmetry_mode: SymmetryMode = "regularise"
     """``regularise``: add λ·L_eq to the actor loss; ``exact``: orbit-average the actor so it is exactly

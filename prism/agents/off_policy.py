@@ -74,7 +74,7 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
         shapers: one reward shaper per member (default pass-through). Settable.
         sparse_channel: channel whose ``info["released"]`` flag is passed to the shapers.
         learning_starts, batch_size, buffer_size, cone_half_angle_deg, log_every, steps_per_batch: see
-            :class:`prism.agents.config.AgentConfig`.
+            :class:`prism.agents.config.CAPQLConfig`.
         target_env_steps: stop once the clock reaches it (settable, e.g. by the loop between phases).
     """
 

@@ -1,4 +1,4 @@
-"""The PRISM loop (paper Algorithm 1, SPEC §5) as a callback on the agent's Trainer.
+"""The PRISM loop (paper Algorithm 1, docs/method.md §5) as a callback on the agent's Trainer.
 
 The agent module only knows how to step its env, shape rewards through its ``shaper`` and update; it
 trains until ``env_steps`` reaches ``target_env_steps``. This callback owns the phase machine:

@@ -17,7 +17,7 @@ from prism import checks
 
 @dataclass
 class RewardConfig:
-    """How the sparse channel is redistributed and, for ``resymnet``, how the reward model is fitted (SPEC §4–5)."""
+    """How the sparse channel is redistributed and, for ``resymnet``, how the reward model is fitted (docs/method.md §4–5)."""
 
     name: str = "resymnet"
     """Redistribution of the sparse channel, a name registered in :mod:`prism.plugins`: ``resymnet``

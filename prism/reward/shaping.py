@@ -1,7 +1,7 @@
 """Reward shapers: what sits between the (sparse) env and the replay buffer.
 
 A shaper receives each env step with the *emitted* reward vector and returns the transitions that are ready
-to be stored, with the sparse channel replaced by the redistribution it implements (SPEC §5):
+to be stored, with the sparse channel replaced by the redistribution it implements (docs/method.md §5):
 
 - ``none``: the sparse channel exactly as emitted (the baseline; also the oracle on a dense env).
 - ``resymnet``: the reward ensemble's per-step prediction from ``h_t`` (:class:`ResymnetShaper`).
@@ -34,7 +34,7 @@ class Transition(NamedTuple):
     action: np.ndarray
     reward: np.ndarray
     next_obs: np.ndarray
-    # Termination only: a truncated step still bootstraps from next_obs (SPEC §6).
+    # Termination only: a truncated step still bootstraps from next_obs (docs/method.md §6).
     terminated: bool
     weight: np.ndarray
 
@@ -71,7 +71,7 @@ class PassThroughShaper:
         pass
 
 
-# ---- redistributions added by the reward package (SPEC §5) ----------------------------------------------
+# ---- redistributions added by the reward package (docs/method.md §5) ----------------------------------------------
 
 
 class ResymnetShaper:
