@@ -74,6 +74,7 @@ class DynamicsFit(NamedTuple):
     epochs: int
     train_loss: list[float]  # mean minibatch loss (NLL + bound term) per epoch
     holdout_mse: list[float]  # per member, after the last epoch
+    holdout_history: list[list[float]]  # per epoch, per member
     elites: list[int]  # the members rollouts sample from, best first
 
 
@@ -247,7 +248,7 @@ class ProbabilisticEnsemble(nn.Module):
             lr=self.learning_rate,
         )
         best = [math.inf] * self.ensemble_size
-        stale, epoch, history = 0, 0, []
+        stale, epoch, history, holdout_history = 0, 0, [], []
         mse = torch.zeros(self.ensemble_size)
         while stale < patience and epoch < max_epochs:
             self.train()
@@ -266,6 +267,7 @@ class ProbabilisticEnsemble(nn.Module):
 
             self.eval()
             mse = self.holdout_mse(x_hold, y_hold).cpu()
+            holdout_history.append(mse.tolist())
             self.elite_mask.zero_()
             self.elite_mask[mse.argsort()[: self.n_elites].to(device)] = True
             improved = False
@@ -274,7 +276,8 @@ class ProbabilisticEnsemble(nn.Module):
                     best[k], improved = value, True
             stale = 0 if improved else stale + 1
             epoch += 1
-        return DynamicsFit(epoch, history, mse.tolist(), mse.argsort()[: self.n_elites].tolist())
+        elites = mse.argsort()[: self.n_elites].tolist()
+        return DynamicsFit(epoch, history, mse.tolist(), holdout_history, elites)
 
     @torch.no_grad()
     def rollout(
