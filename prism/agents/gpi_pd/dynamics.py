@@ -87,7 +87,7 @@ class ModelRollout(NamedTuple):
 
 
 def bound_logvar(raw: torch.Tensor, max_logvar: torch.Tensor, min_logvar: torch.Tensor) -> torch.Tensor:
-    """Soft-clamp a raw log-variance into ``(min_logvar, max_logvar)`` (PETS appendix; differentiable, so the
+    """Soft-clamp a raw log-variance into ``(min_logvar, max_logvar)`` (as PETS/MBPO code does; differentiable, so the
     bounds themselves are learned): ``max − softplus(max − raw)``, then ``min + softplus(· − min)``."""
     logvar = max_logvar - F.softplus(max_logvar - raw)
     return min_logvar + F.softplus(logvar - min_logvar)
