@@ -152,7 +152,8 @@ class GPIPDConfig:
             "per_alpha": self.per_alpha >= 0.0,
             "per_min_priority": self.per_min_priority > 0.0,
             "per_beta": 0.0 <= self.per_beta <= 1.0,
-            "dynamics_net_arch": len(self.dynamics_net_arch) > 0 and all(h > 0 for h in self.dynamics_net_arch),
+            "dynamics_net_arch": len(self.dynamics_net_arch) > 0
+            and all(h > 0 for h in self.dynamics_net_arch),
             "dynamics_train_freq": self.dynamics_train_freq > 0,
             "dynamics_rollout_len": self.dynamics_rollout_len > 0,
             "dynamics_rollout_starts": self.dynamics_rollout_starts >= 0,

@@ -67,7 +67,9 @@ def td_target(
     return reward + gamma * (1.0 - done).unsqueeze(-1) * chosen
 
 
-def critic_mse(q: torch.Tensor, target: torch.Tensor, sample_weight: torch.Tensor | None = None) -> CriticLoss:
+def critic_mse(
+    q: torch.Tensor, target: torch.Tensor, sample_weight: torch.Tensor | None = None
+) -> CriticLoss:
     """``(1/n) Σ_k mean_{b,l} ω_b (Q_k − y)²`` per member (``ω`` = PER importance weights, 1 when None).
 
     ``q [..., n, B, L]``, ``target [..., B, L]``, ``sample_weight [..., B]``. Summed over members.
@@ -75,13 +77,15 @@ def critic_mse(q: torch.Tensor, target: torch.Tensor, sample_weight: torch.Tenso
     target = target.detach()
     sq = (q - target.unsqueeze(-3)).square()  # [..., n, B, L]
     if sample_weight is not None:
-        sq = sq * sample_weight.unsqueeze(-3).unsqueeze(-1)
+        sq = sq * sample_weight.unsqueeze(-1).unsqueeze(-3)
     per_member = sq.mean(dim=(-3, -2, -1))
     td = (q[..., 0, :, :] - target).detach()
     return CriticLoss(per_member.sum(), target, td, per_member.detach(), q.detach().mean(dim=(-3, -2, -1)))
 
 
-def td_priority(td_error: torch.Tensor, weight: torch.Tensor, min_priority: float, alpha: float) -> torch.Tensor:
+def td_priority(
+    td_error: torch.Tensor, weight: torch.Tensor, min_priority: float, alpha: float
+) -> torch.Tensor:
     """PER priority ``max(0.05 · w·|δ|, min_priority)^α`` per row ``[..., B]`` (floor before the exponent)."""
     scalar = (td_error.abs() * PRIORITY_SCALE * weight).sum(dim=-1)
     return scalar.clamp_min(min_priority).pow(alpha)
@@ -92,7 +96,9 @@ def policy_objective(q: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return -(q.mean(dim=-3) * weight).sum(dim=-1).mean(dim=-1)
 
 
-def deterministic_symreg(mean: torch.Tensor, mean_reflected: torch.Tensor, act_sign: torch.Tensor) -> torch.Tensor:
+def deterministic_symreg(
+    mean: torch.Tensor, mean_reflected: torch.Tensor, act_sign: torch.Tensor
+) -> torch.Tensor:
     """SymReg of a deterministic actor: ``mean_b ‖μ(L s, w) − K μ(s, w)‖₁²`` per member ``[...]`` (pre-tanh;
     there is no log-std term). Neither branch is detached."""
     return (mean_reflected - reflect_act(mean, act_sign)).abs().sum(dim=-1).square().mean(dim=-1)
@@ -120,7 +126,9 @@ def gpi_pd_critic_loss(
         target_mean = actor_target(batch.next_obs, batch.weight)
         eps = torch.randn(target_mean.shape, generator=generator, device=target_mean.device)
         next_action = smoothed_target_action(target_mean, eps, noise_std, noise_clip)
-        next_q = critic_target(torch.cat([batch.next_obs, next_action, batch.weight], dim=-1), generator=generator)
+        next_q = critic_target(
+            torch.cat([batch.next_obs, next_action, batch.weight], dim=-1), generator=generator
+        )
         y = td_target(batch.reward, batch.done, next_q, batch.weight, gamma)
     q = critic(torch.cat([batch.obs, batch.action, batch.weight], dim=-1), generator=generator)
     return critic_mse(q, y, sample_weight)

@@ -27,7 +27,11 @@ class PrioritySampler:
     """Priorities of ``members`` replay rings of ``capacity`` slots each, on ``device``."""
 
     def __init__(
-        self, capacity: int, members: int = 1, device: torch.device | str = "cpu", initial_priority: float = 1e-5
+        self,
+        capacity: int,
+        members: int = 1,
+        device: torch.device | str = "cpu",
+        initial_priority: float = 1e-5,
     ):
         if capacity <= 0:
             raise ValueError(f"agent.buffer_size: must be positive, got {capacity}")
@@ -35,7 +39,9 @@ class PrioritySampler:
         self.members = members
         self.device = torch.device(device)
         self.priorities = torch.zeros(members, capacity, dtype=torch.float64, device=self.device)
-        self.max_priority = torch.full((members,), float(initial_priority), dtype=torch.float64, device=self.device)
+        self.max_priority = torch.full(
+            (members,), float(initial_priority), dtype=torch.float64, device=self.device
+        )
         self.sizes = np.zeros(members, dtype=np.int64)
 
     def on_add(self, member: int, slots: np.ndarray | Sequence[int]) -> None:
@@ -51,7 +57,9 @@ class PrioritySampler:
         p = self.priorities[member]
         return p / p.sum()
 
-    def sample(self, batch_size: int, generators: Sequence[torch.Generator | None] | None = None) -> torch.Tensor:
+    def sample(
+        self, batch_size: int, generators: Sequence[torch.Generator | None] | None = None
+    ) -> torch.Tensor:
         """Slot indices ``[S, B]`` (long), member s's drawn from ``generators[s]`` with probability ``P(i)``."""
         if self.sizes.min() == 0:
             raise RuntimeError("PrioritySampler.sample: nothing stored")
