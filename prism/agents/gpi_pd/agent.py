@@ -1,0 +1,300 @@
+"""GPI-PD as an off-policy prism backbone (one member, S = 1): TD3-style vector critics, PER and GPI-LS.
+
+What follows morl-baselines' ``GPIPDContinuousAction`` (see the sibling modules for the equations):
+
+- acting: ``clamp(tanh μ(s, w) + clip(N(0, 0.2²), ±0.5), −1, 1)`` during training (uniform random before
+  ``learning_starts``); ``tanh μ(s, w)`` when evaluating (``act``/``act_member``);
+- training weight: GPI-LS picks the iteration's weight w every ``timesteps_per_iter`` env steps; the iteration's
+  weight set M = CCS weight support + top-``corner_weights_top_k`` corners + {w}; at every episode end the
+  acting weight is redrawn uniformly from M;
+- each env step (from ``learning_starts``) runs ``gradient_updates`` updates; each draws a PER batch and, when
+  the support holds more than one weight, doubles it: rows with w, then the same rows with weights drawn from
+  the support; priorities come from the first half; the policy and its target move every ``policy_delay``-th
+  update, the target critics every update.
+- after an iteration, every weight of M is evaluated (``eval_episodes_per_weight`` episodes, discounted true
+  return) and added to the CCS; GPI-LS priorities of the next corners use the GPI policy (max over the support
+  of ``w·Q_1(s, μ(s, w_i), w_i)``).
+
+TODO(issue K, k-dyna): Dyna — fitting ``prism/agents/gpi_pd/dynamics.py`` every ``dynamics_train_freq`` steps,
+model rollouts into a model buffer and mixing ``dynamics_real_ratio`` real data into each batch — is not wired
+here yet; ``config.dyna`` is accepted and ignored (the agent is GPI-LS, the model-free GPI-PD, until then).
+TODO(issue K): ``runtime_state`` does not yet hold the PER priorities, the GPI-LS state (CCS, queue, current
+weight and M) or the eval env, so a resumed run is not byte-identical; S > 1 is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import numpy as np
+import torch
+
+from prism.agents.capql import _adam, _member_factory
+from prism.agents.gpi_pd.config import GPIPDConfig
+from prism.agents.gpi_pd.losses import gpi_pd_actor_loss, gpi_pd_critic_loss, td_priority
+from prism.agents.gpi_pd.networks import DeterministicActor, VectorCritics
+from prism.agents.gpi_pd.per import PrioritySampler
+from prism.agents.gpi_pd.weight_support import GPILinearSupport
+from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
+from prism.agents.symmetry import reflection_from_spec
+from prism.data.replay import ReplayBatch
+from prism.envs.spec import EnvSpec
+from prism.reward.shaping import RewardShaper
+
+TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/q_mean", "train/priority")
+
+
+class GPIPDAgent(OffPolicyAgent):
+    """GPI-PD (model-free part, see the module docstring) for one member."""
+
+    train_keys = TRAIN_KEYS
+
+    def __init__(
+        self,
+        config: GPIPDConfig,
+        spec: EnvSpec,
+        env_factory: MemberEnvFactory,
+        shapers: Sequence[RewardShaper] | RewardShaper | None = None,
+        *,
+        seeds: Sequence[int] | None = None,
+        symreg_lambda: float | None = None,
+        sparse_channel: int | None = None,
+        target_env_steps: int | None = None,
+    ):
+        config.validate()
+        if seeds is None:
+            seeds = (config.seed if config.seed is not None else 0,)
+        if len(seeds) != 1:
+            raise ValueError(f"seeds: GPI-PD supports one member only, got {len(seeds)} seeds")
+        if shapers is not None and not isinstance(shapers, Sequence):
+            shapers = [shapers]
+        factory = _member_factory(env_factory)
+        super().__init__(
+            spec,
+            factory,
+            seeds,
+            shapers=shapers,
+            sparse_channel=sparse_channel,
+            learning_starts=config.learning_starts,
+            batch_size=config.batch_size,
+            buffer_size=config.buffer_size,
+            log_every=config.log_every,
+            steps_per_batch=config.steps_per_batch,
+            target_env_steps=target_env_steps,
+        )
+        self.config = config
+        if symreg_lambda is None:
+            symreg_lambda = config.symreg_lambda if config.symreg_lambda is not None else spec.symreg_lambda
+        self.symreg_lambda = float(symreg_lambda)
+        if self.symreg_lambda > 0 and not spec.has_symmetry:
+            raise ValueError(f"agent.symreg_lambda: {spec.id} has no reflection symmetry table for SymReg")
+        self.save_hyperparameters({"agent": asdict(config), "env_id": spec.id, "seeds": list(self.seeds)})
+        reflection = reflection_from_spec(spec) if spec.has_symmetry else None
+        self.register_buffer("obs_sign", reflection.obs_sign if reflection else None, persistent=False)
+        self.register_buffer("act_sign", reflection.act_sign if reflection else None, persistent=False)
+
+        n_obj, hidden = spec.n_objectives, config.net_arch
+        init = self.init_generators()
+        self.actor = DeterministicActor(spec.obs_dim, n_obj, spec.act_dim, hidden, generators=init)
+        self.actor_target = DeterministicActor(spec.obs_dim, n_obj, spec.act_dim, hidden)
+        self.actor_target.load_state_dict(self.actor.state_dict())
+        critic_in = spec.obs_dim + spec.act_dim + n_obj
+        kw = dict(n=config.n_critics, dropout=config.critic_dropout, layer_norm=config.critic_layer_norm)
+        self.critic = VectorCritics(critic_in, n_obj, hidden, generators=init, **kw)
+        self.critic_target = VectorCritics(critic_in, n_obj, hidden, **kw)
+        self.critic_target.load_state_dict(self.critic.state_dict())
+        self.actor_target.requires_grad_(False)
+        self.critic_target.requires_grad_(False)
+
+        self._eval_env = None
+        self.per: PrioritySampler | None = None
+        self.linear_support = GPILinearSupport(n_obj, rng=np.random.default_rng(self.seeds[0]))
+        self._weight_rng = np.random.default_rng([self.seeds[0], 1])
+        self._weight = self.linear_support.next_weight(self._evaluate_gpi)  # e_1 first (priority ∞)
+        self._iteration_weights = self.linear_support.iteration_weights(
+            self._weight, config.corner_weights_top_k
+        )
+        self._support_t: torch.Tensor | None = None
+        self._exploring = False
+
+    # ---- acting ---------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, weight: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """``tanh μ(s, w)``; while the agent steps its training env, plus clipped Gaussian exploration noise."""
+        action = torch.tanh(self.actor(obs, weight))
+        if self._exploring or not deterministic:
+            noise = torch.randn(action.shape, generator=self._update_generator, device=action.device)
+            noise = (noise * self.config.policy_noise).clamp(-self.config.noise_clip, self.config.noise_clip)
+            action = (action + noise).clamp(-1.0, 1.0)
+        return action
+
+    @torch.no_grad()
+    def act_member(self, member: int, obs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.actor(obs, weight, member=member))
+
+    def policy_mean_member(self, member: int, obs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return self.actor(obs, weight, member=member)
+
+    def policy_mean(self, obs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return self.actor(obs, weight)
+
+    def sample_preferences(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        """The current acting weight, ``n`` times (GPI-PD trains on GPI-LS weights, not a cone)."""
+        return torch.as_tensor(self._weight, dtype=torch.float32, device=self.device).expand(n, -1).clone()
+
+    def _next_weights(self) -> tuple[torch.Tensor, np.ndarray]:
+        w = np.asarray(self._weight, dtype=np.float32)[None]
+        return torch.as_tensor(w, device=self.device).unsqueeze(1), w
+
+    def env_step(self) -> None:
+        if self.per is None:
+            self.per = PrioritySampler(self.buffer_size, device=self.device)
+        before = int(self.buffer.positions[0])
+        self._exploring = True
+        try:
+            super().env_step()
+        finally:
+            self._exploring = False
+        added = (int(self.buffer.positions[0]) - before) % self.buffer_size
+        self.per.on_add(0, (before + np.arange(added)) % self.buffer_size)
+        if self._episode_length[0] == 0:  # an episode ended: redraw the acting weight from M
+            self._weight = self._iteration_weights[self._weight_rng.integers(len(self._iteration_weights))]
+        if self._steps % self.config.timesteps_per_iter == 0:
+            self._gpi_ls_iteration()
+
+    # ---- GPI-LS ---------------------------------------------------------------------------------------
+    def _gpi_ls_iteration(self) -> None:
+        for m in self._iteration_weights:
+            self.linear_support.add_solution(self._evaluate(m, gpi=False), m)
+        self._weight = self.linear_support.next_weight(self._evaluate_gpi)
+        if self._weight is None:  # no corner left: keep training on the support
+            self._weight = self.linear_support.support[0]
+        self._iteration_weights = self.linear_support.iteration_weights(
+            self._weight, self.config.corner_weights_top_k
+        )
+        support = np.unique(np.round(np.stack(self.linear_support.support), 6), axis=0)
+        self._support_t = torch.as_tensor(support, dtype=torch.float32, device=self.device)
+
+    def _evaluate_gpi(self, w: np.ndarray) -> np.ndarray:
+        return self._evaluate(w, gpi=True)
+
+    @torch.no_grad()
+    def gpi_action(self, obs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """GPI over the support: the action of ``argmax_i w·Q_1(s, μ(s, w_i), w_i)`` for ``obs [1, d]``."""
+        support = self._support_t
+        if support is None or len(support) < 2:
+            return torch.tanh(self.actor(obs, weight))
+        k = len(support)
+        actions = torch.tanh(self.actor(obs.expand(k, -1), support))
+        was_training = self.critic.training
+        self.critic.eval()
+        q = self.critic(torch.cat([obs.expand(k, -1), actions, support], dim=-1))[0]  # [k, L]
+        self.critic.train(was_training)
+        return actions[int((q @ weight[0]).argmax())].unsqueeze(0)
+
+    def _evaluate(self, w: np.ndarray, gpi: bool) -> np.ndarray:
+        """Mean discounted true return of the (GPI) policy at ``w`` over a few episodes of an eval env."""
+        if self._eval_env is None:
+            self._eval_env = self.env_factory(0)
+            self._eval_env.reset(seed=int(self.seeds[0]) + 7919)
+        weight = torch.as_tensor(np.asarray(w, dtype=np.float32), device=self.device).unsqueeze(0)
+        returns = []
+        for _ in range(self.config.eval_episodes_per_weight):
+            obs, _ = self._eval_env.reset()
+            total, discount, done = np.zeros(self.spec.n_objectives), 1.0, False
+            while not done:
+                obs_t = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device).unsqueeze(0)
+                action = self.gpi_action(obs_t, weight) if gpi else self.act_member(0, obs_t, weight)
+                obs, reward, terminated, truncated, info = self._eval_env.step(action[0].cpu().numpy())
+                total += discount * np.asarray(info.get("true_reward", reward), dtype=np.float64)
+                discount *= self.config.gamma
+                done = terminated or truncated
+            returns.append(total)
+        return np.mean(returns, axis=0)
+
+    # ---- learning -------------------------------------------------------------------------------------
+    def configure_optimizers(self):
+        return _adam(self.actor.parameters(), self.config.lr), _adam(self.critic.parameters(), self.config.lr)
+
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        self._critic_polyak = (list(self.critic_target.parameters()), list(self.critic.parameters()))
+        self._actor_polyak = (list(self.actor_target.parameters()), list(self.actor.parameters()))
+        self._last_actor = torch.zeros(3, device=self.device)
+
+    def _update_and_accumulate(self) -> None:
+        # GPI-PD's UTD ratio: several updates per env step, each on its own PER batch.
+        for _ in range(self.config.gradient_updates):
+            super()._update_and_accumulate()
+
+    def sample_batch(self) -> ReplayBatch:
+        """A PER batch with the training weights in ``weight`` (doubled with support weights, see above)."""
+        assert self.buffer is not None and self.per is not None
+        if self.config.per:
+            self._index = self.per.sample(self.batch_size, self._replay_generators)
+        else:
+            self._index = torch.randint(
+                int(self.buffer.sizes[0]),
+                (1, self.batch_size),
+                generator=self._replay_generators[0],
+                device=self.device,
+            )
+        rows = self.buffer.storage[0, self._index[0]]
+        batch = self.buffer._split(rows)
+        if self.relabel_fn is not None:
+            batch = ReplayBatch(*(f[None] for f in batch))
+            batch = ReplayBatch(*(f[0] for f in self.relabel_fn(batch)))
+        w = torch.as_tensor(np.asarray(self._weight, dtype=np.float32), device=self.device).expand(
+            self.batch_size, -1
+        )
+        support = self._support_t
+        if support is not None and len(support) > 1:
+            pick = torch.randint(
+                len(support), (self.batch_size,), generator=self._replay_generators[0], device=self.device
+            )
+            batch = ReplayBatch(*(torch.cat([f, f]) for f in batch[:5]), torch.cat([w, support[pick]]))
+        else:
+            batch = batch._replace(weight=w)
+        return batch
+
+    def update(self, batch: ReplayBatch) -> torch.Tensor:
+        cfg = self.config
+        actor_opt, critic_opt = self._raw_optimizers
+        critic = gpi_pd_critic_loss(
+            self.actor_target,
+            self.critic,
+            self.critic_target,
+            batch,
+            cfg.gamma,
+            cfg.policy_noise,
+            cfg.noise_clip,
+            self._update_generator,
+        )
+        critic_opt.zero_grad(set_to_none=True)
+        critic.loss.backward()
+        critic_opt.step()
+        b = self.batch_size
+        priority = td_priority(critic.td_error[:b], batch.weight[:b], cfg.per_min_priority, cfg.per_alpha)
+        if cfg.per:
+            self.per.update(self._index, priority.unsqueeze(0))
+        with torch.no_grad():
+            torch._foreach_lerp_(*self._critic_polyak, cfg.tau)
+        if self._n_updates % cfg.policy_delay == 0:
+            actor = gpi_pd_actor_loss(
+                self.actor,
+                self.critic,
+                batch,
+                self.symreg_lambda,
+                self.obs_sign,
+                self.act_sign,
+                self._update_generator,
+            )
+            actor_opt.zero_grad(set_to_none=True)
+            actor.loss.backward()
+            actor_opt.step()
+            with torch.no_grad():
+                torch._foreach_lerp_(*self._actor_polyak, cfg.tau)
+            self._last_actor = torch.stack([actor.policy_loss, actor.symreg, actor.policy_loss * 0]).detach()
+        terms = [critic.member_loss, self._last_actor[0], self._last_actor[1], critic.q_mean, priority.mean()]
+        return torch.stack(terms).reshape(1, -1)

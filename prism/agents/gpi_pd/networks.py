@@ -1,0 +1,141 @@
+"""Networks of GPI-PD (continuous actions) with a leading *member* dimension, as prism/agents/networks.py.
+
+- :class:`DeterministicActor`: ``μ(s, w)``, an MLP on ``[s, w]`` (ReLU, orthogonal init, zero biases) whose
+  output is the *pre-tanh* action; the action is ``tanh`` of it (actions live in ``[−1, 1]``).
+- :class:`VectorCritics`: ``n`` vector critics ``Q_k(s, a, w) ∈ R^L`` per member; every hidden layer is
+  ``Linear → Dropout → LayerNorm → ReLU`` (morl-baselines' ``mlp(..., drop_rate=0.01, layer_norm=True)``),
+  the output layer a plain ``Linear``.
+
+Dropout draws its masks from an explicit ``torch.Generator`` (``F.dropout`` only uses the global RNG), so an
+update is reproducible from the agent's own streams. Dropout is active whenever the module is in training mode
+— for the target critics too, as in morl-baselines, whose networks never leave training mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from prism.agents.networks import Generators, StackedMLP
+
+
+def _generator(generators: Generators, s: int) -> torch.Generator | None:
+    return None if generators is None else generators[s]
+
+
+class DeterministicActor(nn.Module):
+    """``μ(s, w)`` for S members: ``forward(obs [S, B, d], w [S, B, L]) -> pre-tanh action [S, B, act_dim]``.
+
+    For S = 1 the member dimension may be left out (``[B, ·]`` in and out); ``member=`` runs one member's slice
+    on ``[B, ·]`` inputs.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_objectives: int,
+        act_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        members: int = 1,
+        generators: Generators = None,
+    ):
+        super().__init__()
+        self.members = members
+        self.net = StackedMLP([obs_dim + n_objectives, *hidden, act_dim], members)
+        for s in range(members):
+            self.net.init_slice(s, _generator(generators, s))
+
+    def forward(self, obs: torch.Tensor, weight: torch.Tensor, member: int | None = None) -> torch.Tensor:
+        flat = obs.dim() == 2
+        if flat and member is None and self.members != 1:
+            raise ValueError(f"DeterministicActor: [B, d] input needs member= for {self.members} members")
+        x = torch.cat([obs, weight], dim=-1)
+        out = self.net(x.unsqueeze(0) if flat else x, member=member)
+        return out[0] if flat else out
+
+
+class StackedNormMLP(nn.Module):
+    """``n`` independent MLPs whose hidden layers are ``Linear → Dropout → LayerNorm → ReLU``.
+
+    ``forward(x [n, B, d_in]) -> [n, B, d_out]``. Layer j's weight is one ``[n, d_in, d_out]`` tensor
+    (``baddbmm``); LayerNorm has its own affine ``(γ, β)`` per slice, initialised to ``(1, 0)`` like
+    ``nn.LayerNorm``.
+    """
+
+    def __init__(self, dims: Sequence[int], n: int, dropout: float = 0.01, layer_norm: bool = True):
+        super().__init__()
+        self.n = n
+        self.dropout = float(dropout)
+        self.layer_norm = layer_norm
+        self.body = StackedMLP(dims, n)  # reuse its parameters and orthogonal init; forward is ours
+        hidden = list(dims[1:-1])
+        self.norm_scale = nn.ParameterList([nn.Parameter(torch.ones(n, 1, d)) for d in hidden])
+        self.norm_shift = nn.ParameterList([nn.Parameter(torch.zeros(n, 1, d)) for d in hidden])
+
+    def init_slice(self, index: int, generator: torch.Generator | None) -> None:
+        """Orthogonal weights and zero biases for slice ``index`` (LayerNorm stays at its identity init)."""
+        self.body.init_slice(index, generator)
+
+    def forward(
+        self, x: torch.Tensor, *, detach_params: bool = False, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        layers = self.body.layers()
+        last = len(layers) - 1
+        h = x
+        for j, (w, b) in enumerate(layers):
+            if detach_params:
+                w, b = w.detach(), b.detach()
+            h = torch.baddbmm(b, h, w)
+            if j == last:
+                break
+            if self.training and self.dropout > 0.0:
+                keep = 1.0 - self.dropout
+                mask = torch.empty_like(h).bernoulli_(keep, generator=generator)
+                h = h * mask / keep
+            if self.layer_norm:
+                scale, shift = self.norm_scale[j], self.norm_shift[j]
+                if detach_params:
+                    scale, shift = scale.detach(), shift.detach()
+                h = nn.functional.layer_norm(h, h.shape[-1:]) * scale + shift
+            h = torch.relu(h)
+        return h
+
+
+class VectorCritics(nn.Module):
+    """``n`` critics ``Q_k(s, a, w) ∈ R^L`` per member for S members (slice ``s·n + k`` is critic k of member s).
+
+    ``forward(x [S, B, obs+act+L]) -> Q [S, n, B, L]`` (``[B, in] -> [n, B, L]`` for S = 1).
+    ``detach_params=True``: gradients reach ``x`` (the actor's actions) but no critic parameter.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        n_objectives: int,
+        hidden: Sequence[int] = (256, 256),
+        n: int = 2,
+        members: int = 1,
+        dropout: float = 0.01,
+        layer_norm: bool = True,
+        generators: Generators = None,
+    ):
+        super().__init__()
+        self.n = n
+        self.members = members
+        self.net = StackedNormMLP([in_dim, *hidden, n_objectives], members * n, dropout, layer_norm)
+        for s in range(members):
+            for k in range(n):
+                self.net.init_slice(s * n + k, _generator(generators, s))
+
+    def forward(
+        self, x: torch.Tensor, *, detach_params: bool = False, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        flat = x.dim() == 2
+        if flat:
+            x = x.unsqueeze(0)
+        members, batch, width = x.shape
+        h = x.unsqueeze(1).expand(members, self.n, batch, width).reshape(members * self.n, batch, width)
+        q = self.net(h, detach_params=detach_params, generator=generator).reshape(members, self.n, batch, -1)
+        return q[0] if flat else q
