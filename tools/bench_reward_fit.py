@@ -95,7 +95,7 @@ def bench_long(args: argparse.Namespace) -> None:
                 ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=threads
             )
             c0 = time.process_time()
-            model = fit_reward_model(store, cfg, seed=args.seed, layout=layout)
+            model = fit_reward_model(store, cfg, seed=args.seed, layout=layout, device=args.device)
             cpu = (time.process_time() - c0) / epochs
             per_epoch[name].append(model.fit_summary.seconds_per_epoch)
             line.append(f"{name} {per_epoch[name][-1]:.2f}s/epoch (cpu {cpu:.2f}s)")
@@ -120,11 +120,14 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the fits run")
     parser.add_argument("--long", action="store_true", help="seconds per epoch before/after on ~121k steps")
     parser.add_argument("--rounds", type=int, default=3, help="--long: alternating rounds")
     parser.add_argument("--long-segments", type=int, default=100, help="--long: segments of 975-1000 steps")
     parser.add_argument("--short-segments", type=int, default=1000, help="--long: segments of 8-39 steps")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench_reward_fit: --device cuda but CUDA is not available")
     if args.long:
         bench_long(args)
         return
@@ -147,10 +150,15 @@ def main() -> None:
         return RewardConfig(ensemble_size=k, max_epochs=epochs, patience=epochs + 1)
 
     # Warm-up (allocator, first-call kernels) so neither arm pays it alone.
-    fit_reward_model(store, RewardConfig(ensemble_size=1, max_epochs=1, patience=2, hidden=256), seed=99)
+    fit_reward_model(
+        store,
+        RewardConfig(ensemble_size=1, max_epochs=1, patience=2, hidden=256),
+        seed=99,
+        device=args.device,
+    )
 
     t0, c0 = time.perf_counter(), time.process_time()
-    batched = fit_reward_model(store, config(args.members), seed=args.seed)
+    batched = fit_reward_model(store, config(args.members), seed=args.seed, device=args.device)
     t_batched, c_batched = time.perf_counter() - t0, time.process_time() - c0
     print(
         f"batched K={args.members}: wall {t_batched:.2f}s cpu {c_batched:.2f}s (epochs {batched.fit_summary.epochs_run})"
@@ -158,7 +166,7 @@ def main() -> None:
 
     t0, c0 = time.perf_counter(), time.process_time()
     for k in range(args.members):
-        single = fit_reward_model(store, config(1), seed=args.seed + k)
+        single = fit_reward_model(store, config(1), seed=args.seed + k, device=args.device)
         assert single.fit_summary.epochs_run == [epochs]
     t_seq, c_seq = time.perf_counter() - t0, time.process_time() - c0
     print(f"sequential {args.members} x K=1: wall {t_seq:.2f}s cpu {c_seq:.2f}s")

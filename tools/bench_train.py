@@ -48,8 +48,9 @@ class BareCAPQL:
     with detached weights in the actor loss, one fused Polyak lerp), so the ratio measures prism's overhead.
     """
 
-    def __init__(self, env, seed: int = 0):
+    def __init__(self, env, seed: int = 0, device: str = "cpu"):
         self.env = env
+        self.device = torch.device(device)
         o, a = env.observation_space.shape[0], env.action_space.shape[0]
         n_obj = env.unwrapped.reward_space.shape[0]
         self.o, self.a, self.L = o, a, n_obj
@@ -60,23 +61,24 @@ class BareCAPQL:
             nn.Linear(HIDDEN, HIDDEN),
             nn.ReLU(),
             nn.Linear(HIDDEN, 2 * a),
-        )
+        ).to(self.device)
         dims = [o + a + n_obj, HIDDEN, HIDDEN, n_obj]
         self.cw = [
-            nn.init.orthogonal_(torch.empty(2, i, j)).requires_grad_() for i, j in zip(dims[:-1], dims[1:])
+            nn.init.orthogonal_(torch.empty(2, i, j)).to(self.device).requires_grad_()
+            for i, j in zip(dims[:-1], dims[1:])
         ]
-        self.cb = [torch.zeros(2, 1, j, requires_grad=True) for j in dims[1:]]
+        self.cb = [torch.zeros(2, 1, j, device=self.device, requires_grad=True) for j in dims[1:]]
         self.tw = [w.detach().clone() for w in self.cw]
         self.tb = [b.detach().clone() for b in self.cb]
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=LR, fused=True)
         self.critic_opt = torch.optim.Adam(self.cw + self.cb, lr=LR, fused=True)
         self.width = 2 * o + a + 2 * n_obj + 1
-        self.storage = torch.zeros(BUFFER, self.width)
+        self.storage = torch.zeros(BUFFER, self.width, device=self.device)
         self.ptr = self.size = self.steps = 0
         self.obs, _ = env.reset(seed=seed)
         env.action_space.seed(seed)
-        self.weights = cone_weights(1024, n_obj)
-        self.weights_np = self.weights.numpy()
+        self.weights = cone_weights(1024, n_obj, device=self.device)
+        self.weights_np = self.weights.cpu().numpy()
 
     def _critic(self, x, ws, bs):
         h = x.unsqueeze(0).expand(2, *x.shape)
@@ -98,20 +100,19 @@ class BareCAPQL:
     def step(self) -> None:
         i = self.steps % 1024
         if i == 0 and self.steps:
-            self.weights = cone_weights(1024, self.L)
-            self.weights_np = self.weights.numpy()
+            self.weights = cone_weights(1024, self.L, device=self.device)
+            self.weights_np = self.weights.cpu().numpy()
         w = self.weights_np[i]
         if self.steps < LEARNING_STARTS:
             action = self.env.action_space.sample()
         else:
             with torch.no_grad():
-                mean = self.actor(
-                    torch.cat([torch.as_tensor(self.obs, dtype=torch.float32), self.weights[i]]).unsqueeze(0)
-                )[0, : self.a]
-                action = torch.tanh(mean).numpy()
+                obs = torch.as_tensor(self.obs, dtype=torch.float32, device=self.device)
+                mean = self.actor(torch.cat([obs, self.weights[i]]).unsqueeze(0))[0, : self.a]
+                action = torch.tanh(mean).cpu().numpy()
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
         row = np.concatenate([self.obs, action, reward, next_obs, [float(terminated)], w]).astype(np.float32)
-        self.storage[self.ptr].copy_(torch.from_numpy(row))
+        self.storage[self.ptr].copy_(torch.from_numpy(row).to(self.device))
         self.ptr = (self.ptr + 1) % BUFFER
         self.size = min(self.size + 1, BUFFER)
         self.steps += 1
@@ -121,7 +122,7 @@ class BareCAPQL:
 
     def update(self) -> None:
         o, a, n_obj = self.o, self.a, self.L
-        rows = self.storage[torch.randint(self.size, (BATCH,))]
+        rows = self.storage[torch.randint(self.size, (BATCH,), device=self.device)]
         s, act, r = rows[:, :o], rows[:, o : o + a], rows[:, o + a : o + a + n_obj]
         s2 = rows[:, o + a + n_obj : 2 * o + a + n_obj]
         done, w = rows[:, 2 * o + a + n_obj], rows[:, 2 * o + a + n_obj + 1 :]
@@ -203,6 +204,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed env steps per side")
     parser.add_argument("--block", type=int, default=None, help="env steps per alternation block")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="all three sides run there")
     parser.add_argument(
         "--steps-per-batch",
         type=int,
@@ -215,6 +217,8 @@ def main() -> None:
     rounds = max(1, steps // block)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench_train: --device cuda but CUDA is not available")
 
     import mo_gymnasium as mo_gym
     from morl_baselines.multi_policy.capql.capql import CAPQL
@@ -233,9 +237,9 @@ def main() -> None:
         learning_starts=LEARNING_STARTS,
         log=False,
         seed=args.seed,
-        device="cpu",
+        device=args.device,
     )
-    bare = BareCAPQL(make_env(spec), seed=args.seed)
+    bare = BareCAPQL(make_env(spec), seed=args.seed, device=args.device)
     config = CAPQLConfig(
         learning_starts=LEARNING_STARTS,
         batch_size=BATCH,
@@ -259,7 +263,7 @@ def main() -> None:
     )
     alternate = _Alternate(block, rounds, morl, bare, np.full(spec.n_objectives, -100.0))
     print(
-        f"env {args.env}, torch threads {args.threads}, device cpu, {rounds * block} timed env steps per side "
+        f"env {args.env}, torch threads {args.threads}, device {args.device}, {rounds * block} timed env steps per side "
         f"after {LEARNING_STARTS} random ones, alternating in blocks of {block}, prism steps_per_batch "
         f"{config.steps_per_batch}",
         flush=True,
@@ -270,7 +274,7 @@ def main() -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         enable_checkpointing=False,
-        accelerator="cpu",
+        accelerator="gpu" if args.device == "cuda" else "cpu",
         devices=1,
         callbacks=[alternate],
     ).fit(module)
