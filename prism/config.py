@@ -362,6 +362,12 @@ def validate(config: RunConfig) -> None:
         )
     if config.device.startswith("cuda"):
         _check_cuda_device(config.device)
+    max_members = getattr(type(config.agent), "max_members", None)
+    if config.seeds is not None and max_members is not None and len(config.seeds) > max_members:
+        raise ConfigError(
+            f"seeds: agent.name={config.agent.name} trains at most {max_members} member(s) per process, got "
+            f"{len(config.seeds)} seeds; run one process per seed (tools/reproduce.py --per-seed-processes)"
+        )
 
     REWARDS.check("reward.name", config.reward.name)
     if config.env.dense and config.reward.name != "none":

@@ -9,10 +9,12 @@ because the config loader needs them to type the ``agent:`` node.
 from __future__ import annotations
 
 from prism.agents.config import CAPQLConfig
+from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.registry import AGENTS, REWARDS, register_reward_model
 
 # ---- backbones (agent.name) ---------------------------------------------------------------------------
 AGENTS.register("capql", factory="prism.agents.capql:CAPQLModule", config=CAPQLConfig)
+AGENTS.register("gpi_pd", factory="prism.agents.gpi_pd.agent:GPIPDAgent", config=GPIPDConfig)
 
 # ---- learned reward models, each with the reward method of the same name (reward.name) -----------------
 register_reward_model(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -71,9 +72,8 @@ def test_gpi_pd_beats_random_and_untrained_policy_on_toy_env():
             gradient_updates=1,
             timesteps_per_iter=500,
             eval_episodes_per_weight=1,
-            seed=0,
         )
-        agent = GPIPDAgent(config, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=2000)
+        agent = GPIPDAgent(config, TOY_SPEC, lambda: make_env(TOY_SPEC), seeds=[0], target_env_steps=2000)
         untrained = _per_weight_returns(agent)
         L.Trainer(
             max_epochs=-1,
@@ -97,3 +97,49 @@ def test_gpi_pd_beats_random_and_untrained_policy_on_toy_env():
     finally:
         torch.set_num_threads(threads)
     assert time.process_time() - start < 60
+
+
+def test_gpi_pd_population_is_refused_with_one_line(tmp_path, capsys):
+    from prism.cli import main
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    code = main(["fit", "--config", str(conf / "quickstart.yaml"), "agent.name=gpi_pd", "seeds=[0,1]",
+                 f"run_dir={tmp_path / 'run'}"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("prism: error: seeds:") and "gpi_pd" in err[0]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["oracle", "baseline", "prism"])
+def test_gpi_pd_runs_every_method_through_prism_fit(method, tmp_path):
+    """`agent.name=gpi_pd` selects GPI-PD's own keys and trains through the whole loop (collection, fits and
+    shaping for PRISM), writing eval.csv with the final row and its own `train/` scalars."""
+    import csv
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from prism.cli import main
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    run_dir = tmp_path / method
+    code = main(
+        ["fit", "--config", str(conf / "quickstart.yaml"), str(conf / "method" / f"{method}.yaml"),
+         "agent.name=gpi_pd", "agent.gradient_updates=1", "agent.learning_starts=100", "agent.log_every=100",
+         "loop.initial_episodes=10", "loop.expert_episodes=2", "loop.steps_per_cycle=200", "reward.max_epochs=2",
+         "eval.every=200", "eval.num_weights=3", "eval.episodes=1", "eval.final.num_weights=3",
+         "eval.final.episodes=1", f"run_dir={run_dir}"]
+    )  # fmt: skip
+    assert code == 0
+    rows = list(csv.DictReader((run_dir / "eval.csv").open()))
+    assert [(int(r["env_steps"]), r["final"]) for r in rows][-2:] == [(600, "0"), (600, "1")]
+    events = EventAccumulator(str(run_dir / "tb"))
+    events.Reload()
+    assert any(tag.startswith("train/") for tag in events.Tags()["scalars"])
+    assert yaml_agent_name(run_dir) == "gpi_pd"
+
+
+def yaml_agent_name(run_dir: Path) -> str:
+    import yaml
+
+    return yaml.safe_load((run_dir / "config.yaml").read_text())["agent"]["name"]

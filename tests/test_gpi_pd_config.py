@@ -44,10 +44,16 @@ def test_defaults_match_morl_baselines_signature():
 
 
 def test_every_field_has_a_docstring():
-    source = inspect.getsource(GPIPDConfig)
-    for name in GPIPDConfig.__dataclass_fields__:
-        after = source.split(f"\n    {name}:", 1)[1].split("\n", 2)[1]
-        assert after.strip().startswith('"""'), name
+    # GPI-PD's own fields and those it inherits from OffPolicyConfig, each documented where it is declared
+    for cls in GPIPDConfig.__mro__:
+        if cls is object or not hasattr(cls, "__dataclass_fields__"):
+            continue
+        source = inspect.getsource(cls)
+        for name in cls.__annotations__:
+            if name not in GPIPDConfig.__dataclass_fields__:
+                continue  # a ClassVar
+            after = source.split(f"\n    {name}:", 1)[1].split("\n", 2)[1]
+            assert after.strip().startswith('"""'), f"{cls.__name__}.{name}"
 
 
 @pytest.mark.parametrize(

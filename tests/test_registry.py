@@ -65,9 +65,12 @@ def _doc_registration(pattern: str) -> str:
 
 # ---- the registries ------------------------------------------------------------------------------------
 def test_every_builtin_is_registered_once_with_its_config_and_model():
-    assert AGENTS.names() == ["capql"]
+    assert AGENTS.names() == ["capql", "gpi_pd"]
     capql = AGENTS.entry("agent.name", "capql")
     assert capql.config_class() is CAPQLConfig and capql.agent_class().config_class is CAPQLConfig
+    from prism.agents.gpi_pd.config import GPIPDConfig
+
+    assert AGENTS.entry("agent.name", "gpi_pd").config_class() is GPIPDConfig
     assert {e.name: e.model for e in REWARDS} == {
         "none": None,
         "random": None,

@@ -48,6 +48,7 @@ TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/q_mean", "tr
 class GPIPDAgent(OffPolicyAgent):
     """GPI-PD (model-free part, see the module docstring) for one member."""
 
+    config_class = GPIPDConfig
     train_keys = TRAIN_KEYS
 
     def __init__(
@@ -64,7 +65,7 @@ class GPIPDAgent(OffPolicyAgent):
     ):
         config.validate()
         if seeds is None:
-            seeds = (config.seed if config.seed is not None else 0,)
+            seeds = (0,)
         if len(seeds) != 1:
             raise ValueError(f"seeds: GPI-PD supports one member only, got {len(seeds)} seeds")
         if shapers is not None and not isinstance(shapers, Sequence):

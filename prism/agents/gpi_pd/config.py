@@ -8,14 +8,21 @@ reader sees every number the agent uses.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar
 
-DeviceName = Literal["auto", "cpu", "cuda"]
+from prism.agents.config import OffPolicyConfig
 
 
 @dataclass
-class GPIPDConfig:
-    """Hyperparameters of the GPI-PD agent (TD3-style vector critics, PER, Dyna, GPI-LS weight selection)."""
+class GPIPDConfig(OffPolicyConfig):
+    """Hyperparameters of the GPI-PD agent (TD3-style vector critics, PER, Dyna, GPI-LS weight selection).
+
+    The keys every off-policy backbone shares come from :class:`~prism.agents.config.OffPolicyConfig`
+    (``cone_half_angle_deg`` is unused: GPI-PD trains on GPI-LS weights, not a cone); the run's seeds and
+    device are the top-level ``seed`` / ``seeds`` / ``device``."""
+
+    max_members: ClassVar[int] = 1
+    """Population runs (``seeds`` with several seeds) are not supported yet: the config refuses them."""
 
     name: str = "gpi_pd"
     """Agent plug-in name."""
@@ -124,17 +131,9 @@ class GPIPDConfig:
     steps_per_batch: int = 1
     """(env step, update) iterations per Lightning training batch (only amortises Lightning's overhead)."""
 
-    device: DeviceName = "auto"
-    """``auto`` = CUDA when available, else CPU."""
-
-    seed: int | None = None
-    """Seed of the run; None draws it from torch's global RNG."""
-
-    def __post_init__(self) -> None:
-        self.validate()
-
     def validate(self) -> None:
         """Raise ``ValueError`` whose message starts with ``agent.<field>`` if a value is out of range."""
+        super().validate()
         checks = {
             "lr": self.lr > 0.0,
             "gamma": 0.0 <= self.gamma <= 1.0,
@@ -168,7 +167,6 @@ class GPIPDConfig:
             "symreg_lambda": self.symreg_lambda is None or self.symreg_lambda >= 0.0,
             "log_every": self.log_every > 0,
             "steps_per_batch": self.steps_per_batch > 0,
-            "device": self.device in ("auto", "cpu", "cuda"),
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
