@@ -281,7 +281,7 @@ def test_truncated_last_resume_falls_back_and_stays_byte_identical(tmp_path):
     last, previous = run_dir / "checkpoints" / "last.pt", run_dir / "checkpoints" / "previous.pt"
     fallback = read_checkpoint(previous)
     # The fallback is older than an evaluation already in eval.csv: resume must drop that row and redo it.
-    assert max(_eval_steps(run_dir)) > int(fallback["evaluation"]["last_eval_step"])
+    assert max(_eval_steps(run_dir)) > int(fallback["evaluations"][0]["last_eval_step"])
     _damage(last, "truncated")
     damaged_bytes = last.read_bytes()
 

@@ -104,7 +104,9 @@ def test_uniform_and_random_resume_mid_segment_gives_the_same_eval_csv(name, tmp
 
     def crash_after(self, trainer, pl_module, *args):
         original(self, trainer, pl_module, *args)
-        if pl_module.env_step_count == CRASH_AT:
+        # a batch may run several env steps: crash at the first batch end past CRASH_AT (before the next
+        # checkpoint and evaluation)
+        if pl_module.env_step_count >= CRASH_AT:
             raise _Crash
 
     crashed = tmp_path / "crashed"
@@ -117,16 +119,18 @@ def test_uniform_and_random_resume_mid_segment_gives_the_same_eval_csv(name, tmp
 
     state = torch.load(crashed / "checkpoints" / "last.pt", weights_only=True)
     assert state["env_steps"] == CHECKPOINT_AT
-    pending, runtime = state["shaper"]["pending"], state["agent_runtime"]
+    # one member (a single run): its shaper, episode length, replay ring and observation
+    shaper, runtime = state["shapers"][0], state["agent_runtime"]
+    pending = shaper["pending"]
     assert pending is not None, "the checkpoint was taken at a segment boundary: pick another CHECKPOINT_AT"
     n_pending = pending["obs"].shape[0]
     # p_rel = 0: the open segment is the current episode so far, and none of it has reached the buffer yet.
-    assert n_pending == runtime["episode_length"] > 0
-    assert runtime["buffer_size"] == CHECKPOINT_AT - n_pending
-    torch.testing.assert_close(pending["next_obs"][-1], runtime["obs"])
+    assert n_pending == int(runtime["episode_length"][0]) > 0
+    assert int(runtime["replay"]["sizes"][0]) == CHECKPOINT_AT - n_pending
+    torch.testing.assert_close(pending["next_obs"][-1], runtime["obs"][0])
     assert (pending["reward"][:, TOY_SPEC.sparse_channel] == 0).all()  # nothing released inside the segment
     if name == "random":
-        assert "rng" in state["shaper"]  # its α draws continue from the same generator state
+        assert "rng" in shaper  # its α draws continue from the same generator state
 
     assert main(["fit", "--resume", str(crashed)]) == 0
     assert (crashed / "eval.csv").read_text() == reference_csv
