@@ -447,6 +447,8 @@ def _fmt(mean: float, se: float) -> str:
     scale = max(abs(mean), 1e-12)
     exponent = int(math.floor(math.log10(scale))) if scale >= 1e4 else 0
     if exponent:
+        if math.isnan(se):
+            return f"{mean / 10**exponent:.2f} e{exponent}"
         return f"{mean / 10**exponent:.2f} ± {se / 10**exponent:.2f} e{exponent}"
     return f"{mean:.2f} ± {se:.2f}" if not math.isnan(se) else f"{mean:.2f}"
 
