@@ -170,6 +170,9 @@ class VectorCriticEnsemble(nn.Module):
         if flat:
             x = x.unsqueeze(0)
         members, batch, width = x.shape
-        h = x.unsqueeze(1).expand(members, self.n, batch, width).reshape(members * self.n, batch, width)
+        if members == 1:  # every critic reads the same input: a stride-0 view, no copy
+            h = x.expand(self.n, batch, width)
+        else:
+            h = x.unsqueeze(1).expand(members, self.n, batch, width).reshape(members * self.n, batch, width)
         q = self.net(h, detach_params=detach_params).reshape(members, self.n, batch, -1)
         return q[0] if flat else q
