@@ -104,7 +104,7 @@ def test_update_batch_has_the_configured_real_model_split(dyna_agent):
     before = [b for b in agent.batches if b[0] < ROLLOUT_STARTS]
     after = [b for b in agent.batches if b[0] >= ROLLOUT_STARTS]
     assert before and after
-    for _, n_real, batch, index in before:
+    for _, n_real, _batch, index in before:
         assert n_real == BATCH and index.shape == (1, BATCH)
     for _, n_real, batch, index in after:
         assert n_real == N_REAL and index.shape == (1, N_REAL)  # only the real rows have PER slots
