@@ -15,11 +15,32 @@ What follows morl-baselines' ``GPIPDContinuousAction`` (see the sibling modules 
   return) and added to the CCS; GPI-LS priorities of the next corners use the GPI policy (max over the support
   of ``w·Q_1(s, μ(s, w_i), w_i)``).
 
-TODO(issue K, k-dyna): Dyna — fitting ``prism/agents/gpi_pd/dynamics.py`` every ``dynamics_train_freq`` steps,
-model rollouts into a model buffer and mixing ``dynamics_real_ratio`` real data into each batch — is not wired
-here yet; ``config.dyna`` is accepted and ignored (the agent is GPI-LS, the model-free GPI-PD, until then).
+Dyna (``config.dyna``, morl-baselines' semantics; the model is :class:`~prism.agents.gpi_pd.dynamics.ProbabilisticEnsemble`
+with ``dynamics_net_arch``, 5 members, 2 elites):
+
+- from ``learning_starts``, every ``dynamics_train_freq`` env steps the model is fitted (warm start) on the whole
+  real replay, rewards as stored there (after the shaper; see dynamics.py on the sparse channel);
+- from ``dynamics_rollout_starts`` (and once a fit happened), every ``dynamics_rollout_freq`` env steps the model
+  rolls out ``dynamics_rollout_len`` steps from ``min(dynamics_rollout_batch_size, real transitions stored)``
+  real start states (PER-sampled when ``per``, uniform otherwise; chunks of ≤ 10 000) under the *exploring*
+  policy ``clamp(tanh μ(s, w) + clip(N(0, policy_noise²), ±noise_clip), −1, 1)`` at the current acting weight
+  w; transitions with uncertainty ≥ ``dynamics_min_uncertainty`` are dropped, the rest go to a model buffer (a
+  :class:`~prism.data.replay.ReplayBuffer` of ``dynamics_buffer_size`` rows, FIFO);
+- once the model buffer holds anything, each update's batch is ``int(batch_size·dynamics_real_ratio)`` real
+  rows (PER-sampled) followed by the rest drawn uniformly from the model buffer (then doubled with support
+  weights as above). Only the real rows get new PER priorities; model rows have no priority, and no row gets
+  an importance weight (``per_beta`` is not applied, as in morl-baselines). ``relabel_fn`` relabels every row,
+  real or imagined, so the Q-learner sees one reward definition.
+- ``dyna/`` scalars every ``log_every`` steps: ``model_holdout_mse`` (mean over members, last fit),
+  ``fit_epochs``, ``rollout_kept`` and ``rollout_dropped_frac`` (summed over the window's rollouts; the
+  fraction proposed but over the uncertainty threshold), ``model_buffer_size``.
+- randomness: the model's initial weights from the member's ``dynamics_init`` stream, fits and rollouts (start
+  states, elite choice, Gaussian samples, the policy noise) from its ``dyna`` stream, model-buffer indices from
+  its ``model_replay`` stream, so ``dyna: false`` draws exactly what it drew before.
+
 TODO(issue K): ``runtime_state`` does not yet hold the PER priorities, the GPI-LS state (CCS, queue, current
-weight and M) or the eval env, so a resumed run is not byte-identical; S > 1 is refused.
+weight and M), the eval env, the model buffer or the Dyna generators, so a resumed run is not byte-identical
+(the dynamics model's weights are module parameters and are checkpointed); S > 1 is refused.
 """
 
 from __future__ import annotations
@@ -32,21 +53,25 @@ import torch
 
 from prism.agents.capql import _adam, _member_factory
 from prism.agents.gpi_pd.config import GPIPDConfig
+from prism.agents.gpi_pd.dynamics import TERMINATION_FNS, ProbabilisticEnsemble
 from prism.agents.gpi_pd.losses import gpi_pd_actor_loss, gpi_pd_critic_loss, td_priority
 from prism.agents.gpi_pd.networks import DeterministicActor, VectorCritics
 from prism.agents.gpi_pd.per import PrioritySampler
 from prism.agents.gpi_pd.weight_support import GPILinearSupport
 from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
 from prism.agents.symmetry import reflection_from_spec
-from prism.data.replay import ReplayBatch
+from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
 from prism.reward.shaping import RewardShaper
+from prism.seeding import derive_seed
 
 TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/q_mean", "train/priority")
+ROLLOUT_CHUNK = 10_000
+"""Start states per model-rollout call (morl-baselines' chunk size; bounds the rollout's memory)."""
 
 
 class GPIPDAgent(OffPolicyAgent):
-    """GPI-PD (model-free part, see the module docstring) for one member."""
+    """GPI-PD (GPI-LS weights, PER and, with ``config.dyna``, Dyna; see the module docstring) for one member."""
 
     config_class = GPIPDConfig
     train_keys = TRAIN_KEYS
@@ -119,6 +144,24 @@ class GPIPDAgent(OffPolicyAgent):
         self._support_t: torch.Tensor | None = None
         self._exploring = False
 
+        # Dyna (None when config.dyna is false). The model is a submodule: it moves with the agent's device and
+        # its weights are checkpointed; its own init stream keeps the actor/critic draws as without Dyna.
+        self.dynamics: ProbabilisticEnsemble | None = None
+        if config.dyna:
+            self.dynamics = ProbabilisticEnsemble(
+                spec.obs_dim,
+                spec.act_dim,
+                n_obj,
+                hidden=config.dynamics_net_arch,
+                generator=torch.Generator().manual_seed(derive_seed(self.seeds[0], "dynamics_init")),
+            )
+        self.model_buffer: ReplayBuffer | None = None
+        self._dyna_generator: torch.Generator | None = None
+        self._model_replay_generator: torch.Generator | None = None
+        self._dynamics_fitted = False
+        self._n_real = config.batch_size  # real rows at the head of the last sampled batch
+        self._dyna_window: dict[str, float] = {}
+
     # ---- acting ---------------------------------------------------------------------------------------
     @torch.no_grad()
     def act(self, obs: torch.Tensor, weight: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
@@ -161,6 +204,8 @@ class GPIPDAgent(OffPolicyAgent):
         self.per.on_add(0, (before + np.arange(added)) % self.buffer_size)
         if self._episode_length[0] == 0:  # an episode ended: redraw the acting weight from M
             self._weight = self._iteration_weights[self._weight_rng.integers(len(self._iteration_weights))]
+        if self.dynamics is not None and self._steps >= self.learning_starts:
+            self._dyna_step()
         if self._steps % self.config.timesteps_per_iter == 0:
             self._gpi_ls_iteration()
 
@@ -214,6 +259,89 @@ class GPIPDAgent(OffPolicyAgent):
             returns.append(total)
         return np.mean(returns, axis=0)
 
+    # ---- Dyna -----------------------------------------------------------------------------------------
+    def _ensure_dyna(self) -> None:
+        """The model buffer and the Dyna generators on the agent's device (once; again if the device changed)."""
+        if self.model_buffer is None or self.model_buffer.device != self.device:
+            spec = self.spec
+            self.model_buffer = ReplayBuffer(
+                self.config.dynamics_buffer_size, spec.obs_dim, spec.act_dim, spec.n_objectives, self.device
+            )
+            self._dyna_generator = self.member_generator(0, "dyna")
+            self._model_replay_generator = self.member_generator(0, "model_replay")
+
+    def _dyna_step(self) -> None:
+        """After an env step (from ``learning_starts``): fit the model and/or roll it out when due."""
+        cfg = self.config
+        self._ensure_dyna()
+        if self._steps % cfg.dynamics_train_freq == 0 and len(self.buffer) >= 2:
+            result = self.dynamics.fit(self.buffer.all(0), self._dyna_generator)
+            self._dynamics_fitted = True
+            self._dyna_window["dyna/model_holdout_mse"] = float(np.mean(result.holdout_mse))
+            self._dyna_window["dyna/fit_epochs"] = float(result.epochs)
+        if (
+            self._dynamics_fitted
+            and self._steps >= cfg.dynamics_rollout_starts
+            and self._steps % cfg.dynamics_rollout_freq == 0
+        ):
+            self._rollout_model()
+
+    @torch.no_grad()
+    def _exploring_policy(self, obs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """The acting policy with its exploration noise, noise from the Dyna stream (model rollouts)."""
+        action = torch.tanh(self.actor(obs, weight))
+        noise = torch.randn(action.shape, generator=self._dyna_generator, device=action.device)
+        noise = (noise * self.config.policy_noise).clamp(-self.config.noise_clip, self.config.noise_clip)
+        return (action + noise).clamp(-1.0, 1.0)
+
+    @torch.no_grad()
+    def _rollout_model(self) -> None:
+        """One round of model rollouts from real start states into the model buffer (see the module docstring)."""
+        cfg = self.config
+        # Capped at the real transitions stored: more start states than that would only repeat states.
+        n_starts = min(cfg.dynamics_rollout_batch_size, len(self.buffer))
+        weight = torch.as_tensor(np.asarray(self._weight, dtype=np.float32), device=self.device)
+        termination_fn = TERMINATION_FNS.get(self.spec.id)
+        kept = proposed = 0
+        for start in range(0, n_starts, ROLLOUT_CHUNK):
+            n = min(ROLLOUT_CHUNK, n_starts - start)
+            index = self._draw_real(n, self._dyna_generator)
+            rollout = self.dynamics.rollout(
+                self.buffer.storage[0, index, : self.spec.obs_dim],
+                self._exploring_policy,
+                weight,
+                horizon=cfg.dynamics_rollout_len,
+                threshold=cfg.dynamics_min_uncertainty,
+                generator=self._dyna_generator,
+                termination_fn=termination_fn,
+            )
+            self.model_buffer.add_batch(rollout.batch)
+            kept += int(rollout.batch.obs.shape[0])
+            proposed += int(rollout.kept.numel())
+        window = self._dyna_window
+        window["dyna/rollout_kept"] = window.get("dyna/rollout_kept", 0.0) + kept
+        window["_proposed"] = window.get("_proposed", 0.0) + proposed
+
+    def _draw_real(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` real replay slots ``[n]``: by PER priority when ``per``, else uniform."""
+        if self.config.per:
+            return self.per.sample(n, [generator])[0]
+        return torch.randint(int(self.buffer.sizes[0]), (n,), generator=generator, device=self.device)
+
+    def _flush_logs(self) -> None:
+        # The base writes train/, rollout/ and time/; the dyna/ scalars of the same window go with them.
+        if self.dynamics is not None and self._window_start is not None:
+            window, self._dyna_window = self._dyna_window, {}
+            proposed = window.pop("_proposed", 0.0)
+            if proposed > 0:
+                window["dyna/rollout_dropped_frac"] = 1.0 - window["dyna/rollout_kept"] / proposed
+            if self.model_buffer is not None:
+                window["dyna/model_buffer_size"] = float(len(self.model_buffer))
+            logger = self._loggers()[0]
+            if window and logger is not None:
+                logger.log_metrics(window, step=self._steps)
+        super()._flush_logs()
+
     # ---- learning -------------------------------------------------------------------------------------
     def configure_optimizers(self):
         return _adam(self.actor.parameters(), self.config.lr), _adam(self.critic.parameters(), self.config.lr)
@@ -230,19 +358,26 @@ class GPIPDAgent(OffPolicyAgent):
             super()._update_and_accumulate()
 
     def sample_batch(self) -> ReplayBatch:
-        """A PER batch with the training weights in ``weight`` (doubled with support weights, see above)."""
+        """A PER batch with the training weights in ``weight`` (doubled with support weights, see above); with
+        Dyna and a non-empty model buffer, its first ``int(batch_size·dynamics_real_ratio)`` rows are real and
+        the rest are drawn uniformly from the model buffer."""
         assert self.buffer is not None and self.per is not None
-        if self.config.per:
-            self._index = self.per.sample(self.batch_size, self._replay_generators)
+        cfg = self.config
+        mixed = self.model_buffer is not None and len(self.model_buffer) > 0
+        self._n_real = int(self.batch_size * cfg.dynamics_real_ratio) if mixed else self.batch_size
+        if cfg.per:
+            self._index = self.per.sample(self._n_real, self._replay_generators)
         else:
             self._index = torch.randint(
                 int(self.buffer.sizes[0]),
-                (1, self.batch_size),
+                (1, self._n_real),
                 generator=self._replay_generators[0],
                 device=self.device,
             )
-        rows = self.buffer.storage[0, self._index[0]]
-        batch = self.buffer._split(rows)
+        batch = self.buffer._split(self.buffer.storage[0, self._index[0]])
+        if mixed:
+            model = self.model_buffer.sample(self.batch_size - self._n_real, self._model_replay_generator)
+            batch = ReplayBatch(*(torch.cat([real, imagined]) for real, imagined in zip(batch, model)))
         if self.relabel_fn is not None:
             batch = ReplayBatch(*(f[None] for f in batch))
             batch = ReplayBatch(*(f[0] for f in self.relabel_fn(batch)))
@@ -275,9 +410,10 @@ class GPIPDAgent(OffPolicyAgent):
         critic_opt.zero_grad(set_to_none=True)
         critic.loss.backward()
         critic_opt.step()
-        b = self.batch_size
+        # Priorities of the real rows only (the head of the first half): model rows have no PER slot.
+        b = self._n_real if self._n_real > 0 else self.batch_size
         priority = td_priority(critic.td_error[:b], batch.weight[:b], cfg.per_min_priority, cfg.per_alpha)
-        if cfg.per:
+        if cfg.per and self._n_real > 0:
             self.per.update(self._index, priority.unsqueeze(0))
         with torch.no_grad():
             torch._foreach_lerp_(*self._critic_polyak, cfg.tau)
