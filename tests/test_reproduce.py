@@ -142,3 +142,16 @@ def test_smoke_grid_on_a_local_ray_instance(tmp_path):
     second = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0
     assert "3 of 3 runs already finished; running 0 processes" in second.stdout
+
+
+def test_backbone_dimension_adds_the_agent_group_and_reads_the_papers_gpi_pd_table(tmp_path):
+    smoke = reproduce.PRESETS["smoke"]
+    gpi = reproduce.Preset(**{**smoke.__dict__, "backbone": "gpi_pd"})
+    job = reproduce.Job("hopper", "prism", (0,), False)
+    command = reproduce.fit_command(job, gpi, tmp_path)
+    method_at = command.index(str(reproduce.CONF / "method" / "prism.yaml"))
+    assert command[method_at + 1] == str(reproduce.CONF / "agent" / "gpi_pd.yaml")  # after the method overlay
+    assert str(reproduce.CONF / "agent" / "gpi_pd.yaml") not in reproduce.fit_command(job, smoke, tmp_path)
+    # the paper's GPI-PD appendix table, not the CAPQL main table: hopper HV, oracle 1.65e7 vs CAPQL 1.30e7
+    assert reproduce.paper_values("gpi_pd")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.65e7)
+    assert reproduce.paper_values("capql")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.30e7)

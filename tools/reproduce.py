@@ -72,6 +72,8 @@ class Preset:
     description: str
     env_overrides: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Per-env additions to ``overrides`` (e.g. smaller collections where episodes are 1000 steps long)."""
+    backbone: str = "capql"
+    """The agent (``conf/agent/<backbone>.yaml`` is added after the method overlay)."""
 
     def overrides_for(self, env: str) -> tuple[str, ...]:
         return self.overrides + dict(self.env_overrides).get(env, ())
@@ -245,6 +247,7 @@ def fit_command(job: Job, preset: Preset, out: Path) -> list[str]:
         "--config",
         str(CONF / f"{job.env}.yaml"),
         str(CONF / METHODS[job.method][0]),
+        *([str(CONF / "agent" / f"{preset.backbone}.yaml")] if preset.backbone != "capql" else []),
         *preset.overrides_for(job.env),
         who,
         f"run_dir={run_dir}",
@@ -375,13 +378,19 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
-def paper_values() -> dict[tuple[str, str, str], tuple[float, float]]:
-    """(env id, paper method header, metric) -> (raw mean, raw err) from the main and ablation tables."""
+BACKBONES = ("capql", "gpi_pd")
+"""Backbones a grid can run (``conf/agent/<name>.yaml``); the paper reports CAPQL in its main and ablation
+tables and GPI-PD in its appendix table."""
+PAPER_TABLES = {"capql": ("main", "ablation", "ablation2"), "gpi_pd": ("gpi_pd",)}
+
+
+def paper_values(backbone: str = "capql") -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(env id, paper method header, metric) -> (raw mean, raw err) from the paper's tables of ``backbone``."""
     out: dict[tuple[str, str, str], tuple[float, float]] = {}
     with PAPER.open() as fh:
         rows = csv.DictReader(line for line in fh if not line.startswith("#"))
         for row in rows:
-            if row["table"] not in ("main", "ablation", "ablation2"):
+            if row["table"] not in PAPER_TABLES[backbone]:
                 continue
             scale = float(row["scale"])
             out.setdefault(
@@ -457,7 +466,7 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
     """``table.csv``, ``table.md`` and the plots in ``results`` from the finished runs of ``cells``."""
     preset = PRESETS[preset_name]
     table = collect(cells, out)
-    paper = paper_values()
+    paper = paper_values(preset.backbone)
     results.mkdir(parents=True, exist_ok=True)
     csv_rows = []
     lines = [
@@ -640,6 +649,12 @@ def main(argv: list[str] | None = None) -> int:
         "--set", nargs="+", default=[], metavar="key=value", help="extra prism overrides for every run"
     )
     parser.add_argument(
+        "--backbone",
+        choices=BACKBONES,
+        default="capql",
+        help="the agent (the paper's GPI-PD appendix table for gpi_pd; GPI-PD runs one process per seed)",
+    )
+    parser.add_argument(
         "--per-seed-processes",
         action="store_true",
         help="one prism process per seed (default: one population process per env × method cell)",
@@ -654,14 +669,17 @@ def main(argv: list[str] | None = None) -> int:
         methods=tuple(args.methods or base.methods),
         seeds=tuple(args.seeds if args.seeds is not None else base.seeds),
         overrides=base.overrides + tuple(args.set),
-        description=base.description,
+        description=base.description + ("" if args.backbone == "capql" else f" Backbone: {args.backbone}."),
         env_overrides=base.env_overrides,
+        backbone=args.backbone,
     )
     PRESETS[args.preset] = preset
-    out = (args.out or ROOT / "runs" / "reproduce" / args.preset).resolve()
-    results = args.results or ROOT / "docs" / "results" / args.preset
+    name = args.preset if args.backbone == "capql" else f"{args.preset}-{args.backbone}"
+    out = (args.out or ROOT / "runs" / "reproduce" / name).resolve()
+    results = args.results or ROOT / "docs" / "results" / name
     cells = [Cell(e, m, s) for s in preset.seeds for e in preset.envs for m in preset.methods]
-    jobs = make_jobs(cells, out, per_seed=args.per_seed_processes)
+    # GPI-PD trains one member per process (its config refuses populations)
+    jobs = make_jobs(cells, out, per_seed=args.per_seed_processes or args.backbone == "gpi_pd")
     if args.dry_run:
         for job in jobs:
             print(" ".join(fit_command(job, preset, out)))
