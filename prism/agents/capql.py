@@ -9,13 +9,13 @@ over members, so member s's gradient, and (Adam being element-wise) its optimise
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import NamedTuple
 
 import torch
 
+from prism.agents.builders import adam
 from prism.agents.config import CAPQLConfig
 from prism.agents.losses import capql_actor_loss, capql_critic_loss
 from prism.agents.networks import GaussianActor, VectorCriticEnsemble, sample_tanh_gaussian
@@ -113,13 +113,9 @@ class CAPQLModule(OffPolicyAgent):
         target_env_steps: int | None = None,
     ):
         config.validate()
-        if seeds is None:
-            seeds = (0,)
-        if shapers is not None and not isinstance(shapers, Sequence):
-            shapers = [shapers]
         super().__init__(
             spec,
-            _member_factory(env_factory),
+            env_factory,
             seeds,
             shapers=shapers,
             sparse_channel=sparse_channel,
@@ -206,7 +202,7 @@ class CAPQLModule(OffPolicyAgent):
 
     # ---- learning -------------------------------------------------------------------------------------
     def configure_optimizers(self):
-        return _adam(self.actor.parameters(), self.config.lr), _adam(self.critic.parameters(), self.config.lr)
+        return adam(self.actor.parameters(), self.config.lr), adam(self.critic.parameters(), self.config.lr)
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
@@ -223,23 +219,3 @@ class CAPQLModule(OffPolicyAgent):
             self._update_generator,
             self._polyak,
         )
-
-
-def _member_factory(env_factory) -> MemberEnvFactory:
-    """Accept ``env_factory()`` (one member) as well as ``env_factory(member)``."""
-    try:
-        takes_member = len(inspect.signature(env_factory).parameters) >= 1
-    except (TypeError, ValueError):
-        takes_member = True
-    return env_factory if takes_member else (lambda member: env_factory())
-
-
-def _adam(params, lr: float) -> torch.optim.Adam:
-    # The fused kernel (CPU and CUDA since torch 2.4) does a whole Adam step in one call; older torch
-    # rejects fused=True on CPU, where the multi-tensor (foreach) path is the next best. Adam is element-wise,
-    # so one optimiser over stacked member parameters is exactly S independent optimisers.
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except (RuntimeError, ValueError):
-        return torch.optim.Adam(params, lr=lr, foreach=True)

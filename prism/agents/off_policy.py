@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from prism.agents.builders import MemberEnvFactory, member_factory
 from prism.agents.log_window import LogWindowMixin
 from prism.agents.preferences import cone_weights
 from prism.agents.runtime_state import RuntimeStateMixin
@@ -47,9 +48,6 @@ from prism.envs.spec import EnvSpec
 from prism.errors import NonFiniteError
 from prism.reward.shaping import PassThroughShaper, RewardShaper
 from prism.seeding import derive_seed, population_seed
-
-MemberEnvFactory = Callable[[int], gym.Env]
-"""``env_factory(member) -> env`` (dense, or a sparse wrapper whose release draws come from the member's seed)."""
 
 _WEIGHT_BLOCK = 1024  # preference weights drawn per sampler call (one draw per env step, amortised)
 
@@ -84,9 +82,9 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
         self,
         spec: EnvSpec,
         env_factory: MemberEnvFactory,
-        seeds: Sequence[int],
+        seeds: Sequence[int] | None,
         *,
-        shapers: Sequence[RewardShaper] | None = None,
+        shapers: Sequence[RewardShaper] | RewardShaper | None = None,
         sparse_channel: int | None = None,
         learning_starts: int = 1000,
         batch_size: int = 128,
@@ -98,6 +96,10 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
     ):
         super().__init__()
         self.automatic_optimization = False
+        seeds = (0,) if seeds is None else seeds
+        if shapers is not None and not isinstance(shapers, Sequence):
+            shapers = [shapers]  # one shaper for a one-member agent
+        env_factory = member_factory(env_factory)
         if len(seeds) == 0 or len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds: need distinct member seeds, got {list(seeds)}")
         self.spec = spec

@@ -51,7 +51,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from prism.agents.capql import _adam, _member_factory
+from prism.agents.builders import adam
 from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.agents.gpi_pd.dyna import DynaMixin
 from prism.agents.gpi_pd.dynamics import ProbabilisticEnsemble
@@ -89,16 +89,11 @@ class GPIPDAgent(DynaMixin, OffPolicyAgent):
         target_env_steps: int | None = None,
     ):
         config.validate()
-        if seeds is None:
-            seeds = (0,)
-        if len(seeds) != 1:
+        if seeds is not None and len(seeds) != 1:
             raise ValueError(f"seeds: GPI-PD supports one member only, got {len(seeds)} seeds")
-        if shapers is not None and not isinstance(shapers, Sequence):
-            shapers = [shapers]
-        factory = _member_factory(env_factory)
         super().__init__(
             spec,
-            factory,
+            env_factory,
             seeds,
             shapers=shapers,
             sparse_channel=sparse_channel,
@@ -261,7 +256,7 @@ class GPIPDAgent(DynaMixin, OffPolicyAgent):
 
     # ---- learning -------------------------------------------------------------------------------------
     def configure_optimizers(self):
-        return _adam(self.actor.parameters(), self.config.lr), _adam(self.critic.parameters(), self.config.lr)
+        return adam(self.actor.parameters(), self.config.lr), adam(self.critic.parameters(), self.config.lr)
 
     def on_fit_start(self) -> None:
         super().on_fit_start()

@@ -1,0 +1,32 @@
+"""Small construction helpers shared by every backbone (argument normalisation, optimisers)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import gymnasium as gym
+import torch
+
+MemberEnvFactory = Callable[[int], gym.Env]
+"""``env_factory(member) -> env`` (dense, or a sparse wrapper whose release draws come from the member's seed)."""
+
+
+def member_factory(env_factory) -> MemberEnvFactory:
+    """Accept ``env_factory()`` (one member) as well as ``env_factory(member)``."""
+    try:
+        takes_member = len(inspect.signature(env_factory).parameters) >= 1
+    except (TypeError, ValueError):
+        takes_member = True
+    return env_factory if takes_member else (lambda member: env_factory())
+
+
+def adam(params, lr: float) -> torch.optim.Adam:
+    # The fused kernel (CPU and CUDA since torch 2.4) does a whole Adam step in one call; older torch
+    # rejects fused=True on CPU, where the multi-tensor (foreach) path is the next best. Adam is element-wise,
+    # so one optimiser over stacked member parameters is exactly S independent optimisers.
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, foreach=True)
