@@ -155,3 +155,21 @@ def test_backbone_dimension_adds_the_agent_group_and_reads_the_papers_gpi_pd_tab
     # the paper's GPI-PD appendix table, not the CAPQL main table: hopper HV, oracle 1.65e7 vs CAPQL 1.30e7
     assert reproduce.paper_values("gpi_pd")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.65e7)
     assert reproduce.paper_values("capql")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.30e7)
+
+
+def test_a_preset_carries_its_backbone_and_the_flag_overrides_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(
+        reproduce.PRESETS, "gpi-pd-small", reproduce.PRESETS["gpi-pd-small"]
+    )  # main() rebinds it
+    assert reproduce.main(["--preset", "gpi-pd-small", "--dry-run", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 9  # 3 methods × 3 seeds, one process per seed (GPI-PD)
+    assert all("agent/gpi_pd.yaml" in line and "agent.gradient_updates=5" in line for line in lines)
+    assert (
+        reproduce.main(
+            ["--preset", "gpi-pd-small", "--backbone", "capql", "--dry-run", "--out", str(tmp_path)]
+        )
+        == 0
+    )
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines and not any("agent/gpi_pd.yaml" in line for line in lines)

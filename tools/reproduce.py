@@ -145,6 +145,38 @@ PRESETS = {
             "paper's protocol, 100 weights × 5 episodes (γ = 0.99)."
         ),
     ),
+    "gpi-pd-small": Preset(
+        envs=("hopper",),
+        methods=("oracle", "baseline", "prism"),
+        seeds=tuple(range(3)),
+        overrides=(
+            "loop.cycles=2",
+            "loop.steps_per_cycle=6000",
+            "loop.checkpoint_every=3000",
+            "loop.initial_episodes=100",
+            "loop.expert_episodes=20",
+            "reward.max_epochs=40",
+            "agent.learning_starts=1000",
+            "agent.buffer_size=100000",
+            "agent.gradient_updates=5",
+            "agent.timesteps_per_iter=2000",
+            "eval.every=3000",
+            "eval.num_weights=10",
+            "eval.episodes=2",
+            "eval.final.num_weights=100",
+            "eval.final.episodes=5",
+        ),
+        description=(
+            "GPI-PD backbone (conf/agent/gpi_pd.yaml: PER, GPI-LS, Dyna on) on mo-hopper-v5, oracle / baseline / "
+            "PRISM, 3 seeds. Every method gets the same 12 000 RL env steps (2 cycles × 6 000; learning starts "
+            "at 1 000) with 5 gradient updates per env step (morl-baselines: 20) and a GPI-LS iteration every "
+            "2 000 steps (morl-baselines: 10 000, i.e. the paper's ~20 iterations scaled to 6). PRISM collects "
+            "100 random + 20 expert episodes and fits ReSymNet (K = 3) for at most 40 epochs. Periodic evaluation "
+            "every 3 000 steps on 10 weights × 2 episodes; the final evaluation uses the paper's protocol, 100 "
+            "weights × 5 episodes (γ = 0.99). About 1/17 of the paper's env steps at 1/4 of its update ratio."
+        ),
+        backbone="gpi_pd",
+    ),
     "smoke": Preset(
         envs=("hopper",),
         methods=("oracle", "baseline", "prism"),
@@ -651,8 +683,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backbone",
         choices=BACKBONES,
-        default="capql",
-        help="the agent (the paper's GPI-PD appendix table for gpi_pd; GPI-PD runs one process per seed)",
+        help="the agent (default: the preset's, capql unless it says otherwise; the paper's GPI-PD appendix "
+        "table for gpi_pd; GPI-PD runs one process per seed)",
     )
     parser.add_argument(
         "--per-seed-processes",
@@ -664,22 +696,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     base = PRESETS[args.preset]
+    backbone = args.backbone or base.backbone
     preset = Preset(
         envs=tuple(args.envs or base.envs),
         methods=tuple(args.methods or base.methods),
         seeds=tuple(args.seeds if args.seeds is not None else base.seeds),
         overrides=base.overrides + tuple(args.set),
-        description=base.description + ("" if args.backbone == "capql" else f" Backbone: {args.backbone}."),
+        description=base.description + ("" if backbone == base.backbone else f" Backbone: {backbone}."),
         env_overrides=base.env_overrides,
-        backbone=args.backbone,
+        backbone=backbone,
     )
     PRESETS[args.preset] = preset
-    name = args.preset if args.backbone == "capql" else f"{args.preset}-{args.backbone}"
+    name = args.preset if backbone == base.backbone else f"{args.preset}-{backbone}"
     out = (args.out or ROOT / "runs" / "reproduce" / name).resolve()
     results = args.results or ROOT / "docs" / "results" / name
     cells = [Cell(e, m, s) for s in preset.seeds for e in preset.envs for m in preset.methods]
     # GPI-PD trains one member per process (its config refuses populations)
-    jobs = make_jobs(cells, out, per_seed=args.per_seed_processes or args.backbone == "gpi_pd")
+    jobs = make_jobs(cells, out, per_seed=args.per_seed_processes or backbone == "gpi_pd")
     if args.dry_run:
         for job in jobs:
             print(" ".join(fit_command(job, preset, out)))
