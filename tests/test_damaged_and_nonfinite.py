@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from toy_runs import toy_run
 
 from prism.cli import NON_FINITE, USAGE_ERROR, main
 from prism.loop.checkpoint_io import load_checkpoint, read_checkpoint, save_atomic
@@ -27,26 +28,19 @@ from prism.loop.checkpoint_io import load_checkpoint, read_checkpoint, save_atom
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 # Same tiny PRISM run as tests/test_reliability.py (3 cycles of 400 steps on the toy env).
-TINY = [
-    "env.id=prism/Toy-v0",
-    "loop.initial_episodes=6",
-    "loop.expert_episodes=4",
-    "loop.cycles=3",
-    "loop.steps_per_cycle=400",
-    "loop.checkpoint_every=150",
-    "reward.hidden=32",
-    "reward.max_epochs=40",
-    "reward.patience=40",
-    "agent.learning_starts=100",
-    "agent.batch_size=32",
-    "agent.buffer_size=5000",
-    "agent.actor_hidden=[32,32]",
-    "agent.critic_hidden=[32,32]",
-    "agent.log_every=100",
-    "eval.every=200",
-    "eval.num_weights=3",
-    "eval.episodes=1",
-]
+TINY = toy_run(
+    {
+        "loop.initial_episodes": 6,
+        "loop.expert_episodes": 4,
+        "loop.cycles": 3,
+        "loop.steps_per_cycle": 400,
+        "loop.checkpoint_every": 150,
+        "reward.max_epochs": 40,
+        "reward.patience": 40,
+        "eval.final.num_weights": None,
+        "eval.final.episodes": None,
+    }
+)
 # Smaller still, in process: one cycle of 300 steps, checkpoints every 100.
 SMALL = [
     *[o for o in TINY if not o.startswith(("loop.cycles", "loop.steps_per_cycle", "loop.checkpoint_every"))],

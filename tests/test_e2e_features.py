@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from toy_runs import toy_run
 
 from prism.cli import main
 from prism.config import load_config, resolve_env_spec
@@ -32,27 +33,16 @@ QUICKSTART = str(CONF / "quickstart.yaml")
 STEPS_PER_CYCLE = 300
 CYCLES = 2
 TOTAL = STEPS_PER_CYCLE * CYCLES
-TINY = [
-    "env.id=prism/Toy-v0",
-    "loop.initial_episodes=5",
-    "loop.expert_episodes=3",
-    f"loop.cycles={CYCLES}",
-    f"loop.steps_per_cycle={STEPS_PER_CYCLE}",
-    "loop.checkpoint_every=100",
-    "reward.hidden=32",
-    "reward.max_epochs=3",
-    "agent.learning_starts=100",
-    "agent.batch_size=32",
-    "agent.buffer_size=5000",
-    "agent.actor_hidden=[32,32]",
-    "agent.critic_hidden=[32,32]",
-    "agent.log_every=100",
-    "eval.every=125",
-    "eval.num_weights=3",
-    "eval.episodes=2",
-    "eval.final.num_weights=3",
-    "eval.final.episodes=2",
-]
+TINY = toy_run(
+    {
+        "loop.cycles": CYCLES,
+        "loop.steps_per_cycle": STEPS_PER_CYCLE,
+        "loop.checkpoint_every": 100,
+        "eval.every": 125,
+        "eval.episodes": 2,
+        "eval.final.episodes": 2,
+    }
+)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from toy_runs import toy_run
 
 from prism.config import load_config
 from prism.loop.run import build_run, fit_run
@@ -14,27 +15,9 @@ from prism.registry import AGENTS
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
-TINY = [
-    "env.id=prism/Toy-v0",
-    "loop.initial_episodes=5",
-    "loop.expert_episodes=3",
-    "loop.cycles=3",
-    "loop.steps_per_cycle=300",
-    "loop.checkpoint_every=300",
-    "reward.hidden=32",
-    "reward.max_epochs=3",
-    "agent.learning_starts=100",
-    "agent.batch_size=32",
-    "agent.buffer_size=5000",
-    "agent.actor_hidden=[32,32]",
-    "agent.critic_hidden=[32,32]",
-    "agent.log_every=100",
-    "eval.every=300",
-    "eval.num_weights=3",
-    "eval.episodes=1",
-    "eval.final.num_weights=3",
-    "eval.final.episodes=1",
-]
+TINY = toy_run(
+    {"loop.cycles": 3, "loop.steps_per_cycle": 300, "loop.checkpoint_every": 300, "eval.every": 300}
+)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from toy_runs import toy_run
 
 from prism.cli import main
 from prism.config import load_config
@@ -23,27 +24,7 @@ from prism.loop.run import build_run, fit_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-TOY = [
-    "env.id=prism/Toy-v0",
-    "loop.initial_episodes=5",
-    "loop.expert_episodes=3",
-    "loop.cycles=2",
-    "loop.steps_per_cycle=200",
-    "loop.checkpoint_every=100",
-    "reward.hidden=32",
-    "reward.max_epochs=3",
-    "agent.learning_starts=100",
-    "agent.batch_size=32",
-    "agent.buffer_size=5000",
-    "agent.actor_hidden=[32,32]",
-    "agent.critic_hidden=[32,32]",
-    "agent.log_every=100",
-    "eval.every=100",
-    "eval.num_weights=3",
-    "eval.episodes=1",
-    "eval.final.num_weights=4",
-    "eval.final.episodes=1",
-]
+TOY = toy_run({"loop.checkpoint_every": 100, "eval.every": 100, "eval.final.num_weights": 4})
 MEMBER_FILES = {"config.yaml", "eval.csv", "front.csv", "summary.json"}
 
 

@@ -11,32 +11,22 @@ import time
 from pathlib import Path
 
 import pytest
+from toy_runs import toy_run
 
 from prism.cli import main
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-TINY = [
-    "env.id=prism/Toy-v0",
-    "loop.initial_episodes=6",
-    "loop.expert_episodes=4",
-    "loop.cycles=3",
-    "loop.steps_per_cycle=400",
-    "loop.checkpoint_every=150",
-    "reward.hidden=32",
-    "reward.max_epochs=40",
-    "reward.patience=40",
-    "agent.learning_starts=100",
-    "agent.batch_size=32",
-    "agent.buffer_size=5000",
-    "agent.actor_hidden=[32,32]",
-    "agent.critic_hidden=[32,32]",
-    "agent.log_every=100",
-    "eval.every=200",
-    "eval.num_weights=3",
-    "eval.episodes=1",
-    "eval.final.num_weights=3",
-    "eval.final.episodes=1",
-]
+TINY = toy_run(
+    {
+        "loop.initial_episodes": 6,
+        "loop.expert_episodes": 4,
+        "loop.cycles": 3,
+        "loop.steps_per_cycle": 400,
+        "loop.checkpoint_every": 150,
+        "reward.max_epochs": 40,
+        "reward.patience": 40,
+    }
+)
 
 
 def _fit_cmd(run_dir: Path, *extra: str) -> list[str]:

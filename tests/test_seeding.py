@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from toy_runs import toy_run
 
 from prism.config import load_config
 from prism.loop import EvalEnvPool, evaluate_agent, pair_seeds
@@ -18,27 +19,7 @@ from prism.loop.run import build_run, fit_run
 from prism.seeding import derive_seed
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-TOY = [
-    "env.id=prism/Toy-v0",
-    "loop.initial_episodes=5",
-    "loop.expert_episodes=3",
-    "loop.cycles=2",
-    "loop.steps_per_cycle=200",
-    "loop.checkpoint_every=200",
-    "reward.hidden=32",
-    "reward.max_epochs=3",
-    "agent.learning_starts=100",
-    "agent.batch_size=32",
-    "agent.buffer_size=5000",
-    "agent.actor_hidden=[32,32]",
-    "agent.critic_hidden=[32,32]",
-    "agent.log_every=100",
-    "eval.every=200",
-    "eval.num_weights=3",
-    "eval.episodes=1",
-    "eval.final.num_weights=3",
-    "eval.final.episodes=1",
-]
+TOY = toy_run()
 
 
 def test_derive_seed_is_stable_across_processes_and_separates_streams():

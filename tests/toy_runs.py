@@ -1,0 +1,36 @@
+"""Tiny ``prism fit`` runs on the toy env (seconds on one core), shared by the end-to-end tests.
+
+``toy_run(changes)`` returns ``key=value`` overrides for ``conf/quickstart.yaml``: :data:`TOY_RUN` with
+``changes`` applied (a value of ``None`` drops the key, so the config's default applies)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TOY_RUN: dict[str, Any] = {
+    "env.id": "prism/Toy-v0",
+    "loop.initial_episodes": 5,
+    "loop.expert_episodes": 3,
+    "loop.cycles": 2,
+    "loop.steps_per_cycle": 200,
+    "loop.checkpoint_every": 200,
+    "reward.hidden": 32,
+    "reward.max_epochs": 3,
+    "agent.learning_starts": 100,
+    "agent.batch_size": 32,
+    "agent.buffer_size": 5000,
+    "agent.actor_hidden": "[32,32]",
+    "agent.critic_hidden": "[32,32]",
+    "agent.log_every": 100,
+    "eval.every": 200,
+    "eval.num_weights": 3,
+    "eval.episodes": 1,
+    "eval.final.num_weights": 3,
+    "eval.final.episodes": 1,
+}
+
+
+def toy_run(changes: dict[str, Any] | None = None) -> list[str]:
+    """The toy run's overrides with ``changes`` (new keys appended, ``None`` removes a key)."""
+    settings = {**TOY_RUN, **(changes or {})}
+    return [f"{key}={value}" for key, value in settings.items() if value is not None]
