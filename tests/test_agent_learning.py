@@ -7,54 +7,17 @@ from __future__ import annotations
 import time
 
 import lightning as L
-import numpy as np
 import torch
+from toy_learning import eum, fit_to_end, per_weight_returns, random_policy_return
 
 from prism.agents.capql import CAPQLModule
 from prism.agents.config import CAPQLConfig
 from prism.envs import TOY_SPEC, make_env
 
-GAMMA = 0.99
-WEIGHTS = np.array([[0.3, 0.7], [0.5, 0.5], [0.7, 0.3]])  # inside the training cone
-EPISODES = 20
 # Measured (seed 0): random policy EUM ≈ −7.0 (it wanders ~40 steps paying −Σa² ≈ −2/3 per step);
 # trained CAPQL ≈ +2.2 (straight out of the disc with moderate force). 5 is well above seed noise.
 MARGIN = 5.0
 UNTRAINED_MARGIN = 0.3
-
-
-def _per_weight_returns(module: CAPQLModule) -> np.ndarray:
-    """Discounted returns ``[len(WEIGHTS), L]`` of the module's deterministic policy at each weight."""
-    out = []
-    for w in WEIGHTS:
-        weight = torch.as_tensor(w, dtype=torch.float32).unsqueeze(0)
-        act = lambda obs, weight=weight: module.act(torch.as_tensor(obs).unsqueeze(0), weight)[0].numpy()  # noqa: E731
-        out.append(_discounted_return(act, seed=100))
-    return np.stack(out)
-
-
-def _discounted_return(policy, seed: int) -> np.ndarray:
-    env = TOY_SPEC.make()
-    returns = []
-    for episode in range(EPISODES):
-        obs, _ = env.reset(seed=seed + episode)
-        total, discount = np.zeros(2), 1.0
-        while True:
-            obs, reward, terminated, truncated, _ = env.step(policy(obs))
-            total += discount * reward
-            discount *= GAMMA
-            if terminated or truncated:
-                break
-        returns.append(total)
-    return np.mean(returns, axis=0)
-
-
-def _eum(returns: np.ndarray) -> float:
-    """Expected utility over WEIGHTS of the best policy in ``returns [n_policies, L]``.
-
-    The EUM of docs/method.md §9.
-    """
-    return float(np.mean(np.max(WEIGHTS @ returns.T, axis=1)))
 
 
 def test_capql_beats_random_policy_on_toy_env():
@@ -75,22 +38,12 @@ def _train_and_compare() -> None:
         learning_starts=300, buffer_size=20_000, actor_hidden=[64, 64], critic_hidden=[64, 64]
     )
     module = CAPQLModule(config, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=1500)
-    untrained = _per_weight_returns(module)
-    L.Trainer(
-        max_epochs=-1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        accelerator="cpu",
-        devices=1,
-    ).fit(module)
+    untrained = per_weight_returns(module)
+    fit_to_end(module)
+    random_return = random_policy_return()
+    trained = per_weight_returns(module)
 
-    rng = np.random.default_rng(0)
-    random_return = _discounted_return(lambda obs: rng.uniform(-1, 1, 2).astype(np.float32), seed=100)
-    trained = _per_weight_returns(module)
-
-    eum_trained, eum_random, eum_untrained = _eum(trained), _eum(random_return[None]), _eum(untrained)
+    eum_trained, eum_random, eum_untrained = eum(trained), eum(random_return), eum(untrained)
     assert eum_trained > eum_random + MARGIN, (eum_trained, eum_random, trained, random_return)
     # learning, not just a quiet initial policy: outward progress grows at every weight
     assert eum_trained > eum_untrained + UNTRAINED_MARGIN, (eum_trained, eum_untrained)

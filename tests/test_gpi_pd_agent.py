@@ -6,52 +6,19 @@ import time
 from pathlib import Path
 
 import lightning as L
-import numpy as np
 import pytest
 import torch
+from toy_learning import eum, fit_to_end, per_weight_returns, random_policy_return
 
 from prism.agents.gpi_pd.agent import GPIPDAgent
 from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.envs import TOY_SPEC, make_env
 
-GAMMA = 0.99
-WEIGHTS = np.array([[0.3, 0.7], [0.5, 0.5], [0.7, 0.3]])
-EPISODES = 20
 # Measured (seed 0, 2000 steps): random EUM ≈ −7.0; the *untrained* deterministic policy already ≈ +1.2 (it
 # barely moves, so pays no energy), trained ≈ +1.9 with outward progress 5.7–6.5 per weight (untrained −0.2–2.4).
 MARGIN_RANDOM = 5.0
 MARGIN_UNTRAINED_EUM = 0.4
 MARGIN_OUTWARD = 2.5
-
-
-def _discounted_return(policy, seed: int) -> np.ndarray:
-    env = TOY_SPEC.make()
-    returns = []
-    for episode in range(EPISODES):
-        obs, _ = env.reset(seed=seed + episode)
-        total, discount = np.zeros(2), 1.0
-        while True:
-            obs, reward, terminated, truncated, _ = env.step(policy(obs))
-            total += discount * reward
-            discount *= GAMMA
-            if terminated or truncated:
-                break
-        returns.append(total)
-    return np.mean(returns, axis=0)
-
-
-def _per_weight_returns(agent: GPIPDAgent) -> np.ndarray:
-    returns = []
-    for w in WEIGHTS:
-        weight = torch.as_tensor(w, dtype=torch.float32).unsqueeze(0)
-        act = lambda obs, weight=weight: agent.act(torch.as_tensor(obs).unsqueeze(0), weight)[0].numpy()  # noqa: E731
-        returns.append(_discounted_return(act, seed=100))
-    return np.stack(returns)
-
-
-def _eum(returns: np.ndarray) -> float:
-    """Expected utility over WEIGHTS of the best of the per-weight policies (docs/method.md §9)."""
-    return float(np.mean(np.max(WEIGHTS @ returns.T, axis=1)))
 
 
 def test_refuses_more_than_one_seed():
@@ -74,21 +41,11 @@ def test_gpi_pd_beats_random_and_untrained_policy_on_toy_env():
             eval_episodes_per_weight=1,
         )
         agent = GPIPDAgent(config, TOY_SPEC, lambda: make_env(TOY_SPEC), seeds=[0], target_env_steps=2000)
-        untrained = _per_weight_returns(agent)
-        L.Trainer(
-            max_epochs=-1,
-            logger=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            enable_checkpointing=False,
-            accelerator="cpu",
-            devices=1,
-        ).fit(agent)
-        rng = np.random.default_rng(0)
-        random_return = _discounted_return(lambda obs: rng.uniform(-1, 1, 2).astype(np.float32), seed=100)
-        trained = _per_weight_returns(agent)
-        eum_trained, eum_untrained = _eum(trained), _eum(untrained)
-        eum_random = float(np.mean(WEIGHTS @ random_return))
+        untrained = per_weight_returns(agent)
+        fit_to_end(agent)
+        random_return = random_policy_return()
+        trained = per_weight_returns(agent)
+        eum_trained, eum_untrained, eum_random = eum(trained), eum(untrained), eum(random_return)
         info = (eum_trained, eum_untrained, eum_random, trained, untrained)
         assert eum_trained > eum_random + MARGIN_RANDOM, info
         assert eum_trained > eum_untrained + MARGIN_UNTRAINED_EUM, info
