@@ -38,9 +38,8 @@ with ``dynamics_net_arch``, 5 members, 2 elites):
   states, elite choice, Gaussian samples, the policy noise) from its ``dyna`` stream, model-buffer indices from
   its ``model_replay`` stream, so ``dyna: false`` draws exactly what it drew before.
 
-TODO(issue K): ``runtime_state`` does not yet hold the PER priorities, the GPI-LS state (CCS, queue, current
-weight and M), the eval env, the model buffer or the Dyna generators, so a resumed run is not byte-identical
-(the dynamics model's weights are module parameters and are checkpointed); S > 1 is refused.
+Checkpoints: ``runtime_state`` adds the PER priorities, GPI-LS state, eval env and Dyna state to the base's (see
+:mod:`prism.agents.gpi_pd.runtime_state`), so a resumed run is bit-exact; S > 1 is refused.
 """
 
 from __future__ import annotations
@@ -58,6 +57,7 @@ from prism.agents.gpi_pd.dynamics import ProbabilisticEnsemble
 from prism.agents.gpi_pd.losses import gpi_pd_actor_loss, gpi_pd_critic_loss, td_priority
 from prism.agents.gpi_pd.networks import DeterministicActor, VectorCritics
 from prism.agents.gpi_pd.per import PrioritySampler
+from prism.agents.gpi_pd.runtime_state import GPIPDRuntimeStateMixin
 from prism.agents.gpi_pd.weight_support import GPILinearSupport
 from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
 from prism.agents.symmetry import reflection_from_spec
@@ -70,7 +70,7 @@ TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/q_mean", "tr
 """Start states per model-rollout call (morl-baselines' chunk size; bounds the rollout's memory)."""
 
 
-class GPIPDAgent(DynaMixin, OffPolicyAgent):
+class GPIPDAgent(GPIPDRuntimeStateMixin, DynaMixin, OffPolicyAgent):
     """GPI-PD (GPI-LS weights, PER and, with ``config.dyna``, Dyna; see the module docstring) for one member."""
 
     config_class = GPIPDConfig
@@ -156,6 +156,7 @@ class GPIPDAgent(DynaMixin, OffPolicyAgent):
         self._dynamics_fitted = False
         self._n_real = config.batch_size  # real rows at the head of the last sampled batch
         self._dyna_window: dict[str, float] = {}
+        self._last_actor: torch.Tensor | None = None  # last actor terms, logged between policy updates
 
     # ---- acting ---------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -262,7 +263,8 @@ class GPIPDAgent(DynaMixin, OffPolicyAgent):
         super().on_fit_start()
         self._critic_polyak = (list(self.critic_target.parameters()), list(self.critic.parameters()))
         self._actor_polyak = (list(self.actor_target.parameters()), list(self.actor.parameters()))
-        self._last_actor = torch.zeros(3, device=self.device)
+        if self._last_actor is None:  # kept when resumed (load_runtime_state)
+            self._last_actor = torch.zeros(3, device=self.device)
 
     def _update_and_accumulate(self) -> None:
         # GPI-PD's UTD ratio: several updates per env step, each on its own PER batch.

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import torch
 from scipy.spatial import HalfspaceIntersection
 
 ValueFn = Callable[[np.ndarray], np.ndarray]
@@ -136,3 +137,36 @@ class GPILinearSupport:
         self.ccs.append(value)
         self.support.append(w)
         return removed
+
+    # ---- checkpointing ------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """The CCS, support, visited weights, queue and shuffle stream as tensors and plain values (loads with
+        ``torch.load(weights_only=True)``); every array keeps its dtype, so a restored CCS is bit-identical."""
+        return {
+            "ccs": _rows(self.ccs, self.n_objectives),
+            "support": _rows(self.support, self.n_objectives),
+            "visited": _rows(self.visited, self.n_objectives),
+            "queue_priorities": torch.tensor([p for p, _ in self.queue], dtype=torch.float64),
+            "queue_weights": _rows([w for _, w in self.queue], self.n_objectives),
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.ccs = _arrays(state["ccs"])
+        self.support = _arrays(state["support"])
+        self.visited = _arrays(state["visited"])
+        priorities = state["queue_priorities"].tolist()
+        self.queue = list(zip(priorities, _arrays(state["queue_weights"])))
+        self.rng.bit_generator.state = state["rng"]
+
+
+def _rows(arrays: list[np.ndarray], n_objectives: int) -> torch.Tensor:
+    """Equal-length vectors as one ``[n, L]`` tensor (``[0, L]`` float64 when there are none)."""
+    if not arrays:
+        return torch.zeros(0, n_objectives, dtype=torch.float64)
+    return torch.from_numpy(np.stack(arrays).copy())
+
+
+def _arrays(rows: torch.Tensor) -> list[np.ndarray]:
+    """The inverse of :func:`_rows`: one independent numpy vector per row."""
+    return [row.copy() for row in rows.numpy()]
