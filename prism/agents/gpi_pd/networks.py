@@ -133,7 +133,9 @@ class StackedNormMLP(nn.Module):
                 if detach_params:
                     scale, shift = scale.detach(), shift.detach()
                 h = nn.functional.layer_norm(h, h.shape[-1:]) * scale + shift
-            h = torch.relu(h)
+            # In place: h is a fresh intermediate that no backward formula reads (the affine's add, dropout
+            # and baddbmm keep their inputs, not their outputs).
+            h = torch.relu_(h)
         return h
 
 
