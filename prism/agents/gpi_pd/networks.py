@@ -36,13 +36,21 @@ def dropped_positions(n: int, p: float, generator: torch.Generator | None = None
     ``n·p`` random draws instead of ``n`` (the CPU ``bernoulli_`` kernel is serial, one draw per element,
     and was a fifth of a GPI-PD update at p = 0.01). Partial sums are float64 integers, exact up to 2^53.
     """
+    if p >= 1.0:
+        return torch.arange(n)
     mean = n * p
     chunk = int(mean + 6.0 * math.sqrt(mean * (1.0 - p)) + 16)  # almost always enough in one draw
-    # The gaps from the torch generator (the seeded stream); the bookkeeping on 1e3 numbers in numpy.
-    ends = np.cumsum(torch.empty(chunk, dtype=torch.float64).geometric_(p, generator=generator).numpy())
+    log_q = math.log1p(-p)
+
+    def gaps() -> np.ndarray:
+        # Geometric(p) by inversion, ⌈log U / log(1 − p)⌉ (what ``geometric_`` computes, vectorised), from the
+        # torch generator (the seeded stream); the bookkeeping on ~10³ numbers in numpy.
+        u = torch.rand(chunk, dtype=torch.float64, generator=generator)
+        return u.log_().div_(log_q).ceil_().numpy()
+
+    ends = np.cumsum(gaps())
     while ends[-1] <= n:
-        more = torch.empty(chunk, dtype=torch.float64).geometric_(p, generator=generator).numpy()
-        ends = np.concatenate([ends, ends[-1] + np.cumsum(more)])
+        ends = np.concatenate([ends, ends[-1] + np.cumsum(gaps())])
     return torch.from_numpy(ends[: np.searchsorted(ends, n, side="right")].astype(np.int64) - 1)
 
 
