@@ -4,8 +4,9 @@
 rows of :class:`prism.data.replay.ReplayBuffer`) and samples slot indices; storage stays in the replay buffer.
 
 - Sampling: ``P(i) = p_i / Σ_j p_j`` over a member's stored slots, with replacement. Implemented as one
-  inverse-CDF lookup: ``u ~ U[0, Σp)``, ``i = searchsorted(cumsum(p), u, right)`` — O(capacity) per batch
-  (a float64 cumsum) instead of a sum-tree's O(B log N); simple, vectorised over members, exact.
+  inverse-CDF lookup: ``u ~ U[0, Σp)``, ``i = searchsorted(cumsum(p), u, right)`` — O(stored) per batch
+  (a float64 cumsum over the filled slots) instead of a sum-tree's O(B log N); simple, vectorised over
+  members, exact.
 - New transitions get the largest priority seen so far (``max_priority``), so each is likely replayed soon.
   As in morl-baselines the running maximum starts at ``initial_priority`` (1e-5 there) and only grows.
 - Priorities passed to :meth:`update` are final (the caller applies ``max(·, min_priority)^α``;
@@ -63,7 +64,11 @@ class PrioritySampler:
         """Slot indices ``[S, B]`` (long), member s's drawn from ``generators[s]`` with probability ``P(i)``."""
         if self.sizes.min() == 0:
             raise RuntimeError("PrioritySampler.sample: nothing stored")
-        cdf = self.priorities.cumsum(dim=1)  # [S, N] float64
+        # Only the filled prefix: slots past every member's size hold priority 0 and cannot be drawn, and the
+        # prefix's cumulative sums (and so the total) are exactly those of the whole row. O(stored), not
+        # O(capacity), per batch.
+        filled = int(self.sizes.max())
+        cdf = self.priorities[:, :filled].cumsum(dim=1)  # [S, n] float64
         u = torch.stack(
             [
                 torch.rand(
@@ -78,7 +83,9 @@ class PrioritySampler:
         u = u * cdf[:, -1:]
         # right=True: the first slot whose cumulative sum exceeds u, so zero-priority (empty) slots never win.
         index = torch.searchsorted(cdf, u, right=True)
-        return index.clamp_max(self.capacity - 1)
+        # u·Σp may round up to Σp itself: then no slot exceeds it; take the member's last stored slot.
+        last = torch.as_tensor(self.sizes - 1, device=self.device).unsqueeze(1)
+        return torch.minimum(index, last)
 
     def importance_weights(self, index: torch.Tensor, beta: float) -> torch.Tensor:
         """``ω = (N·P(i))^{−β} / max_j (N·P(j))^{−β}`` for slot indices ``[S, B]`` -> float32 ``[S, B]``."""
