@@ -39,6 +39,7 @@ def test_gpi_pd_beats_random_and_untrained_policy_on_toy_env():
             gradient_updates=1,
             timesteps_per_iter=500,
             eval_episodes_per_weight=1,
+            dynamics_rollout_batch_size=5000,  # the toy needs no 50 000 imagined starts per round
         )
         agent = GPIPDAgent(config, TOY_SPEC, lambda: make_env(TOY_SPEC), seeds=[0], target_env_steps=2000)
         untrained = per_weight_returns(agent)

@@ -162,8 +162,10 @@ class _Alternate(L.Callback):
         self.morl_fit_epochs: list[int] = []
 
     def on_train_start(self, trainer, module) -> None:
-        # The state after GPI-LS's first iteration: the support is doubled into every update's batch.
-        module._support_t = torch.as_tensor(np.stack(self.support), dtype=torch.float32, device=module.device)
+        # The state of a GPI-LS iteration whose weight set M is the support: doubled into every update's batch
+        # (morl-baselines' weight_support during train_iteration).
+        module._set_iteration_weights(list(self.support))
+        module._weight = self.support[0]
         for b in self.bounds:
             module.pause_at(b)
 

@@ -5,15 +5,17 @@ What follows morl-baselines' ``GPIPDContinuousAction`` (see the sibling modules 
 - acting: ``clamp(tanh μ(s, w) + clip(N(0, 0.2²), ±0.5), −1, 1)`` during training (uniform random before
   ``learning_starts``); ``tanh μ(s, w)`` when evaluating (``act``/``act_member``);
 - training weight: GPI-LS picks the iteration's weight w every ``timesteps_per_iter`` env steps; the iteration's
-  weight set M = CCS weight support + top-``corner_weights_top_k`` corners + {w}; at every episode end the
-  acting weight is redrawn uniformly from M;
+  weight set M = CCS weight support + top-``corner_weights_top_k`` corners + {w}, without repeats; at every
+  episode end the acting weight is redrawn uniformly from M;
 - each env step (from ``learning_starts``) runs ``gradient_updates`` updates; each draws a PER batch and, when
-  the support holds more than one weight, doubles it: rows with w, then the same rows with weights drawn from
-  the support; priorities come from the first half; the policy and its target move every ``policy_delay``-th
-  update, the target critics every update.
-- after an iteration, every weight of M is evaluated (``eval_episodes_per_weight`` episodes, discounted true
-  return) and added to the CCS; GPI-LS priorities of the next corners use the GPI policy (max over the support
-  of ``w·Q_1(s, μ(s, w_i), w_i)``).
+  M holds more than one weight, doubles it: rows with the acting weight, then the same rows with weights drawn
+  uniformly from M (morl-baselines' ``weight_support`` during ``train_iteration``); priorities come from the
+  first half; the policy and its target move every ``policy_delay``-th update, the target critics every update.
+- after an iteration, every weight of M is evaluated with the plain policy (``eval_episodes_per_weight``
+  episodes, discounted true return) and added to the CCS; GPI-LS priorities of the next corners use the GPI
+  policy over the CCS weight support {w_i}: every candidate action ``a_j = tanh μ(s, w_j)`` is scored under
+  every ``Q_1(·, ·, w_i)`` and the pair maximising ``w·Q_1(s, a_j, w_i)`` gives the action (critic in eval
+  mode, i.e. no dropout; morl-baselines leaves it in training mode).
 
 Dyna (``config.dyna``, morl-baselines' semantics; the model is :class:`~prism.agents.gpi_pd.dynamics.ProbabilisticEnsemble`
 with ``dynamics_net_arch``, 5 members, 2 elites):
@@ -21,8 +23,8 @@ with ``dynamics_net_arch``, 5 members, 2 elites):
 - from ``learning_starts``, every ``dynamics_train_freq`` env steps the model is fitted (warm start) on the whole
   real replay, rewards as stored there (after the shaper; see dynamics.py on the sparse channel);
 - from ``dynamics_rollout_starts`` (and once a fit happened), every ``dynamics_rollout_freq`` env steps the model
-  rolls out ``dynamics_rollout_len`` steps from ``min(dynamics_rollout_batch_size, real transitions stored)``
-  real start states (PER-sampled when ``per``, uniform otherwise; chunks of ≤ 10 000) under the *exploring*
+  rolls out ``dynamics_rollout_len`` steps from ``dynamics_rollout_batch_size`` real start states drawn with
+  replacement (PER-sampled when ``per``, uniform otherwise; chunks of ≤ 10 000) under the *exploring*
   policy ``clamp(tanh μ(s, w) + clip(N(0, policy_noise²), ±noise_clip), −1, 1)`` at the current acting weight
   w; transitions with uncertainty ≥ ``dynamics_min_uncertainty`` are dropped, the rest go to a model buffer (a
   :class:`~prism.data.replay.ReplayBuffer` of ``dynamics_buffer_size`` rows, FIFO);
@@ -58,7 +60,7 @@ from prism.agents.gpi_pd.losses import gpi_pd_actor_loss, gpi_pd_critic_loss, td
 from prism.agents.gpi_pd.networks import DeterministicActor, VectorCritics
 from prism.agents.gpi_pd.per import PrioritySampler
 from prism.agents.gpi_pd.runtime_state import GPIPDRuntimeStateMixin
-from prism.agents.gpi_pd.weight_support import GPILinearSupport
+from prism.agents.gpi_pd.weight_support import GPILinearSupport, unique_rows
 from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
 from prism.agents.symmetry import reflection_from_spec
 from prism.data.replay import ReplayBatch, ReplayBuffer
@@ -133,10 +135,10 @@ class GPIPDAgent(GPIPDRuntimeStateMixin, DynaMixin, OffPolicyAgent):
         self.linear_support = GPILinearSupport(n_obj, rng=np.random.default_rng(self.seeds[0]))
         self._weight_rng = np.random.default_rng([self.seeds[0], 1])
         self._weight = self.linear_support.next_weight(self._evaluate_gpi)  # e_1 first (priority ∞)
-        self._iteration_weights = self.linear_support.iteration_weights(
-            self._weight, config.corner_weights_top_k
+        self._support_t: torch.Tensor | None = None  # the CCS weight support, for GPI
+        self._set_iteration_weights(
+            self.linear_support.iteration_weights(self._weight, config.corner_weights_top_k)
         )
-        self._support_t: torch.Tensor | None = None
         self._exploring = False
 
         # Dyna (None when config.dyna is false). The model is a submodule: it moves with the agent's device and
@@ -212,28 +214,39 @@ class GPIPDAgent(GPIPDRuntimeStateMixin, DynaMixin, OffPolicyAgent):
         self._weight = self.linear_support.next_weight(self._evaluate_gpi)
         if self._weight is None:  # no corner left: keep training on the support
             self._weight = self.linear_support.support[0]
-        self._iteration_weights = self.linear_support.iteration_weights(
-            self._weight, self.config.corner_weights_top_k
+        self._set_iteration_weights(
+            self.linear_support.iteration_weights(self._weight, self.config.corner_weights_top_k)
         )
-        support = np.unique(np.round(np.stack(self.linear_support.support), 6), axis=0)
+        support = unique_rows(np.stack(self.linear_support.support))
         self._support_t = torch.as_tensor(support, dtype=torch.float32, device=self.device)
+
+    def _set_iteration_weights(self, weights: list[np.ndarray]) -> None:
+        """M without repeats (as a list for the episode-end redraw and a tensor for batch doubling)."""
+        unique = unique_rows(np.stack(weights))
+        self._iteration_weights = [row.copy() for row in unique]
+        self._iteration_weights_t = torch.as_tensor(unique, dtype=torch.float32, device=self.device)
 
     def _evaluate_gpi(self, w: np.ndarray) -> np.ndarray:
         return self._evaluate(w, gpi=True)
 
     @torch.no_grad()
     def gpi_action(self, obs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """GPI over the support: the action of ``argmax_i w·Q_1(s, μ(s, w_i), w_i)`` for ``obs [1, d]``."""
+        """GPI over the CCS weight support {w_i} for ``obs [1, d]``: the candidate ``a_j = tanh μ(s, w_j)`` of
+        ``argmax_{i, j} w·Q_1(s, a_j, w_i)`` (every policy's action scored by every policy's critic)."""
         support = self._support_t
         if support is None or len(support) < 2:
             return torch.tanh(self.actor(obs, weight))
         k = len(support)
-        actions = torch.tanh(self.actor(obs.expand(k, -1), support))
+        actions = torch.tanh(self.actor(obs.expand(k, -1), support))  # [k (j), act_dim]
+        pairs = torch.cat(  # row i·k + j: state, action a_j, critic weight w_i
+            [obs.expand(k * k, -1), actions.repeat(k, 1), support.repeat_interleave(k, dim=0)], dim=-1
+        )
         was_training = self.critic.training
         self.critic.eval()
-        q = self.critic(torch.cat([obs.expand(k, -1), actions, support], dim=-1))[0]  # [k, L]
+        q = self.critic(pairs)[0]  # the first critic, [k·k, L]
         self.critic.train(was_training)
-        return actions[int((q @ weight[0]).argmax())].unsqueeze(0)
+        best = int((q @ weight[0]).argmax())
+        return actions[best % k].unsqueeze(0)
 
     def _evaluate(self, w: np.ndarray, gpi: bool) -> np.ndarray:
         """Mean discounted true return of the (GPI) policy at ``w`` over a few episodes of an eval env."""
@@ -298,12 +311,12 @@ class GPIPDAgent(GPIPDRuntimeStateMixin, DynaMixin, OffPolicyAgent):
         w = torch.as_tensor(np.asarray(self._weight, dtype=np.float32), device=self.device).expand(
             self.batch_size, -1
         )
-        support = self._support_t
-        if support is not None and len(support) > 1:
+        mix = self._iteration_weights_t
+        if len(mix) > 1:
             pick = torch.randint(
-                len(support), (self.batch_size,), generator=self._replay_generators[0], device=self.device
+                len(mix), (self.batch_size,), generator=self._replay_generators[0], device=self.device
             )
-            batch = ReplayBatch(*(torch.cat([f, f]) for f in batch[:5]), torch.cat([w, support[pick]]))
+            batch = ReplayBatch(*(torch.cat([f, f]) for f in batch[:5]), torch.cat([w, mix[pick]]))
         else:
             batch = batch._replace(weight=w)
         return batch

@@ -58,8 +58,9 @@ class DynaMixin:
     def _rollout_model(self) -> None:
         """One round of model rollouts from real start states into the model buffer (see the module docstring)."""
         cfg = self.config
-        # Capped at the real transitions stored: more start states than that would only repeat states.
-        n_starts = min(cfg.dynamics_rollout_batch_size, len(self.buffer))
+        # Start states are drawn with replacement, as in morl-baselines: even while fewer real transitions are
+        # stored, repeated starts give different imagined transitions (sampled elites, Gaussian heads, noise).
+        n_starts = cfg.dynamics_rollout_batch_size
         weight = torch.as_tensor(np.asarray(self._weight, dtype=np.float32), device=self.device)
         termination_fn = TERMINATION_FNS.get(self.spec.id)
         kept = proposed = 0

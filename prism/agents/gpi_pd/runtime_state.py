@@ -69,7 +69,7 @@ class GPIPDRuntimeStateMixin:
             self.per.load_state_dict(gpi["per"])
         self.linear_support.load_state_dict(gpi["linear_support"])
         self._weight = gpi["weight"].numpy().copy()
-        self._iteration_weights = [row.copy() for row in gpi["iteration_weights"].numpy()]
+        self._set_iteration_weights(list(gpi["iteration_weights"].numpy()))
         support = gpi["support"]
         self._support_t = None if support is None else support.to(self.device)
         set_rng_state(self._weight_rng, gpi["weight_rng"])

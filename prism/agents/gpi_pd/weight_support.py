@@ -24,7 +24,8 @@ ValueFn = Callable[[np.ndarray], np.ndarray]
 """``evaluate(w [L]) -> value vector [L]`` (e.g. the GPI policy's mean discounted return at w)."""
 
 
-def _unique_rows(x: np.ndarray, decimals: int = 6) -> np.ndarray:
+def unique_rows(x: np.ndarray, decimals: int = 6) -> np.ndarray:
+    """The rows of ``x`` without repeats (equal after rounding to ``decimals``), in first-occurrence order."""
     _, first = np.unique(np.round(x, decimals), axis=0, return_index=True)
     return x[np.sort(first)]
 
@@ -33,7 +34,7 @@ def corner_weights(ccs: np.ndarray, decimals: int = 4) -> np.ndarray:
     """Corner weights ``[m, L]`` of the upper envelope of ``ccs [n, L]`` over the simplex (rows sum to 1).
 
     The CCS is rounded to ``decimals`` first (as morl-baselines does, against numerical noise)."""
-    ccs = _unique_rows(np.round(np.asarray(ccs, dtype=np.float64), decimals))
+    ccs = unique_rows(np.round(np.asarray(ccs, dtype=np.float64), decimals))
     n_obj = ccs.shape[1]
     if n_obj < 2:
         raise ValueError(f"corner_weights: need at least 2 objectives, got {n_obj}")
@@ -56,7 +57,7 @@ def corner_weights(ccs: np.ndarray, decimals: int = 4) -> np.ndarray:
     w = np.concatenate([vertices[:, :-1], 1.0 - vertices[:, :-1].sum(axis=1, keepdims=True)], axis=1)
     w = np.clip(w, 0.0, None)
     w = w / w.sum(axis=1, keepdims=True)
-    return _unique_rows(w)
+    return unique_rows(w)
 
 
 def gpi_ls_priorities(corners: np.ndarray, ccs: np.ndarray, gpi_values: np.ndarray) -> np.ndarray:
