@@ -22,6 +22,7 @@ def member_factory(env_factory) -> MemberEnvFactory:
 
 
 def adam(params, lr: float) -> torch.optim.Adam:
+    """Adam over ``params`` (tensors, or param-group dicts with their own options such as ``weight_decay``)."""
     # The fused kernel (CPU and CUDA since torch 2.4) does a whole Adam step in one call; older torch
     # rejects fused=True on CPU, where the multi-tensor (foreach) path is the next best. Adam is element-wise,
     # so one optimiser over stacked member parameters is exactly S independent optimisers.

@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from prism.agents.builders import adam
 from prism.agents.networks import StackedMLP
 from prism.data.replay import ReplayBatch
 
@@ -239,13 +240,13 @@ class ProbabilisticEnsemble(nn.Module):
         # Bootstrap: member k trains on n_train rows drawn with replacement (its own resample, fixed for this fit).
         boot = torch.randint(n_train, (self.ensemble_size, n_train), generator=generator, device=rng_device)
 
-        optimizer = torch.optim.Adam(
+        optimizer = adam(
             [
                 {"params": [w, b], "weight_decay": decay}
                 for (w, b), decay in zip(self.net.layers(), self.weight_decays)
             ]
             + [{"params": [self.max_logvar, self.min_logvar]}],
-            lr=self.learning_rate,
+            self.learning_rate,
         )
         best = [math.inf] * self.ensemble_size
         stale, epoch, history, holdout_history = 0, 0, [], []
