@@ -12,15 +12,14 @@ import hashlib
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from toy_runs import toy_run
+from subprocess_runs import kill_when as _kill_when
+from subprocess_runs import run_ok as _run
+from toy_runs import KILLABLE, toy_run
 
 from prism.cli import NON_FINITE, USAGE_ERROR, main
 from prism.loop.checkpoint_io import load_checkpoint, read_checkpoint, save_atomic
@@ -28,19 +27,7 @@ from prism.loop.checkpoint_io import load_checkpoint, read_checkpoint, save_atom
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 # Same tiny PRISM run as tests/test_reliability.py (3 cycles of 400 steps on the toy env).
-TINY = toy_run(
-    {
-        "loop.initial_episodes": 6,
-        "loop.expert_episodes": 4,
-        "loop.cycles": 3,
-        "loop.steps_per_cycle": 400,
-        "loop.checkpoint_every": 150,
-        "reward.max_epochs": 40,
-        "reward.patience": 40,
-        "eval.final.num_weights": None,
-        "eval.final.episodes": None,
-    }
-)
+TINY = toy_run({**KILLABLE, "eval.final.num_weights": None, "eval.final.episodes": None})
 # Smaller still, in process: one cycle of 300 steps, checkpoints every 100.
 SMALL = [
     *[o for o in TINY if not o.startswith(("loop.cycles", "loop.steps_per_cycle", "loop.checkpoint_every"))],
@@ -52,10 +39,6 @@ NONFINITE_LINE = re.compile(
     r"^prism: error: (?P<quantity>\S+) is (?P<kind>nan|inf|-inf) at env step (?P<step>\d+); "
     r"last good checkpoint: (?P<path>.+)$"
 )
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "MUJOCO_GL": "disable"}
 
 
 def _fit_cmd(run_dir: Path, *extra: str) -> list[str]:
@@ -70,12 +53,6 @@ def _fit_cmd(run_dir: Path, *extra: str) -> list[str]:
         f"run_dir={run_dir}",
         *extra,
     ]
-
-
-def _run(cmd: list[str]) -> subprocess.CompletedProcess:
-    result = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
 
 
 def _lines(text: str) -> list[str]:
@@ -246,22 +223,6 @@ def test_evaluate_with_a_damaged_last_uses_previous(small_run, tmp_path, capsys)
 
 
 # ---- resume after a kill, with the newest checkpoint damaged (subprocesses, byte-identical eval.csv) -------
-
-
-def _kill_when(cmd: list[str], ready, timeout: float = 300) -> None:
-    process = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + timeout
-    try:
-        while not ready():
-            if process.poll() is not None:
-                pytest.fail(f"run ended before the kill point: {process.stderr.read().decode()[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail("kill point never reached")
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait()
-    assert process.returncode == -signal.SIGKILL
 
 
 @pytest.mark.slow

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
+from toy_learning import fit_to_end
 
 from prism.agents.gpi_pd.agent import GPIPDAgent
 from prism.agents.gpi_pd.config import GPIPDConfig
@@ -66,15 +66,7 @@ class RecordingAgent(GPIPDAgent):
 def _fit(config: GPIPDConfig, steps: int) -> RecordingAgent:
     torch.manual_seed(0)
     agent = RecordingAgent(config, TOY_SPEC, lambda: make_env(TOY_SPEC), seeds=[0], target_env_steps=steps)
-    L.Trainer(
-        max_epochs=-1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        accelerator="cpu",
-        devices=1,
-    ).fit(agent)
+    fit_to_end(agent)
     return agent
 
 

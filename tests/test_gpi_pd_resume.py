@@ -9,11 +9,7 @@ with ``agent.name=gpi_pd`` killed with SIGKILL mid-RL and resumed writes the sam
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +18,8 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
+from subprocess_runs import kill_when as _kill_when
+from subprocess_runs import run_ok as _run
 
 from prism.agents.gpi_pd.agent import GPIPDAgent
 from prism.agents.gpi_pd.config import GPIPDConfig
@@ -220,32 +218,6 @@ TINY_GPI_PD = [
     "eval.final.num_weights=3",
     "eval.final.episodes=1",
 ]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "MUJOCO_GL": "disable"}
-
-
-def _run(cmd: list[str]) -> None:
-    result = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-
-
-def _kill_when(cmd: list[str], ready, timeout: float = 300) -> None:
-    """Start ``cmd``, SIGKILL it as soon as ``ready()`` holds (polled every 20 ms); as tests/test_reliability.py."""
-    process = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + timeout
-    try:
-        while not ready():
-            if process.poll() is not None:
-                pytest.fail(f"run ended before the kill point: {process.stderr.read().decode()[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail("kill point never reached")
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait()
-    assert process.returncode == -signal.SIGKILL
 
 
 def _gpi_pd_fit_cmd(run_dir: Path) -> list[str]:

@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from toy_runs import toy_run
+from subprocess_runs import kill_when as _kill_when
+from subprocess_runs import run_ok as _run
+from subprocess_runs import subprocess_env as _env
+from toy_runs import KILLABLE, toy_run
 
 from prism.cli import main
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-TINY = toy_run(
-    {
-        "loop.initial_episodes": 6,
-        "loop.expert_episodes": 4,
-        "loop.cycles": 3,
-        "loop.steps_per_cycle": 400,
-        "loop.checkpoint_every": 150,
-        "reward.max_epochs": 40,
-        "reward.patience": 40,
-    }
-)
+TINY = toy_run(KILLABLE)
 
 
 def _fit_cmd(run_dir: Path, *extra: str) -> list[str]:
@@ -43,20 +33,10 @@ def _fit_cmd(run_dir: Path, *extra: str) -> list[str]:
     ]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "MUJOCO_GL": "disable"}
-
-
 def _eval_table(run_dir: Path) -> str:
     text = (run_dir / "eval.csv").read_text()
     assert text.count("\n") >= 2
     return text
-
-
-def _run(cmd: list[str]) -> subprocess.CompletedProcess:
-    result = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -64,23 +44,6 @@ def reference_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("reference") / "run"
     _run(_fit_cmd(run_dir))
     return run_dir
-
-
-def _kill_when(cmd: list[str], ready, timeout: float = 300) -> None:
-    """Start ``cmd``, SIGKILL it as soon as ``ready()`` holds (polled every 20 ms)."""
-    process = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + timeout
-    try:
-        while not ready():
-            if process.poll() is not None:
-                pytest.fail(f"run ended before the kill point: {process.stderr.read().decode()[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail("kill point never reached")
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait()
-    assert process.returncode == -signal.SIGKILL
 
 
 @pytest.mark.slow  # several full runs in subprocesses

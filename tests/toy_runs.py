@@ -29,6 +29,18 @@ TOY_RUN: dict[str, Any] = {
     "eval.final.episodes": 1,
 }
 
+KILLABLE: dict[str, Any] = {
+    "loop.initial_episodes": 6,
+    "loop.expert_episodes": 4,
+    "loop.cycles": 3,
+    "loop.steps_per_cycle": 400,
+    "loop.checkpoint_every": 150,
+    "reward.max_epochs": 40,
+    "reward.patience": 40,
+}
+"""Changes for the kill-and-resume tests: three cycles, checkpoints mid-cycle, reward fits long enough to be
+killed during."""
+
 
 def toy_run(changes: dict[str, Any] | None = None) -> list[str]:
     """The toy run's overrides with ``changes`` (new keys appended, ``None`` removes a key)."""
