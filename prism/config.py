@@ -29,6 +29,7 @@ from prism import checks
 from prism.agents.config import CAPQLConfig
 from prism.errors import ConfigError  # re-exported: the config's error type
 from prism.evaluation.config import EvalConfig
+from prism.protocols import PROTOCOLS, apply_protocol
 from prism.reward.config import RewardConfig
 
 if TYPE_CHECKING:
@@ -105,6 +106,10 @@ class RunConfig:
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
     method: str = "prism"
     """A label for reports (oracle, baseline, prism, ablation names); behaviour comes from the keys below."""
+    protocol: str = "equal"
+    """How the arms of a comparison are budgeted and built (:mod:`prism.protocols`, docs/method.md §8a):
+    ``equal`` (every method the same RL steps and agent) or ``released`` (the authors' released code: oracle
+    and baseline train one cycle of M steps; PRISM-side arms IR × M with λ = 1 and one more actor layer)."""
     figures: bool = True
     """Draw the TensorBoard figures (``reward/shaped_vs_true`` after each reward fit, ``eval/front`` and
     ``eval_final/front`` at each evaluation). Their rollouts use seed streams of their own, so switching
@@ -134,6 +139,9 @@ class RunConfig:
         if not self.run_dir:
             raise ValueError("run_dir: must be a non-empty path")
         checks.non_negative("threads", self.threads)
+        checks.require(
+            "protocol", self.protocol in PROTOCOLS, f"be one of {', '.join(PROTOCOLS)}", self.protocol
+        )
 
 
 def _one_line(err: OmegaConfBaseException) -> str:
@@ -188,6 +196,8 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         raise ConfigError(message) from None
     except ValueError as err:  # a part's own __post_init__ check; its message starts with the key
         raise ConfigError(str(err).strip().splitlines()[0]) from None
+    if config.protocol != "equal":
+        config = apply_protocol(config, resolve_env_spec(config))
     validate(config)
     return config
 

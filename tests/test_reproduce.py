@@ -173,3 +173,140 @@ def test_a_preset_carries_its_backbone_and_the_flag_overrides_it(tmp_path, monke
     )
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines and not any("agent/gpi_pd.yaml" in line for line in lines)
+
+
+def _resolved(command: list[str]):
+    """The prism config a ``prism fit --config FILES... OVERRIDES...`` command line resolves to."""
+    from prism.config import load_config
+
+    args = command[command.index("--config") + 1 :]
+    files = [a for a in args if a.endswith(".yaml") and "=" not in a]
+    overrides = [a for a in args if "=" in a]
+    return load_config(files, overrides)
+
+
+def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
+    """Each arm of the study's grid, as the command line reproduce.py runs it: budget, reward, agent, λ."""
+    preset = reproduce.PRESETS["protocol-study"]
+    expected = {  # arm: (protocol, env steps, dense env, reward, actor, λ)
+        "r-oracle": ("released", 25_000, True, "none", [256, 256], 0.0),
+        "r-baseline": ("released", 25_000, False, "none", [256, 256], 0.0),
+        "r-prism": ("released", 50_000, False, "resymnet", [256, 256, 256], 1.0),
+        "r-uniform": ("released", 50_000, False, "uniform", [256, 256, 256], 1.0),
+        "d-oracle-plus": ("equal", 50_000, True, "none", [256, 256, 256], 1.0),
+        "e-oracle": ("equal", 50_000, True, "none", [256, 256], 0.0),
+        "e-baseline": ("equal", 50_000, False, "none", [256, 256], 0.0),
+        "e-prism": ("equal", 50_000, False, "resymnet", [256, 256], None),  # None: hopper's λ = 0.01
+        "e-uniform": ("equal", 50_000, False, "uniform", [256, 256], 0.01),
+    }
+    assert set(preset.methods) == set(expected)
+    for arm, (protocol, steps, dense, reward, actor, lam) in expected.items():
+        job = reproduce.Job("hopper", arm, (0, 1, 2, 3, 4), True)
+        config = _resolved(reproduce.fit_command(job, preset, tmp_path))
+        assert config.protocol == protocol, arm
+        assert config.loop.cycles * config.loop.steps_per_cycle == steps, arm
+        assert config.env.dense == dense and config.reward.name == reward, arm
+        assert config.agent.actor_hidden == actor and config.agent.symreg_lambda == lam, arm
+        assert config.method == arm and config.seeds == [0, 1, 2, 3, 4], arm
+        assert (config.loop.initial_episodes, config.loop.expert_episodes, config.reward.max_epochs) == (
+            1000,
+            50,
+            100,
+        )
+        assert (config.eval.final.num_weights, config.eval.final.episodes) == (100, 5)
+
+
+def test_protocol_flag_applies_to_every_arm_and_gets_its_own_grid_folder(tmp_path, monkeypatch, capsys):
+    original = reproduce.PRESETS["cpu-medium"]
+    monkeypatch.setitem(reproduce.PRESETS, "cpu-medium", original)  # main() rebinds it
+    assert reproduce.main(["--preset", "cpu-medium", "--protocol", "released", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3 and all("protocol=released" in line for line in lines)
+    assert all("/reproduce/cpu-medium-released/" in line for line in lines)  # never resumes an equal grid
+    reproduce.PRESETS["cpu-medium"] = original
+    assert reproduce.main(["--preset", "cpu-medium", "--dry-run", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert all("protocol=equal" in line for line in lines)
+    # a preset whose arms pin their protocol refuses the flag, in one line
+    assert reproduce.main(["--preset", "protocol-study", "--protocol", "equal", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("reproduce: error: --protocol:")
+
+
+def _fake_run(run_dir: Path, finals: dict[str, float], length: float) -> None:
+    run_dir.mkdir(parents=True)
+    header = [
+        "env_steps",
+        "hv",
+        "eum",
+        "vo",
+        "return_forward",
+        "undiscounted_return_forward",
+        "mean_episode_length",
+        "final",
+    ]
+    rows = [
+        [100, finals["hv"] / 2, 1.0, 1.0, 1.0, 2.0, length, 0],
+        [200, finals["hv"], finals["eum"], finals["vo"], finals["ret"], finals["ret"] * 2, length, 1],
+    ]
+    with (run_dir / "eval.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+    (run_dir / "summary.json").write_text("{}")
+    (run_dir / "config.yaml").write_text("method: x\n")
+
+
+def test_report_names_each_rows_protocol_computes_the_presets_ratios_and_copies_run_files(tmp_path):
+    preset = reproduce.Preset(
+        envs=("hopper",),
+        methods=("r-prism", "r-oracle"),
+        seeds=(0, 1, 2),
+        overrides=(),
+        description="test",
+        arms=(reproduce.Arm("r-prism", "prism", "released"), reproduce.Arm("r-oracle", "oracle", "released")),
+        ratios=(reproduce.Ratio("r-prism", "r-oracle", "headline"),),
+    )
+    out, results = tmp_path / "grid", tmp_path / "results"
+    prism_hv, oracle_hv = [3.0, 4.0, 5.0], [2.0, 2.0, 2.5]
+    for seed in preset.seeds:
+        _fake_run(
+            out / "hopper" / "r-prism" / f"seed{seed}",
+            {"hv": prism_hv[seed], "eum": seed, "vo": seed, "ret": 10.0 + seed},
+            50.0,
+        )
+        _fake_run(
+            out / "hopper" / "r-oracle" / f"seed{seed}",
+            {"hv": oracle_hv[seed], "eum": 1 + seed, "vo": 1 + seed, "ret": 5.0},
+            40.0,
+        )
+    cells = [reproduce.Cell("hopper", m, s) for s in preset.seeds for m in preset.methods]
+    reproduce.PRESETS["unit-test"] = preset
+    try:
+        markdown = reproduce.write_report("unit-test", cells, out, results)
+    finally:
+        del reproduce.PRESETS["unit-test"]
+    rows = list(csv.DictReader((results / "table.csv").open()))
+    assert {r["protocol"] for r in rows} == {"released"}
+    ratio = next(r for r in csv.DictReader((results / "ratios.csv").open()) if r["metric"] == "hv")
+    assert float(ratio["ratio"]) == pytest.approx(np.mean(prism_hv) / np.mean(oracle_hv))
+    assert (ratio["numerator"], ratio["denominator"], ratio["protocols"]) == (
+        "r-prism",
+        "r-oracle",
+        "released / released",
+    )
+    # the paper's PRISM/oracle HV ratio (1.58e7 / 1.30e7) beside ours
+    assert "| r-prism / r-oracle | released / released | headline |" in markdown and "| 1.22 |" in markdown
+    # per-objective table: undiscounted return of r-prism = 2 × (10, 11, 12); net of the healthy bonus: − 50
+    objective_row = next(
+        line
+        for line in markdown.splitlines()
+        if line.startswith("| mo-hopper-v5 | r-prism | released | 3 | 50.00")
+    )
+    assert "22.00 ± 1.15" in objective_row and "-28.00 ± 1.15" in objective_row
+    for seed in preset.seeds:
+        copied = results / "runs" / "hopper" / "r-prism" / f"seed{seed}"
+        assert (copied / "eval.csv").read_bytes() == (
+            out / "hopper" / "r-prism" / f"seed{seed}" / "eval.csv"
+        ).read_bytes()
+        assert (copied / "config.yaml").is_file() and (copied / "summary.json").is_file()

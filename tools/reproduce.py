@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import itertools
+import shutil
 import math
 import os
 import signal
@@ -61,6 +63,36 @@ METHODS = {
     "random": ("ablation/random.yaml", "random"),
 }
 METRICS = ("hv", "eum", "vo")
+PROTOCOLS = ("equal", "released")
+"""prism's ``protocol`` key (prism/protocols.py): ``equal`` budget for every method, or the authors' ``released``
+code's (oracle/baseline one cycle of M, PRISM-side arms IR × M with λ = 1 and one more actor layer)."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One column of a grid: a method overlay (a key of :data:`METHODS`) run under a protocol, plus overrides.
+
+    A plain method is the arm of the same name with the grid's protocol; a preset may define arms of its own
+    (e.g. the same method under both protocols) that pin their protocol."""
+
+    name: str
+    """The arm's folder name and report label."""
+    method: str
+    """The method overlay (and the paper's column it is compared with)."""
+    protocol: str | None = None
+    """``equal`` or ``released``; None takes the grid's ``--protocol``."""
+    overrides: tuple[str, ...] = ()
+    """prism overrides of this arm only (after the preset's)."""
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A row of the ratio table: final metric of arm ``numerator`` over that of arm ``denominator``."""
+
+    numerator: str
+    denominator: str
+    label: str = ""
+    """What the ratio measures (e.g. "budget: oracle 25k → 50k"); empty for a plain method comparison."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +106,49 @@ class Preset:
     """Per-env additions to ``overrides`` (e.g. smaller collections where episodes are 1000 steps long)."""
     backbone: str = "capql"
     """The agent (``conf/agent/<backbone>.yaml`` is added after the method overlay)."""
+    protocol: str = "equal"
+    """The protocol of every arm that does not pin its own (``--protocol`` sets it)."""
+    arms: tuple[Arm, ...] = ()
+    """Arms of this preset beyond the plain methods (``methods`` may name them)."""
+    ratios: tuple[Ratio, ...] = ()
+    """The ratio table's rows; empty = PRISM / baseline and PRISM / oracle where both arms are in the grid."""
 
     def overrides_for(self, env: str) -> tuple[str, ...]:
         return self.overrides + dict(self.env_overrides).get(env, ())
 
+    def arm(self, name: str) -> Arm:
+        """The arm called ``name``: one of this preset's own, or the plain method of that name."""
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        return Arm(name, name)
+
+    def protocol_of(self, name: str) -> str:
+        return self.arm(name).protocol or self.protocol
+
+    def ratio_rows(self) -> tuple[Ratio, ...]:
+        if self.ratios:
+            return self.ratios
+        return tuple(
+            Ratio("prism", other) for other in ("baseline", "oracle") if {"prism", other} <= set(self.methods)
+        )
+
+
+CPU_MEDIUM_OVERRIDES = (
+    "loop.cycles=2",
+    "loop.steps_per_cycle=25000",
+    "loop.checkpoint_every=5000",
+    "loop.initial_episodes=1000",
+    "loop.expert_episodes=50",
+    "reward.max_epochs=100",
+    "agent.buffer_size=200000",
+    "eval.every=5000",
+    "eval.num_weights=10",
+    "eval.episodes=2",
+    "eval.final.num_weights=100",
+    "eval.final.episodes=5",
+)
+"""The cpu-medium scale (hopper: 2 × 25 000 RL steps, N = 1000, E = 50, ≤ 100 fit epochs, final 100 × 5)."""
 
 PRESETS = {
     "paper": Preset(
@@ -121,20 +192,7 @@ PRESETS = {
         envs=("hopper",),
         methods=("oracle", "baseline", "prism"),
         seeds=tuple(range(5)),
-        overrides=(
-            "loop.cycles=2",
-            "loop.steps_per_cycle=25000",
-            "loop.checkpoint_every=5000",
-            "loop.initial_episodes=1000",
-            "loop.expert_episodes=50",
-            "reward.max_epochs=100",
-            "agent.buffer_size=200000",
-            "eval.every=5000",
-            "eval.num_weights=10",
-            "eval.episodes=2",
-            "eval.final.num_weights=100",
-            "eval.final.episodes=5",
-        ),
+        overrides=CPU_MEDIUM_OVERRIDES,
         description=(
             "mo-hopper-v5, oracle / baseline / PRISM, 5 seeds. Every method gets the same 50 000 RL env steps "
             "(2 cycles × 25 000; learning starts at 1 000), 1/4 of the paper's 200 000 and 5× cpu-small. PRISM "
@@ -176,6 +234,63 @@ PRESETS = {
             "weights × 5 episodes (γ = 0.99). About 1/17 of the paper's env steps at 1/4 of its update ratio."
         ),
         backbone="gpi_pd",
+    ),
+    "protocol-study": Preset(
+        envs=("hopper",),
+        methods=(
+            "r-oracle",
+            "r-baseline",
+            "r-prism",
+            "r-uniform",
+            "d-oracle-plus",
+            "e-oracle",
+            "e-prism",
+            "e-baseline",
+            "e-uniform",
+        ),
+        seeds=tuple(range(5)),
+        overrides=CPU_MEDIUM_OVERRIDES,
+        arms=(
+            Arm("r-oracle", "oracle", "released"),
+            Arm("r-baseline", "baseline", "released"),
+            Arm("r-prism", "prism", "released"),
+            Arm("r-uniform", "uniform", "released"),
+            # R-PRISM's agent (the released actor, λ = 1) on the true dense rewards, at R-PRISM's budget.
+            Arm(
+                "d-oracle-plus",
+                "oracle",
+                "equal",
+                ("agent.actor_hidden=[256,256,256]", "agent.symreg_lambda=1.0"),
+            ),
+            Arm("e-oracle", "oracle", "equal"),
+            Arm("e-prism", "prism", "equal"),
+            Arm("e-baseline", "baseline", "equal"),
+            Arm("e-uniform", "uniform", "equal"),
+        ),
+        ratios=(
+            Ratio("r-prism", "r-oracle", "headline, released protocol"),
+            Ratio("r-prism", "r-baseline", "headline, released protocol"),
+            Ratio("r-uniform", "r-oracle", "headline, released protocol"),
+            Ratio("e-prism", "e-oracle", "headline, equal budget"),
+            Ratio("e-prism", "e-baseline", "headline, equal budget"),
+            Ratio("e-uniform", "e-oracle", "headline, equal budget"),
+            Ratio("e-oracle", "r-oracle", "budget: oracle 25 000 → 50 000 steps"),
+            Ratio("d-oracle-plus", "e-oracle", "agent: +1 actor layer and λ = 1, true dense reward"),
+            Ratio(
+                "r-prism",
+                "d-oracle-plus",
+                "redistribution: ReSymNet-shaped vs true dense, same agent and budget",
+            ),
+        ),
+        description=(
+            "The protocol study (issue M): mo-hopper-v5 at the cpu-medium scale (M = 25 000, IR = 2, N = 1000, "
+            "E = 50, ReSymNet ≤ 100 fit epochs, 5 seeds per arm as one population, final evaluation 100 weights "
+            "× 5 episodes). r-* arms use the authors' released protocol (oracle/baseline train one cycle of "
+            "25 000 steps with the paper's actor and λ = 0; PRISM and uniform train 2 × 25 000 with λ = 1 and one "
+            "more actor layer); e-* arms the equal budget (50 000 steps for every method, the paper's actor, "
+            "the paper's λ = 0.01 for PRISM-side arms); d-oracle-plus is R-PRISM's agent on true dense rewards "
+            "for 50 000 steps."
+        ),
     ),
     "smoke": Preset(
         envs=("hopper",),
@@ -271,6 +386,7 @@ def fit_command(job: Job, preset: Preset, out: Path) -> list[str]:
     if (run_dir / "config.yaml").is_file():
         return [sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)]
     who = f"seeds=[{','.join(map(str, job.seeds))}]" if job.population else f"seed={job.seeds[0]}"
+    arm = preset.arm(job.method)
     return [
         sys.executable,
         "-m",
@@ -278,9 +394,12 @@ def fit_command(job: Job, preset: Preset, out: Path) -> list[str]:
         "fit",
         "--config",
         str(CONF / f"{job.env}.yaml"),
-        str(CONF / METHODS[job.method][0]),
+        str(CONF / METHODS[arm.method][0]),
         *([str(CONF / "agent" / f"{preset.backbone}.yaml")] if preset.backbone != "capql" else []),
         *preset.overrides_for(job.env),
+        *arm.overrides,
+        f"protocol={preset.protocol_of(job.method)}",
+        *([f"method={arm.name}"] if arm.name != arm.method else []),
         who,
         f"run_dir={run_dir}",
     ]
@@ -460,6 +579,10 @@ def collect(cells: list[Cell], out: Path) -> dict[tuple[str, str], dict[str, lis
         for metric in METRICS:
             entry.setdefault(f"final_{metric}", []).append(final[metric])
             entry.setdefault(f"best_{metric}", []).append(max(r[metric] for r in periodic))
+        # Per-objective mean returns of the final evaluation (over its policies) and its mean episode length.
+        for key, value in final.items():
+            if key.startswith(("return_", "undiscounted_return_")) or key == "mean_episode_length":
+                entry.setdefault(f"final_{key}", []).append(value)
         entry["curves"].append([(r["env_steps"], r["hv"]) for r in periodic])
     return table
 
@@ -502,8 +625,9 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
     results.mkdir(parents=True, exist_ok=True)
     csv_rows = []
     lines = [
-        "| env | method | n | env steps | metric | final (mean ± SE) | best periodic (mean ± SE) | paper (mean ± SE) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| env | method | protocol | n | env steps | metric | final (mean ± SE) | best periodic (mean ± SE) "
+        "| paper (mean ± SE) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for env in preset.envs:
         env_id = ENV_FILES[env]
@@ -513,16 +637,18 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
             for metric in METRICS:
                 final = mean_se(entry[f"final_{metric}"]) if entry else (math.nan, math.nan)
                 best = mean_se(entry[f"best_{metric}"]) if entry else (math.nan, math.nan)
-                ref = paper.get((env_id, METHODS[method][1], metric), (math.nan, math.nan))
+                ref = paper.get((env_id, METHODS[preset.arm(method).method][1], metric), (math.nan, math.nan))
                 n = len(entry["seeds"]) if entry else 0
+                protocol = preset.protocol_of(method)
                 lines.append(
-                    f"| {env_id} | {method} | {n} | {steps} | {metric.upper()} | {_fmt(*final)} | {_fmt(*best)} "
-                    f"| {_fmt(*ref)} |"
+                    f"| {env_id} | {method} | {protocol} | {n} | {steps} | {metric.upper()} | {_fmt(*final)} "
+                    f"| {_fmt(*best)} | {_fmt(*ref)} |"
                 )
                 csv_rows.append(
                     {
                         "env": env_id,
                         "method": method,
+                        "protocol": protocol,
                         "metric": metric,
                         "n_seeds": n,
                         "env_steps": steps,
@@ -535,40 +661,65 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
                     }
                 )
 
-    def theirs(env_id: str, method: str, metric: str) -> float:
-        return paper.get((env_id, METHODS[method][1], metric), (math.nan, math.nan))[0]
+    def theirs(env_id: str, arm: str, metric: str) -> float:
+        return paper.get((env_id, METHODS[preset.arm(arm).method][1], metric), (math.nan, math.nan))[0]
 
     def paper_ratio(env_id: str, a: str, b: str, metric: str) -> str:
+        if preset.arm(a).method == preset.arm(b).method:
+            return "—"  # the same method of the paper under two protocols or agents: no paper counterpart
         x, y = theirs(env_id, a, metric), theirs(env_id, b, metric)
         return "—" if math.isnan(x) or math.isnan(y) or y == 0 else f"{x / y:.2f}"
 
     ratio_lines = [
-        "| env | metric | PRISM / X | ours (final means) | bootstrap 95% CI | Welch p | paper |",
-        "|---|---|---|---|---|---|---|",
+        "| env | metric | A / B | protocols | what it measures | ours (final means) | bootstrap 95% CI | Welch p "
+        "| paper |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    ratio_rows = []
     for env in preset.envs:
         env_id = ENV_FILES[env]
-        prism_entry = table.get((env, "prism"))
-        for other in ("baseline", "oracle"):
-            other_entry = table.get((env, other))
-            if "prism" not in preset.methods or other not in preset.methods:
+        for ratio in preset.ratio_rows():
+            a, b = ratio.numerator, ratio.denominator
+            if a not in preset.methods or b not in preset.methods:
                 continue
+            a_entry, b_entry = table.get((env, a)), table.get((env, b))
             for metric in METRICS:
-                if prism_entry and other_entry:
-                    st = compare(prism_entry[f"final_{metric}"], other_entry[f"final_{metric}"])
+                if a_entry and b_entry:
+                    st = compare(a_entry[f"final_{metric}"], b_entry[f"final_{metric}"])
                 else:
                     st = {"ratio": math.nan, "p_welch": math.nan, "ci_low": math.nan, "ci_high": math.nan}
                 ci = "—" if math.isnan(st["ci_low"]) else f"[{st['ci_low']:.2f}, {st['ci_high']:.2f}]"
                 ours = "—" if math.isnan(st["ratio"]) else f"{st['ratio']:.2f}"
                 p = "—" if math.isnan(st["p_welch"]) else f"{st['p_welch']:.3f}"
+                protocols = f"{preset.protocol_of(a)} / {preset.protocol_of(b)}"
+                theirs_ratio = paper_ratio(env_id, a, b, metric)
                 ratio_lines.append(
-                    f"| {env_id} | {metric.upper()} | PRISM / {other} | {ours} | {ci} | {p} | "
-                    f"{paper_ratio(env_id, 'prism', other, metric)} |"
+                    f"| {env_id} | {metric.upper()} | {a} / {b} | {protocols} | {ratio.label or '—'} | {ours} | {ci} "
+                    f"| {p} | {theirs_ratio} |"
                 )
+                ratio_rows.append(
+                    {
+                        "env": env_id,
+                        "metric": metric,
+                        "numerator": a,
+                        "denominator": b,
+                        "protocols": protocols,
+                        "label": ratio.label,
+                        **st,
+                        "paper": theirs_ratio,
+                    }
+                )
+    objective_lines = objective_table(preset, table)
     with (results / "table.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(csv_rows[0]))
+        writer = csv.DictWriter(fh, fieldnames=list(csv_rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows(csv_rows)
+    if ratio_rows:
+        with (results / "ratios.csv").open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(ratio_rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(ratio_rows)
+    copy_run_files(cells, out, results)
     markdown = "\n".join(
         [
             f"## {preset_name}: {preset.description}",
@@ -584,11 +735,79 @@ def write_report(preset_name: str, cells: list[Cell], out: Path, results: Path) 
             "",
             *ratio_lines,
             "",
+            "Per-objective mean returns of the final evaluation (mean over its policies, then mean ± SE over "
+            "seeds): discounted (γ = 0.99, what HV/EUM/VO are computed from) and undiscounted, and the mean "
+            "episode length (on mo-hopper-v5 and mo-walker2d-v5 every objective includes a healthy bonus of 1 "
+            "per step alive, so an undiscounted return minus the episode length is the objective net of "
+            "survival):",
+            "",
+            *objective_lines,
+            "",
         ]
     )
     (results / "table.md").write_text(markdown)
     plot(preset, table, out, cells, results)
     return markdown
+
+
+def objective_table(preset: Preset, table) -> list[str]:
+    """Markdown rows: per arm, the final evaluation's mean episode length and per-objective returns."""
+    names: list[str] = []
+    for entry in table.values():
+        for key in entry:
+            if key.startswith("final_return_") and key[len("final_return_") :] not in names:
+                names.append(key[len("final_return_") :])
+    if not names:
+        return ["(no per-objective returns in these eval.csv files)"]
+    header = ["env", "method", "protocol", "n", "episode length"]
+    header += [f"{n} (disc.)" for n in names] + [f"{n} (undisc.)" for n in names]
+    header += [f"{n} (undisc. − length)" for n in names]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for env in preset.envs:
+        for method in preset.methods:
+            entry = table.get((env, method))
+            if not entry:
+                continue
+            lengths = entry.get("final_mean_episode_length", [])
+            cells = [ENV_FILES[env], method, preset.protocol_of(method), str(len(entry["seeds"]))]
+            cells.append(_fmt(*mean_se(lengths)))
+            cells += [_fmt(*mean_se(entry.get(f"final_return_{n}", []))) for n in names]
+            cells += [_fmt(*mean_se(entry.get(f"final_undiscounted_return_{n}", []))) for n in names]
+            for n in names:
+                undiscounted = entry.get(f"final_undiscounted_return_{n}", [])
+                net = (
+                    [u - length for u, length in zip(undiscounted, lengths)]
+                    if len(lengths) == len(undiscounted)
+                    else []
+                )
+                cells.append(_fmt(*mean_se(net)))
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+RUN_FILES = ("config.yaml", "eval.csv", "front.csv", "summary.json")
+"""What a run's numbers are recomputed from (no checkpoints, no TensorBoard events)."""
+POPULATION_FILES = ("config.yaml", "summary.csv")
+
+
+def copy_run_files(cells: list[Cell], out: Path, results: Path) -> None:
+    """Copy each finished run's small files (:data:`RUN_FILES`, and a population's own config and summary) to
+    ``results/runs/<env>/<method>/[seed<k>/]``, so every reported number can be recomputed from the repository
+    (``--report-only --out <results>/runs`` rebuilds the tables from them)."""
+    for cell in cells:
+        run_dir = cell.run_dir(out)
+        if not (run_dir / "summary.json").is_file():
+            continue
+        target = results / "runs" / cell.env / cell.method / f"seed{cell.seed}"
+        if target.resolve() == run_dir.resolve():  # reporting from the copies themselves
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        for name in RUN_FILES:
+            if (run_dir / name).is_file():
+                shutil.copyfile(run_dir / name, target / name)
+        for name in POPULATION_FILES:
+            if (run_dir.parent / name).is_file():
+                shutil.copyfile(run_dir.parent / name, target.parent / name)
 
 
 def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> None:
@@ -598,7 +817,9 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
     import matplotlib.pyplot as plt
     import numpy as np
 
-    colours = {"oracle": "tab:green", "baseline": "tab:red", "prism": "tab:blue"}
+    base_colours = {"oracle": "tab:green", "baseline": "tab:red", "prism": "tab:blue"}
+    # The plain methods keep their colours; other arms (e.g. the protocol study's) take the default cycle.
+    colours = {m: base_colours.get(m, f"C{3 + i}") for i, m in enumerate(preset.methods)}
     # HV curves with a standard-error band.
     fig, axes = plt.subplots(1, len(preset.envs), figsize=(5 * len(preset.envs), 3.6), squeeze=False)
     for ax, env in zip(axes[0], preset.envs):
@@ -611,12 +832,14 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
             values = np.array([[v for _, v in c[:n]] for c in entry["curves"]])
             mean = values.mean(0)
             se = values.std(0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
-            ax.plot(steps[:n], mean, label=method, color=colours.get(method))
+            style = "--" if preset.protocol_of(method) == "released" else "-"
+            ax.plot(steps[:n], mean, style, label=method, color=colours.get(method))
             ax.fill_between(steps[:n], mean - se, mean + se, alpha=0.25, color=colours.get(method))
         ax.set_title(ENV_FILES[env])
         ax.set_xlabel("env steps")
         ax.set_ylabel("HV")
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(results / "hv_curves.png", dpi=120)
     plt.close(fig)
@@ -650,7 +873,8 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
         ax.set_title(f"{ENV_FILES[env]}: final fronts of every seed (objectives 0, 1)", fontsize=9)
         ax.set_xlabel("discounted return, objective 0")
         ax.set_ylabel("discounted return, objective 1")
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
     fig.savefig(results / "pareto_fronts.png", dpi=120)
     plt.close(fig)
@@ -675,7 +899,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="grid folder (default runs/reproduce/<preset>)")
     parser.add_argument("--results", type=Path, help="report folder (default docs/results/<preset>)")
     parser.add_argument("--envs", nargs="+", choices=sorted(ENV_FILES))
-    parser.add_argument("--methods", nargs="+", choices=sorted(METHODS))
+    parser.add_argument(
+        "--methods", nargs="+", metavar="METHOD", help="methods (or the preset's arms) to run"
+    )
     parser.add_argument("--seeds", nargs="+", type=int)
     parser.add_argument(
         "--set", nargs="+", default=[], metavar="key=value", help="extra prism overrides for every run"
@@ -685,6 +911,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=BACKBONES,
         help="the agent (default: the preset's, capql unless it says otherwise; the paper's GPI-PD appendix "
         "table for gpi_pd; GPI-PD runs one process per seed)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        help="equal (default: every method the same RL budget and agent) or released (the authors' released "
+        "code: oracle/baseline one cycle of M steps, PRISM-side arms IR x M with lambda = 1 and one more actor "
+        "layer); applied to every arm of the grid",
     )
     parser.add_argument(
         "--per-seed-processes",
@@ -697,17 +930,35 @@ def main(argv: list[str] | None = None) -> int:
 
     base = PRESETS[args.preset]
     backbone = args.backbone or base.backbone
-    preset = Preset(
+    protocol = args.protocol or base.protocol
+    if args.protocol and any(arm.protocol for arm in base.arms):
+        print(
+            f"reproduce: error: --protocol: preset {args.preset} fixes each arm's protocol", file=sys.stderr
+        )
+        return 2
+    unknown = [m for m in args.methods or () if m not in METHODS and m not in {a.name for a in base.arms}]
+    if unknown:
+        print(
+            f"reproduce: error: --methods: {unknown[0]!r} is not a method or an arm of {args.preset}",
+            file=sys.stderr,
+        )
+        return 2
+    preset = dataclasses.replace(
+        base,
         envs=tuple(args.envs or base.envs),
         methods=tuple(args.methods or base.methods),
         seeds=tuple(args.seeds if args.seeds is not None else base.seeds),
         overrides=base.overrides + tuple(args.set),
-        description=base.description + ("" if backbone == base.backbone else f" Backbone: {backbone}."),
-        env_overrides=base.env_overrides,
+        description=base.description
+        + ("" if backbone == base.backbone else f" Backbone: {backbone}.")
+        + ("" if protocol == base.protocol else f" Protocol: {protocol} (prism/protocols.py)."),
         backbone=backbone,
+        protocol=protocol,
     )
     PRESETS[args.preset] = preset
-    name = args.preset if backbone == base.backbone else f"{args.preset}-{backbone}"
+    # A grid under another backbone or protocol lives in its own folder: resuming never mixes them.
+    name = args.preset + ("" if backbone == base.backbone else f"-{backbone}")
+    name += "" if protocol == base.protocol else f"-{protocol}"
     out = (args.out or ROOT / "runs" / "reproduce" / name).resolve()
     results = args.results or ROOT / "docs" / "results" / name
     cells = [Cell(e, m, s) for s in preset.seeds for e in preset.envs for m in preset.methods]
