@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.reward",),
     ("prism.agents",),
     ("prism.evaluation",),
-    ("prism.config", "prism.plugins"),
+    ("prism.config", "prism.agent_keys", "prism.plugins"),
     ("prism.loop",),
     ("prism.cli",),
 ]
