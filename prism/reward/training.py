@@ -54,10 +54,13 @@ class RewardModelModule(L.LightningModule):
         in_features: width of ``h_t``.
         config: the reward config (architecture, optimiser, early stopping).
         seeds: one initialisation seed per member (``len(seeds)`` = K).
-        log_prefix: TensorBoard namespace (``reward``).
+        log_prefix: TensorBoard namespace (``reward_fit``); every scalar is logged against the epoch (the
+            ``step`` key Lightning reads as the x-axis), not against optimiser steps.
     """
 
-    def __init__(self, in_features: int, config: RewardConfig, seeds: list[int], log_prefix: str = "reward"):
+    def __init__(
+        self, in_features: int, config: RewardConfig, seeds: list[int], log_prefix: str = "reward_fit"
+    ):
         super().__init__()
         self.config = config
         self.log_prefix = log_prefix
@@ -153,11 +156,8 @@ class RewardModelModule(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         if self._train_count:
             train = self._train_sse / self._train_count
-            self.log_dict(
-                {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in self._trained},
-                on_epoch=True,
-                on_step=False,
-            )
+            metrics = {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in self._trained}
+            self.log_dict({**metrics, "step": float(self.current_epoch)}, on_epoch=True, on_step=False)
 
     # ---- validation / early stopping ----------------------------------------------------------------
     def on_validation_epoch_start(self) -> None:
@@ -199,6 +199,7 @@ class RewardModelModule(L.LightningModule):
         metrics = {f"{self.log_prefix}/val_loss/m{k}": val[k] for k in range(self.n_members)}
         metrics[f"{self.log_prefix}/val_corr"] = corr
         metrics[f"{self.log_prefix}/members_active"] = (~self.stopped).sum().float()
+        metrics["step"] = float(epoch)  # the x-axis: epochs (Lightning logs the `step` key as the step)
         self.log_dict(metrics, on_epoch=True, on_step=False)
 
     def on_train_end(self) -> None:
