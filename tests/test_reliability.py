@@ -80,6 +80,8 @@ def test_resume_after_sigkill_mid_reward_fit(reference_run, tmp_path):
     _kill_when(_fit_cmd(run_dir), lambda: fit_logs.is_dir() and any(fit_logs.iterdir()))
     _run([sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)])
     assert _eval_table(run_dir) == _eval_table(reference_run)
+    # TensorBoard: the redone fit is a fresh run beside the killed one, not appended to it
+    assert sorted(p.name for p in fit_logs.iterdir()) == ["version_0", "version_1"]
 
 
 def _tree_digest(folder: Path) -> dict[str, str]:
