@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -186,12 +187,18 @@ _PLUGINS_ERROR: ConfigError | None = None
 _PLUGINS_LOCK = threading.RLock()
 
 
+def _dist_name(ep: metadata.EntryPoint) -> str:
+    """The entry point's distribution name, normalised (PEP 503: ``prism_morl`` is ``prism-morl``)."""
+    name = ep.dist.name if ep.dist is not None else ""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def _entry_points() -> list[metadata.EntryPoint]:
     """The group's entry points, prism's own first, then by distribution and name; duplicates (the same
     distribution seen twice on ``sys.path``) once."""
     seen, unique = set(), []
     for ep in metadata.entry_points(group=PLUGIN_GROUP):
-        dist = ep.dist.name if ep.dist is not None else ""
+        dist = _dist_name(ep)
         if (dist, ep.name, ep.value) not in seen:
             seen.add((dist, ep.name, ep.value))
             unique.append((dist != PRISM_DISTRIBUTION, dist, ep.name, ep))
@@ -211,7 +218,7 @@ def load_plugins() -> None:
             return
         _PLUGINS_LOADED = True
         eps = _entry_points()
-        if not any(ep.dist is not None and ep.dist.name == PRISM_DISTRIBUTION for ep in eps):
+        if not any(_dist_name(ep) == PRISM_DISTRIBUTION for ep in eps):
             _PLUGINS_ERROR = ConfigError(
                 f"{PLUGIN_GROUP}: prism's built-in plug-ins are not registered (its entry point is missing "
                 "from the installed metadata); reinstall prism: pip install -e ."
