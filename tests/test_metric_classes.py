@@ -108,3 +108,19 @@ def test_resymnet_validation_metrics_are_torchmetrics_equal_to_the_formulas():
     assert torch.equal(module.val_mse.compute(), sse / count)
     corr = pearson_correlation(torch.cat(preds), torch.cat(trues))
     torch.testing.assert_close(module.val_corr.compute(), corr, atol=1e-5, rtol=0)
+
+
+def test_a_constant_validation_target_gives_correlation_zero_without_a_warning(recwarn):
+    module = RewardModelModule(5, RewardConfig(hidden=16, ensemble_size=2), [0, 1])
+    module.on_validation_epoch_start()
+    batch = SegmentBatch(torch.randn(30, 5), torch.randint(0, 4, (30,)), torch.randn(4), torch.zeros(30))
+    module.validation_step(batch, 0)
+
+    class _Trainer:
+        sanity_checking, should_stop, current_epoch = False, False, 0
+
+    module.log_dict = lambda metrics, **kwargs: setattr(module, "_logged", metrics)
+    module._trainer = _Trainer()
+    module.on_validation_epoch_end()
+    assert module.corr_history == [0.0] and float(module._logged["reward_fit/val_corr"]) == 0.0
+    assert not [w for w in recwarn if "variance of predictions" in str(w.message)]

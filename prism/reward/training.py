@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import lightning as L
 import torch
@@ -179,7 +180,13 @@ class RewardModelModule(L.LightningModule):
             return
         self.epoch_seconds.append(time.perf_counter() - self._epoch_start)
         val = self.val_mse.compute().reshape(self.n_members)  # [K] validation MSE of segment sums
-        corr = torch.nan_to_num(self.val_corr.compute(), nan=0.0)  # 0 when either side is constant
+        with warnings.catch_warnings():
+            # A constant side (e.g. a hidden channel that is 0 on every validation step) has no correlation:
+            # torchmetrics warns and returns NaN; it is logged as 0, as before, without the warning.
+            warnings.filterwarnings(
+                "ignore", message="The variance of predictions or target is close to zero"
+            )
+            corr = torch.nan_to_num(self.val_corr.compute(), nan=0.0)
         self.val_history.append(val.detach().cpu())
         self.corr_history.append(float(corr))
         epoch = self.current_epoch
