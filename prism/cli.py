@@ -31,7 +31,7 @@ INTERRUPTED = 130
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prism",
-        description="PRISM for multi-objective RL: ReSymNet reward redistribution + SymReg on CAPQL.",
+        description="PRISM for multi-objective RL: ReSymNet reward redistribution + SymReg on CAPQL or GPI-PD.",
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate}")

@@ -16,7 +16,6 @@ a one-line message starting with the offending key.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from prism import checks
+from prism.agent_keys import check_method_label, prepare_agent_layer
+from prism.agent_keys import warn_once as _warn_once
 from prism.agents.config import CAPQLConfig
 from prism.errors import ConfigError  # re-exported: the config's error type
 from prism.evaluation.config import EvalConfig
@@ -105,7 +106,8 @@ class RunConfig:
     """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
     method: str = "prism"
-    """A label for reports (oracle, baseline, prism, ablation names); behaviour comes from the keys below."""
+    """A label for reports (oracle, baseline, prism, ablation names); behaviour comes from the keys below
+    (``prism`` on a backbone without SymReg warns once: that run is shaping only)."""
     protocol: str = "equal"
     """How the arms of a comparison are budgeted and built (:mod:`prism.protocols`, docs/method.md §8a):
     ``equal`` (every method the same RL steps and agent) or ``released`` (the authors' released code: oracle
@@ -157,7 +159,9 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
     Two passes: the layers are first merged without a schema only to read ``agent.name`` (default
     :data:`DEFAULT_AGENT`); the schema's ``agent`` node is then typed as that backbone's config dataclass and
     everything is merged onto it, so ``agent.*`` keys the chosen backbone does not have are refused
-    (``agent.foo: Key 'foo' not in 'CAPQLConfig'``) and its own keys get its defaults and checks.
+    (``agent.foo: Key 'foo' not in 'CAPQLConfig'``) and its own keys get its defaults and checks. In config
+    files (not overrides), a key of another registered backbone (``symreg_lambda`` of a method overlay on a
+    backbone without SymReg) is skipped with a one-line warning instead (:mod:`prism.agent_keys`).
     """
     layers: list[DictConfig] = []
     for file in files:
@@ -178,9 +182,10 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         if "=" not in item:
             raise ConfigError(f"{item}: overrides take the form key=value")
     try:
-        agent_class = agent_config_class(_selected_agent([*layers, OmegaConf.from_dotlist(list(overrides))]))
-        for layer in layers:
-            _drop_legacy_agent_keys(layer, agent_class)
+        backbone = _selected_agent([*layers, OmegaConf.from_dotlist(list(overrides))])
+        agent_class = agent_config_class(backbone)
+        for file, layer in zip(files, layers):
+            prepare_agent_layer(layer, file, agent_class, backbone)
         layers.append(OmegaConf.from_dotlist(list(overrides)))
         schema = OmegaConf.structured(RunConfig)
         schema.agent = OmegaConf.structured(agent_class)
@@ -209,19 +214,6 @@ _RUN_LEVEL_KEYS = {
     "whole run)",
 }
 """Keys that older configs had under ``agent:`` and that belong to the run: the error says where they went."""
-
-
-def _drop_legacy_agent_keys(layer: DictConfig, agent_class: type) -> None:
-    """A config.yaml written before ``agent.seed`` / ``agent.device`` were removed holds them with their
-    only accepted values (``null``, ``auto``): drop those so such a run folder still resumes and evaluates.
-    Any other value stays, and is refused with the :data:`_RUN_LEVEL_KEYS` message."""
-    agent = layer.get("agent") if isinstance(layer, DictConfig) else None
-    if not isinstance(agent, DictConfig):
-        return
-    fields = {f.name for f in dataclasses.fields(agent_class)}
-    for key, legacy in (("seed", None), ("device", "auto")):
-        if key in agent and key not in fields and agent.get(key) == legacy:
-            del agent[key]
 
 
 def _selected_agent(layers: Sequence[DictConfig]) -> str:
@@ -255,18 +247,6 @@ def to_yaml(config: RunConfig) -> str:
 
 def to_dict(config: RunConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
-
-
-_LOG = logging.getLogger("prism.config")
-_WARNED: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    """Log a one-line config warning (starting with the key) once per process: a config that runs, but
-    probably not as its author expects. With no logging set up it reaches stderr as the bare line."""
-    if message not in _WARNED:
-        _WARNED.add(message)
-        _LOG.warning(message)
 
 
 def member_seeds(config: RunConfig) -> list[int]:
@@ -395,6 +375,7 @@ def validate(config: RunConfig) -> None:
             f"got a {type(config.agent).__name__}"
         )
     _check_symmetry(config, spec)
+    check_method_label(config)
 
     # The energy method behind the weight sets needs at least one direction per objective.
     ev = config.eval

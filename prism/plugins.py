@@ -1,9 +1,11 @@
-"""The built-in plug-ins, each registered exactly once (imported by :mod:`prism.registry` on first lookup).
+"""The built-in plug-ins, each registered exactly once, by :func:`register`.
 
-Adding a backbone, a reward model or a reward method to prism = one new module + one line here (see
-docs/ARCHITECTURE.md, "Adding a reward model" and "Adding a backbone"). Factories are class paths, so this
-module (and so the config loader) imports no network code; the config dataclasses are imported directly,
-because the config loader needs them to type the ``agent:`` node.
+:func:`register` is prism's entry point in the group ``prism.plugins`` (declared in prism's own
+pyproject.toml); the registry loads that group on its first lookup, so it never imports this module by name.
+A plug-in outside prism registers the same way from its own package (docs/ARCHITECTURE.md, "Adding a reward
+model" and "Adding a backbone"). Factories are class paths, so registering (and so the config loader) imports
+no network code; the config dataclasses are imported directly, because the config loader needs them to type
+the ``agent:`` node.
 """
 
 from __future__ import annotations
@@ -12,18 +14,21 @@ from prism.agents.config import CAPQLConfig
 from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.registry import AGENTS, REWARDS, register_reward_model
 
-# ---- backbones (agent.name) ---------------------------------------------------------------------------
-AGENTS.register("capql", factory="prism.agents.capql:CAPQLModule", config=CAPQLConfig)
-AGENTS.register("gpi_pd", factory="prism.agents.gpi_pd.agent:GPIPDAgent", config=GPIPDConfig)
 
-# ---- learned reward models, each with the reward method of the same name (reward.name) -----------------
-register_reward_model(
-    "resymnet",
-    fit="prism.reward.module:fit_reward_model",
-    load="prism.reward.resymnet:RewardEnsemble.from_dict",
-)
+def register() -> None:
+    """Register prism's built-in backbones, reward models and reward methods (once, by the registry)."""
+    # ---- backbones (agent.name) -------------------------------------------------------------------------
+    AGENTS.register("capql", factory="prism.agents.capql:CAPQLModule", config=CAPQLConfig)
+    AGENTS.register("gpi_pd", factory="prism.agents.gpi_pd.agent:GPIPDAgent", config=GPIPDConfig)
 
-# ---- reward methods without a learned model (reward.name) ---------------------------------------------
-REWARDS.register("none", shaper="prism.reward.shaping:pass_through_shaper")
-REWARDS.register("uniform", shaper="prism.reward.shaping:uniform_shaper")
-REWARDS.register("random", shaper="prism.reward.shaping:random_shaper")
+    # ---- learned reward models, each with the reward method of the same name (reward.name) ---------------
+    register_reward_model(
+        "resymnet",
+        fit="prism.reward.module:fit_reward_model",
+        load="prism.reward.resymnet:RewardEnsemble.from_dict",
+    )
+
+    # ---- reward methods without a learned model (reward.name) -------------------------------------------
+    REWARDS.register("none", shaper="prism.reward.shaping:pass_through_shaper")
+    REWARDS.register("uniform", shaper="prism.reward.shaping:uniform_shaper")
+    REWARDS.register("random", shaper="prism.reward.shaping:random_shaper")

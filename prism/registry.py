@@ -11,10 +11,15 @@ Four kinds of plug-in are chosen in a run config by name:
 - an **env spec** (``env.id``): registered in :mod:`prism.envs` (``prism.envs.registered_env_ids``), which
   also derives a spec for any gymnasium multi-objective env; not repeated here.
 
-Every built-in is registered exactly once, in :mod:`prism.plugins` (imported on the first lookup, so a new
-plug-in is one module plus one line there; see docs/ARCHITECTURE.md, "Adding a reward model / a backbone").
-Factories may be given as class paths (``package.module:Name``, ``package.module:Class.attribute``) so that
-registering a plug-in imports nothing heavy.
+Plug-ins are registered through the Python packaging entry-point group ``prism.plugins``
+(:data:`PLUGIN_GROUP`): on the first lookup the registry loads every entry point of that group, once. Each
+names a function called with no arguments (``package.module:register``) or a module whose import registers
+(``package.module``). prism's own pyproject declares ``prism = "prism.plugins:register"`` (the built-ins,
+each registered exactly once); a third-party package declares its own entry in its pyproject, so installing
+it makes its plug-ins known without touching prism (docs/ARCHITECTURE.md, "Adding a reward model / a
+backbone"). The registry imports no plug-in module itself, so there is no registry → plugins → registry
+import circle. Factories may be given as class paths (``package.module:Name``,
+``package.module:Class.attribute``) so that registering a plug-in imports nothing heavy.
 
 Class paths also work in the config itself, for plug-ins that live outside prism:
 
@@ -24,14 +29,23 @@ Class paths also work in the config itself, for plug-ins that live outside prism
 - ``reward.name=package.module:MyShaper``: built with the keywords ``(sparse_channel=, model=, seed=)``; a
   class with ``needs_model = True`` gets the reward model named by its ``reward_model`` attribute
   (default ``resymnet``) fitted and installed after every fit.
+
+A class path is imported as ``python -m`` would import it: when its top-level module is not importable from
+``sys.path``, the current folder is added (at the end, so it never shadows an installed package) and the
+import is tried once more; so ``agent.name=myplug:MyAgent`` works for a ``myplug.py`` in the folder the
+command runs from, with no ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import re
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, Generic, TypeVar
 
 from prism.errors import ConfigError
@@ -55,12 +69,27 @@ def resolve(key: str, kind: str, target: Target) -> Any:
     else:
         module_name, _, attrs = target.rpartition(".")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = _import_module(module_name)
         for attr in attrs.split("."):
             obj = getattr(obj, attr)
     except (ImportError, AttributeError, ValueError) as err:
         raise ConfigError(f"{key}: cannot import {kind} class path {target!r} ({err})") from None
     return obj
+
+
+def _import_module(name: str) -> Any:
+    """``importlib.import_module(name)``, retried once with the current folder on ``sys.path`` (appended)
+    when the top-level module is not found: the folder a command runs from holds plug-ins, as with
+    ``python -m``."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        cwd = os.getcwd()
+        if err.name != name.partition(".")[0] or cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        importlib.invalidate_caches()
+        return importlib.import_module(name)
 
 
 def is_class_path(name: str) -> bool:
@@ -91,7 +120,7 @@ class AgentEntry:
         if config is None:
             raise ConfigError(
                 f"{key}: agent class path {name!r} has no `config_class` attribute (the dataclass of its "
-                "agent.* keys); give the class one or register the agent in prism.plugins"
+                "agent.* keys); give the class one or register the agent (entry-point group prism.plugins)"
             )
         return cls(name, factory, config)
 
@@ -147,17 +176,66 @@ class RewardModelEntry:
 
 E = TypeVar("E", AgentEntry, RewardEntry, RewardModelEntry)
 
-_BUILTINS_LOADED = False
-_BUILTINS_LOCK = threading.RLock()
+PLUGIN_GROUP = "prism.plugins"
+"""The entry-point group plug-ins register through (prism's own pyproject declares the built-ins there)."""
+
+PRISM_DISTRIBUTION = "prism-morl"
+"""prism's distribution name: its entry point is loaded first, and its absence means stale metadata."""
+
+_PLUGINS_LOADED = False
+_PLUGINS_ERROR: ConfigError | None = None
+_PLUGINS_LOCK = threading.RLock()
 
 
-def _load_builtins() -> None:
-    """Import :mod:`prism.plugins` (the built-ins' registrations) once, on the first lookup."""
-    global _BUILTINS_LOADED
-    with _BUILTINS_LOCK:
-        if not _BUILTINS_LOADED:
-            _BUILTINS_LOADED = True
-            importlib.import_module("prism.plugins")
+def _dist_name(ep: metadata.EntryPoint) -> str:
+    """The entry point's distribution name, normalised (PEP 503: ``prism_morl`` is ``prism-morl``)."""
+    name = ep.dist.name if ep.dist is not None else ""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _entry_points() -> list[metadata.EntryPoint]:
+    """The group's entry points, prism's own first, then by distribution and name; duplicates (the same
+    distribution seen twice on ``sys.path``) once."""
+    seen, unique = set(), []
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        dist = _dist_name(ep)
+        if (dist, ep.name, ep.value) not in seen:
+            seen.add((dist, ep.name, ep.value))
+            unique.append((dist != PRISM_DISTRIBUTION, dist, ep.name, ep))
+    return [ep for *_, ep in sorted(unique, key=lambda item: item[:3])]
+
+
+def load_plugins() -> None:
+    """Load every entry point of :data:`PLUGIN_GROUP` once (on the first registry lookup).
+
+    An entry point names a function (called with no arguments) or a module (its import registers). One that
+    fails to load is a :class:`ConfigError` naming it, raised again on every later lookup."""
+    global _PLUGINS_LOADED, _PLUGINS_ERROR
+    with _PLUGINS_LOCK:
+        if _PLUGINS_LOADED:
+            if _PLUGINS_ERROR is not None:
+                raise _PLUGINS_ERROR
+            return
+        _PLUGINS_LOADED = True
+        eps = _entry_points()
+        if not any(_dist_name(ep) == PRISM_DISTRIBUTION for ep in eps):
+            _PLUGINS_ERROR = ConfigError(
+                f"{PLUGIN_GROUP}: prism's built-in plug-ins are not registered (its entry point is missing "
+                "from the installed metadata); reinstall prism: pip install -e ."
+            )
+            raise _PLUGINS_ERROR
+        for ep in eps:
+            try:
+                target = ep.load()
+                if callable(target):
+                    target()
+            except Exception as err:
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                dist = ep.dist.name if ep.dist is not None else "?"
+                _PLUGINS_ERROR = ConfigError(
+                    f"{PLUGIN_GROUP}: entry point {ep.name} = {ep.value} (from {dist}) failed to load: {first}"
+                )
+                raise _PLUGINS_ERROR from None
 
 
 class Registry(Generic[E]):
@@ -185,20 +263,20 @@ class Registry(Generic[E]):
         self._entries.pop(name, None)
 
     def names(self) -> list[str]:
-        _load_builtins()
+        load_plugins()
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        _load_builtins()
+        load_plugins()
         return name in self._entries
 
     def __iter__(self) -> Iterator[E]:
-        _load_builtins()
+        load_plugins()
         return iter(self._entries[name] for name in sorted(self._entries))
 
     def entry(self, key: str, name: str) -> E:
         """The entry for a registered ``name`` or a class path; ``key`` is the config key used in errors."""
-        _load_builtins()
+        load_plugins()
         if name in self._entries:
             return self._entries[name]
         if is_class_path(name) and hasattr(self.entry_type, "from_class_path"):

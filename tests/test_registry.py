@@ -237,3 +237,48 @@ def test_ddpg_backbone_trains_through_the_run(ddpg, tmp_path):
     )
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["agent"]["name"] == "ddpg" and saved["agent"]["hidden"] == [16]
+
+
+# ---- method overlays on a backbone without SymReg (issue 21, item 7) -----------------------------------
+@pytest.fixture()
+def config_warnings(monkeypatch, caplog):
+    monkeypatch.setattr("prism.agent_keys._WARNED", set())  # each warning is logged once per process
+    caplog.set_level("WARNING", logger="prism.config")
+    return caplog
+
+
+@pytest.mark.parametrize("method", ["baseline", "oracle", "prism"])
+def test_every_method_overlay_composes_with_a_backbone_without_symreg(ddpg, config_warnings, method):
+    overlay = CONF / "method" / f"{method}.yaml"
+    config = load_config([CONF / "quickstart.yaml", overlay], ["agent.name=ddpg"])
+    assert type(config.agent) is ddpg.DDPGConfig and config.method == method
+    messages = [r.getMessage() for r in config_warnings.records]
+    assert messages[0] == (
+        f"agent.symreg_lambda: warning: skipped: {overlay} sets it, but backbone 'ddpg' has no such key "
+        "(it is a key of capql, gpi_pd)"
+    )
+    assert len(messages) == (2 if method == "prism" else 1)
+
+
+def test_a_run_labelled_prism_on_a_backbone_without_symreg_warns_once(ddpg, config_warnings):
+    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg"])
+    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg"])
+    (record,) = config_warnings.records
+    assert record.getMessage().startswith(
+        "method: warning: the run is labelled prism (ReSymNet + SymReg) but backbone 'ddpg' has no SymReg"
+    )
+    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg", "method=resymnet_only"])
+    load_config([CONF / "quickstart.yaml"])  # capql has SymReg
+    assert len(config_warnings.records) == 1
+
+
+def test_foreign_agent_keys_are_skipped_only_in_files_and_typos_still_refused(ddpg, tmp_path):
+    # An override is typed for this run: still refused.
+    with pytest.raises(ConfigError, match=r"^agent.symreg_lambda: Key 'symreg_lambda' not in 'DDPGConfig'"):
+        load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg", "agent.symreg_lambda=0"])
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("agent:\n  gama: 0.9\n")  # no backbone has it
+    with pytest.raises(ConfigError, match=r"^agent.gama: Key 'gama' not in 'DDPGConfig'"):
+        load_config([CONF / "quickstart.yaml", typo], ["agent.name=ddpg"])
+    # the paper's env files (which pin CAPQL's λ) now compose with ddpg too
+    assert type(load_config([CONF / "hopper.yaml"], ["agent.name=ddpg"]).agent) is ddpg.DDPGConfig

@@ -63,7 +63,7 @@ def test_resume_after_sigkill_mid_rl(reference_run, tmp_path):
 
     def mid_rl() -> bool:  # past the first evaluation and the second refit: deep in RL of cycle 2
         return (
-            (run_dir / "tb" / "reward_fit_cycle1").is_dir()
+            (run_dir / "tb" / "reward_fit" / "cycle1").is_dir()
             and csv_path.is_file()
             and csv_path.read_text().count("\n") >= 3
         )
@@ -76,10 +76,12 @@ def test_resume_after_sigkill_mid_rl(reference_run, tmp_path):
 @pytest.mark.slow  # several full runs in subprocesses
 def test_resume_after_sigkill_mid_reward_fit(reference_run, tmp_path):
     run_dir = tmp_path / "killed_fit"
-    fit_logs = run_dir / "tb" / "reward_fit_cycle1"
+    fit_logs = run_dir / "tb" / "reward_fit" / "cycle1"
     _kill_when(_fit_cmd(run_dir), lambda: fit_logs.is_dir() and any(fit_logs.iterdir()))
     _run([sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)])
     assert _eval_table(run_dir) == _eval_table(reference_run)
+    # TensorBoard: the redone fit is a fresh run beside the killed one, not appended to it
+    assert sorted(p.name for p in fit_logs.iterdir()) == ["version_0", "version_1"]
 
 
 def _tree_digest(folder: Path) -> dict[str, str]:

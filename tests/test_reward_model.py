@@ -269,14 +269,16 @@ def test_tensorboard_logging(tmp_path):
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     for tag in (
-        "reward/train_loss/m0",
-        "reward/train_loss/m1",
-        "reward/val_loss/m0",
-        "reward/val_loss/m1",
-        "reward/val_corr",
-        "reward/epochs_run/m0",
-        "reward/epochs_run/m1",
+        "reward_fit/train_loss/m0",
+        "reward_fit/train_loss/m1",
+        "reward_fit/val_loss/m0",
+        "reward_fit/val_loss/m1",
+        "reward_fit/val_corr",
+        "reward_fit/epochs_run/m0",
+        "reward_fit/epochs_run/m1",
     ):
         assert tag in tags, f"{tag} missing from {sorted(tags)}"
-    assert len(acc.Scalars("reward/val_loss/m0")) == 3
-    assert acc.Scalars("reward/epochs_run/m1")[-1].value == 3
+    assert len(acc.Scalars("reward_fit/val_loss/m0")) == 3
+    assert acc.Scalars("reward_fit/epochs_run/m1")[-1].value == 3
+    # against epochs (Lightning's `step` key), with no bare `epoch` tag beside them
+    assert [e.step for e in acc.Scalars("reward_fit/val_loss/m0")] == [0, 1, 2] and "epoch" not in tags

@@ -39,6 +39,21 @@ def test_checker_finds_a_cycle_and_a_layer_violation(tmp_path):
     assert graph.main(["--root", str(tmp_path)]) == 1
 
 
+def test_checker_counts_import_module_with_a_literal_name(tmp_path):
+    # importlib.import_module("prism.x") is an import by another spelling (it hid registry -> plugins).
+    pkg = tmp_path / "prism"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "registry.py").write_text(
+        "import importlib\n\ndef load():\n    importlib.import_module('prism.plugins')\n"
+    )
+    (pkg / "plugins.py").write_text("from prism.registry import load\n")
+    graph = _import_graph()
+    runtime, every = graph.build_graph(tmp_path)
+    assert graph.cycles(runtime) == [["prism.plugins", "prism.registry"]]
+    assert graph.layer_violations(every) == [("prism.registry", "prism.plugins")]
+
+
 def test_no_import_cycles():
     graph = _import_graph()
     runtime, _ = graph.build_graph(ROOT)

@@ -2,7 +2,8 @@
 
 Reads every module under ``prism/`` with :mod:`ast` (nothing is imported), collects its imports of other
 prism modules — module-level and function-local alike, since a function-local import only postpones a
-cycle, it does not remove it — and prints
+cycle, it does not remove it, and ``importlib.import_module("prism.…")`` calls with a literal name, which
+are imports by another spelling — and prints
 
 - every import cycle (a strongly connected component of more than one module, or a module importing
   itself), and
@@ -40,7 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.reward",),
     ("prism.agents",),
     ("prism.evaluation",),
-    ("prism.config", "prism.plugins"),
+    ("prism.config", "prism.agent_keys", "prism.plugins"),
     ("prism.loop",),
     ("prism.cli",),
 ]
@@ -70,6 +71,12 @@ def module_name(path: Path, root: Path) -> str:
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _is_import_module(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Name) and func.id == "import_module") or (
+        isinstance(func, ast.Attribute) and func.attr == "import_module"
     )
 
 
@@ -107,6 +114,13 @@ def _imports(tree: ast.AST, module: str, is_package: bool, modules: set[str]) ->
             for alias in node.names:
                 # ``from pkg import sub`` imports the submodule ``pkg.sub`` when there is one
                 target = resolve(f"{base}.{alias.name}") or resolve(base)
+                if target:
+                    yield target, runtime
+        elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
+            # importlib.import_module("prism.x") with a literal name imports prism.x as surely as a statement
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                target = resolve(first.value)
                 if target:
                     yield target, runtime
         for child in ast.iter_child_nodes(node):

@@ -7,12 +7,14 @@ Thin: it schedules evaluations on the agent's env-step clock, runs the rollout
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 from prism.envs.spec import EnvSpec
@@ -22,6 +24,7 @@ from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import append_csv, eval_row
 from prism.evaluation.result import EvalResult
 from prism.evaluation.rollout import evaluate_agent
+from prism.metrics.classes import evaluation_metrics
 
 __all__ = ["EvaluationCallback"]
 
@@ -44,6 +47,11 @@ class EvaluationCallback(Callback):
     are equal that periodic result is reused instead of rolled out again (the rollout is deterministic, so
     both give the same numbers). ``last_result`` holds the latest :class:`EvalResult`, ``final_result`` the
     final one, ``history`` every CSV row.
+
+    HV, EUM and VO are ``torchmetrics`` metrics (``metrics``, a ``MetricCollection`` of
+    :mod:`prism.metrics.classes`): each evaluation's per-episode returns are accumulated in them and the
+    values they compute are the ones recorded and logged (equal to the functional ones; in a multi-process
+    evaluation they would gather every process's returns first).
 
     ``run_seed`` resolves ``config.seed = None`` (see :meth:`EvalConfig.reset_seed`). The env copies are built
     at the first evaluation and kept until fit ends.
@@ -82,6 +90,10 @@ class EvaluationCallback(Callback):
         self._final_done = False
         self._pool: EvalEnvPool | None = pool
         self._owns_pool = pool is None
+        cfg = self.config
+        self.metrics = evaluation_metrics(
+            spec.ref_point, spec.n_objectives, cfg.eum_weights, cfg.vo_preferences, cfg.preference_seed
+        )
 
     @property
     def state_key(self) -> str:
@@ -135,7 +147,15 @@ class EvaluationCallback(Callback):
     def _rollout(self, pl_module: LightningModule, cfg: EvalConfig) -> EvalResult:
         if self._pool is None:
             self._pool = EvalEnvPool(self.spec, env_fn=self.env_fn, num_workers=cfg.num_workers)
-        return evaluate_agent(pl_module, self.spec, cfg, pool=self._pool, member=self.member)
+        result = evaluate_agent(pl_module, self.spec, cfg, pool=self._pool, member=self.member)
+        return self._measure(result)
+
+    def _measure(self, result: EvalResult) -> EvalResult:
+        """The result with HV, EUM and VO computed by :attr:`metrics` from its returns."""
+        self.metrics.reset()
+        self.metrics.update(torch.from_numpy(result.returns))
+        values = {name: float(value) for name, value in self.metrics.compute().items()}
+        return dataclasses.replace(result, **values)
 
     def evaluate(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
         """Run one periodic evaluation now, record it and return it."""

@@ -14,6 +14,7 @@ Resuming (:func:`prism.loop.run.resume_run`) builds the run, hands the loaded st
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from pathlib import Path
@@ -48,6 +49,24 @@ def _set_global_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
 
 
+_LOG = logging.getLogger("prism.checkpoint")
+_STATELESS_SHAPERS: set[type] = set()
+
+
+def _shaper_state(shaper) -> dict:
+    """A shaper's ``state_dict()``; a shaper without one (a plug-in that skipped that part of the
+    ``RewardShaper`` protocol) is saved as ``{}`` with a one-line warning, once per class."""
+    if hasattr(shaper, "state_dict"):
+        return shaper.state_dict()
+    if type(shaper) not in _STATELESS_SHAPERS:
+        _STATELESS_SHAPERS.add(type(shaper))
+        _LOG.warning(
+            f"reward.name: warning: shaper {type(shaper).__qualname__} has no state_dict()/load_state_dict(); "
+            "anything it holds between env steps is not checkpointed, so --resume may not continue bit for bit"
+        )
+    return {}
+
+
 def collect_state(run) -> dict[str, Any]:
     """The whole run state as tensors and plain containers."""
     agent, loop = run.agent, run.loop
@@ -57,7 +76,7 @@ def collect_state(run) -> dict[str, Any]:
         "agent": agent.state_dict(),
         "optimizers": [opt.state_dict() for opt in run.trainer.optimizers],
         "agent_runtime": agent.runtime_state(),
-        "shapers": [shaper.state_dict() if hasattr(shaper, "state_dict") else {} for shaper in agent.shapers],
+        "shapers": [_shaper_state(shaper) for shaper in agent.shapers],
         "loop": {
             "state": loop.state.to_dict(),
             "stores": [store.state_dict() if store is not None else None for store in loop.stores],

@@ -227,10 +227,13 @@ class PrismLoopCallback(Callback):
             if trainer is not None and member_dir is not None:
                 from lightning.pytorch.loggers import TensorBoardLogger
 
-                # Per-epoch reward-model curves go to their own TensorBoard run (x-axis = epoch); summaries go
-                # to the member's main run against env steps below.
+                # Per-epoch curves (reward_fit/*, x-axis = epoch) go to a TensorBoard run of this fit's own,
+                # tb/reward_fit/cycle<c>/version_<n>: a fit redone after a resume gets a fresh version. The
+                # summaries (reward/*) go to the member's main run against env steps below.
                 fit_logger = TensorBoardLogger(
-                    str(member_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
+                    str(Path(member_dir) / "tb" / "reward_fit"),
+                    name=f"cycle{self.state.cycle}",
+                    default_hp_metric=False,
                 )
             # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
             model = fit_model(

@@ -98,7 +98,7 @@ def fit_reward_model(
     logger: Logger | None = None,
     seed: int = 0,
     *,
-    log_prefix: str = "reward",
+    log_prefix: str = "reward_fit",
     device: str | torch.device = "cpu",
     layout: str = "auto",
 ) -> RewardEnsemble:
@@ -108,7 +108,8 @@ def fit_reward_model(
     with the seeded 80/20 split; deterministic given ``seed`` (and the thread count, ``config.threads``). The
     returned :class:`RewardEnsemble` holds the training-split scaler as buffers, every member at its best
     validation epoch, and a :class:`FitSummary` in ``fit_summary``. Metrics go to ``logger`` under
-    ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run).
+    ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run), all against the epoch;
+    give each fit a logger of its own (the run gives cycle c's fit ``tb/reward_fit/cycle<c>/version_<n>``).
 
     Args:
         device: where the fit runs (``cpu``, ``cuda``, ``cuda:1`` or a ``torch.device``); the run passes its own.
@@ -179,7 +180,7 @@ def fit_reward_model(
         val_segments=dm.val_segments.clone(),
     )
     if logger is not None:
-        step = trainer.global_step
+        step = max(0, int(module.epochs_run.max()) - 1)  # the last epoch: the fit's scalars are per epoch
         final = {f"{log_prefix}/epochs_run/m{i}": float(e) for i, e in enumerate(module.epochs_run.tolist())}
         final.update(
             {f"{log_prefix}/best_val_loss/m{i}": v for i, v in enumerate(module.best_val_loss.tolist())}

@@ -8,7 +8,7 @@ to be stored, with the sparse channel replaced by the redistribution it implemen
 - ``uniform`` / ``random``: need the released sum and the segment length, so the transitions of a segment are
   held until the segment is released (:class:`UniformShaper`, :class:`RandomShaper`).
 
-:func:`make_shaper` builds one by name (the reward methods are registered in :mod:`prism.plugins` with the
+:func:`make_shaper` builds one by name (the reward methods are registered by :mod:`prism.plugins` with the
 factories below); :func:`relabel_rewards` re-predicts the sparse channel of a replay batch
 and :func:`make_relabel_fn` wraps it as the agent's ``relabel_fn`` hook.
 The shaped values are checked on the host (a NaN/inf raises :class:`~prism.errors.NonFiniteError` naming
@@ -56,8 +56,27 @@ class RewardShaper(Protocol):
 
     def reset(self) -> None: ...
 
+    def state_dict(self) -> dict:
+        """What the shaper holds between env steps (pending transitions, its generator), as tensors and plain
+        containers: whole-run checkpoints save it, so ``--resume`` continues bit for bit (``{}`` if nothing)."""
+        ...
 
-class PassThroughShaper:
+    def load_state_dict(self, state: dict) -> None:
+        """Put back what :meth:`state_dict` returned."""
+        ...
+
+
+class _Stateless:
+    """A shaper that holds nothing between env steps (its reward model is checkpointed by the loop)."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class PassThroughShaper(_Stateless):
     """``none``: store the emitted reward unchanged."""
 
     def push(
@@ -74,7 +93,7 @@ class PassThroughShaper:
 # ---- redistributions added by the reward package (docs/method.md §5) ----------------------------------------------
 
 
-class ResymnetShaper:
+class ResymnetShaper(_Stateless):
     """``resymnet``: replace the sparse channel by the reward model's per-step prediction from ``h_t`` at once.
 
     ``model`` is a :class:`~prism.reward.resymnet.RewardEnsemble` (or anything with ``predict(features [N, F])

@@ -27,14 +27,16 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import lightning as L
 import torch
 from torch import Tensor
+from torchmetrics import MeanSquaredError, PearsonCorrCoef
 
 from prism.data.datamodule import MemberBatch, SegmentBatch
 from prism.reward.config import RewardConfig
-from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
+from prism.reward.losses import segment_sums, trajectory_sum_loss
 from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
 
 
@@ -54,10 +56,13 @@ class RewardModelModule(L.LightningModule):
         in_features: width of ``h_t``.
         config: the reward config (architecture, optimiser, early stopping).
         seeds: one initialisation seed per member (``len(seeds)`` = K).
-        log_prefix: TensorBoard namespace (``reward``).
+        log_prefix: TensorBoard namespace (``reward_fit``); every scalar is logged against the epoch (the
+            ``step`` key Lightning reads as the x-axis), not against optimiser steps.
     """
 
-    def __init__(self, in_features: int, config: RewardConfig, seeds: list[int], log_prefix: str = "reward"):
+    def __init__(
+        self, in_features: int, config: RewardConfig, seeds: list[int], log_prefix: str = "reward_fit"
+    ):
         super().__init__()
         self.config = config
         self.log_prefix = log_prefix
@@ -77,7 +82,11 @@ class RewardModelModule(L.LightningModule):
         self._noise: DropoutNoiseStream | None = None  # ragged layout's dropout draws (made on first use)
         self._ragged = False  # training batches seen so far are MemberBatch (validation then follows suit)
         self._reset_train_acc()
-        self._reset_val_acc()
+        # Validation metrics (torchmetrics: device-following states, synced across processes on compute):
+        # each member's MSE of segment sums (early stopping's loss) and the ensemble mean's per-step Pearson
+        # correlation with the hidden true reward.
+        self.val_mse = MeanSquaredError(num_outputs=k)
+        self.val_corr = PearsonCorrCoef()
 
     @property
     def n_members(self) -> int:
@@ -87,12 +96,6 @@ class RewardModelModule(L.LightningModule):
     def _reset_train_acc(self) -> None:
         self._train_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
         self._train_count = 0
-
-    def _reset_val_acc(self) -> None:
-        self._val_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
-        self._val_count = 0
-        self._val_pred: list[Tensor] = []
-        self._val_true: list[Tensor] = []
 
     # ---- training ----------------------------------------------------------------------------------
     def on_fit_start(self) -> None:
@@ -153,15 +156,13 @@ class RewardModelModule(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         if self._train_count:
             train = self._train_sse / self._train_count
-            self.log_dict(
-                {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in self._trained},
-                on_epoch=True,
-                on_step=False,
-            )
+            metrics = {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in self._trained}
+            self.log_dict({**metrics, "step": float(self.current_epoch)}, on_epoch=True, on_step=False)
 
     # ---- validation / early stopping ----------------------------------------------------------------
     def on_validation_epoch_start(self) -> None:
-        self._reset_val_acc()
+        self.val_mse.reset()
+        self.val_corr.reset()
 
     def validation_step(self, batch: SegmentBatch, batch_idx: int) -> None:
         if self._ragged:  # the same kernels as training (oneDNN GEMMs, fused LayerNorm)
@@ -169,18 +170,23 @@ class RewardModelModule(L.LightningModule):
             pred = torch.stack(self.net.forward_members([batch.features] * self.n_members, None, members))
         else:
             pred = self.net(batch.features, dropout=False)  # [K, N] (shared inputs)
-        sse, _ = segment_errors(pred, batch)
-        self._val_sse += sse
-        self._val_count += batch.targets.shape[-1]
-        self._val_pred.append(pred.mean(dim=0))
-        self._val_true.append(batch.true_sparse)
+        _, sums = segment_errors(pred, batch)  # [K, B] predicted segment sums
+        # [B, K] predicted segment sums vs the released sums: one MSE column per member
+        self.val_mse.update(sums.T, batch.targets.unsqueeze(-1).expand(-1, self.n_members))
+        self.val_corr.update(pred.mean(dim=0), batch.true_sparse)
 
     def on_validation_epoch_end(self) -> None:
-        if self.trainer.sanity_checking or self._val_count == 0:
+        if self.trainer.sanity_checking or not self.val_mse.update_called:
             return
         self.epoch_seconds.append(time.perf_counter() - self._epoch_start)
-        val = self._val_sse / self._val_count  # [K] validation MSE of segment sums
-        corr = pearson_correlation(torch.cat(self._val_pred), torch.cat(self._val_true))
+        val = self.val_mse.compute().reshape(self.n_members)  # [K] validation MSE of segment sums
+        with warnings.catch_warnings():
+            # A constant side (e.g. a hidden channel that is 0 on every validation step) has no correlation:
+            # torchmetrics warns and returns NaN; it is logged as 0, as before, without the warning.
+            warnings.filterwarnings(
+                "ignore", message="The variance of predictions or target is close to zero"
+            )
+            corr = torch.nan_to_num(self.val_corr.compute(), nan=0.0)
         self.val_history.append(val.detach().cpu())
         self.corr_history.append(float(corr))
         epoch = self.current_epoch
@@ -199,6 +205,7 @@ class RewardModelModule(L.LightningModule):
         metrics = {f"{self.log_prefix}/val_loss/m{k}": val[k] for k in range(self.n_members)}
         metrics[f"{self.log_prefix}/val_corr"] = corr
         metrics[f"{self.log_prefix}/members_active"] = (~self.stopped).sum().float()
+        metrics["step"] = float(epoch)  # the x-axis: epochs (Lightning logs the `step` key as the step)
         self.log_dict(metrics, on_epoch=True, on_step=False)
 
     def on_train_end(self) -> None:

@@ -1,0 +1,94 @@
+"""The ``agent.*`` keys of a config file layer against the chosen backbone, and the method label vs SymReg.
+
+A method or ablation overlay (``conf/method/baseline.yaml``, ``conf/ablation/wo_loss.yaml``) or a paper env
+file (``conf/hopper.yaml``) sets ``agent.symreg_lambda``, a key of the backbones with SymReg (CAPQL, GPI-PD).
+With a backbone without SymReg (the DDPG example of docs/ARCHITECTURE.md) such a key is **skipped with a
+one-line warning** naming the key, the file and the backbone, so every overlay composes with every backbone.
+Only keys that some registered backbone has are skipped, and only in config files: a key no backbone has (a
+typo) is still refused, and a ``key=value`` override on the command line, typed for this run, is refused
+too. A run labelled ``method: prism`` (the default label) on a backbone without SymReg warns once that it is
+shaping only. Warnings go to the ``prism.config`` logger, each message once per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from prism.registry import AGENTS
+
+_LOG = logging.getLogger("prism.config")
+_WARNED: set[str] = set()
+
+SYMREG_KEY = "symreg_lambda"
+"""The key that makes a backbone one with SymReg (its λ)."""
+
+
+def warn_once(message: str) -> None:
+    """Log a one-line config warning (starting with the key) once per process: a config that runs, but
+    probably not as its author expects. With no logging set up it reaches stderr as the bare line."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        _LOG.warning(message)
+
+
+def _fields(config_class: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(config_class)}
+
+
+def _other_backbones_keys(agent_class: type) -> dict[str, list[str]]:
+    """key → the registered backbones (other than ``agent_class``'s) whose config has it."""
+    owners: dict[str, list[str]] = {}
+    for entry in AGENTS:
+        try:
+            config_class = entry.config_class()
+        except Exception:  # a plug-in whose config cannot be imported contributes no keys
+            continue
+        if config_class is agent_class or not dataclasses.is_dataclass(config_class):
+            continue
+        for key in _fields(config_class):
+            owners.setdefault(key, []).append(entry.name)
+    return owners
+
+
+def prepare_agent_layer(layer: DictConfig, source: str | Path, agent_class: type, backbone: str) -> None:
+    """Adapt the ``agent:`` node of one config file to the chosen backbone (in place).
+
+    - A config.yaml written before ``agent.seed`` / ``agent.device`` were removed holds them with their only
+      accepted values (``null``, ``auto``): dropped, so such a run folder still resumes and evaluates (any
+      other value stays, and is refused naming the key's new place).
+    - A key the backbone lacks but another registered backbone has (``symreg_lambda`` from a method overlay
+      on a backbone without SymReg) is skipped with a one-line warning.
+    """
+    agent = layer.get("agent") if isinstance(layer, DictConfig) else None
+    if not isinstance(agent, DictConfig):
+        return
+    fields = _fields(agent_class)
+    for key, legacy in (("seed", None), ("device", "auto")):
+        if key in agent and key not in fields and agent.get(key) == legacy:
+            del agent[key]
+    foreign = [key for key in agent if key not in fields]
+    if not foreign:
+        return
+    owners = _other_backbones_keys(agent_class)
+    for key in foreign:
+        if key in owners:
+            warn_once(
+                f"agent.{key}: warning: skipped: {source} sets it, but backbone {backbone!r} has no such key "
+                f"(it is a key of {', '.join(sorted(owners[key]))})"
+            )
+            del agent[key]
+
+
+def check_method_label(config: Any) -> None:
+    """Warn once when a run labelled ``prism`` uses a backbone without SymReg (ReSymNet shaping only)."""
+    if config.method == "prism" and SYMREG_KEY not in _fields(type(config.agent)):
+        warn_once(
+            f"method: warning: the run is labelled prism (ReSymNet + SymReg) but backbone "
+            f"{config.agent.name!r} has no SymReg (no agent.{SYMREG_KEY}): it trains with reward.name="
+            f"{config.reward.name} only; set method=<label> to say so"
+        )
