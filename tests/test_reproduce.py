@@ -310,3 +310,15 @@ def test_report_names_each_rows_protocol_computes_the_presets_ratios_and_copies_
             out / "hopper" / "r-prism" / f"seed{seed}" / "eval.csv"
         ).read_bytes()
         assert (copied / "config.yaml").is_file() and (copied / "summary.json").is_file()
+
+
+def test_an_arm_marked_per_seed_runs_one_process_per_seed_beside_populations(tmp_path):
+    preset = reproduce.PRESETS["protocol-study"]
+    cells = [reproduce.Cell("hopper", m, s) for s in preset.seeds for m in preset.methods]
+    per_seed = frozenset(m for m in preset.methods if preset.arm(m).per_seed)
+    assert per_seed == {"r-prism", "e-prism"}
+    jobs = reproduce.make_jobs(cells, tmp_path, per_seed=False, per_seed_methods=per_seed)
+    assert [(j.method, j.population) for j in jobs if j.method == "r-prism"] == [("r-prism", False)] * 5
+    assert [j.seeds for j in jobs if j.method == "r-oracle"] == [(0, 1, 2, 3, 4)]
+    assert len(jobs) == 7 + 2 * 5
+    assert jobs[0].method == "r-oracle" and jobs[2].method == "r-prism"  # the study's order: new cells first

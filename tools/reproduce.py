@@ -83,6 +83,9 @@ class Arm:
     """``equal`` or ``released``; None takes the grid's ``--protocol``."""
     overrides: tuple[str, ...] = ()
     """prism overrides of this arm only (after the preset's)."""
+    per_seed: bool = False
+    """Run this arm one process per seed even where the grid runs populations: for an arm whose population
+    would outlast the machine's session (checkpoints do not survive a session; finished seeds' files do)."""
 
 
 @dataclass(frozen=True)
@@ -253,7 +256,9 @@ PRESETS = {
         arms=(
             Arm("r-oracle", "oracle", "released"),
             Arm("r-baseline", "baseline", "released"),
-            Arm("r-prism", "prism", "released"),
+            # A 5-member PRISM population needs ~4 h of one core here (two refits per member), more than a
+            # 180-minute session, whose end loses unfinished checkpoints: PRISM arms run one process per seed.
+            Arm("r-prism", "prism", "released", per_seed=True),
             Arm("r-uniform", "uniform", "released"),
             # R-PRISM's agent (the released actor, λ = 1) on the true dense rewards, at R-PRISM's budget.
             Arm(
@@ -263,7 +268,7 @@ PRESETS = {
                 ("agent.actor_hidden=[256,256,256]", "agent.symreg_lambda=1.0"),
             ),
             Arm("e-oracle", "oracle", "equal"),
-            Arm("e-prism", "prism", "equal"),
+            Arm("e-prism", "prism", "equal", per_seed=True),
             Arm("e-baseline", "baseline", "equal"),
             Arm("e-uniform", "uniform", "equal"),
         ),
@@ -284,7 +289,7 @@ PRESETS = {
         ),
         description=(
             "The protocol study (issue M): mo-hopper-v5 at the cpu-medium scale (M = 25 000, IR = 2, N = 1000, "
-            "E = 50, ReSymNet ≤ 100 fit epochs, 5 seeds per arm as one population, final evaluation 100 weights "
+            "E = 50, ReSymNet ≤ 100 fit epochs, 5 seeds per arm as one population (PRISM arms: one process per seed), final evaluation 100 weights "
             "× 5 episodes). r-* arms use the authors' released protocol (oracle/baseline train one cycle of "
             "25 000 steps with the paper's actor and λ = 0; PRISM and uniform train 2 × 25 000 with λ = 1 and one "
             "more actor layer); e-* arms the equal budget (50 000 steps for every method, the paper's actor, "
@@ -360,14 +365,20 @@ class Job:
         return f"{self.env:8s} {self.method:10s} {who}"
 
 
-def make_jobs(cells: list[Cell], out: Path, per_seed: bool) -> list[Job]:
-    """Group the cells into jobs: one population per (env, method), or one job per seed. A population job takes
-    only the seeds not already finished as per-seed runs (so an older per-seed grid is completed, not redone)."""
+def make_jobs(
+    cells: list[Cell], out: Path, per_seed: bool, per_seed_methods: frozenset[str] = frozenset()
+) -> list[Job]:
+    """Group the cells into jobs: one population per (env, method), or one job per seed (every method with
+    ``per_seed``, the methods in ``per_seed_methods`` otherwise). A population job takes only the seeds not
+    already finished as per-seed runs (so an older per-seed grid is completed, not redone)."""
     if per_seed:
         return [Job(c.env, c.method, (c.seed,), False) for c in cells]
     jobs = []
     for env, method in dict.fromkeys((c.env, c.method) for c in cells):
         seeds = tuple(c.seed for c in cells if (c.env, c.method) == (env, method))
+        if method in per_seed_methods:
+            jobs += [Job(env, method, (s,), False) for s in seeds]
+            continue
         population = Job(env, method, seeds, True)
         if (population.run_dir(out) / "config.yaml").is_file():
             jobs.append(population)  # a population already started here: resume it as it is
@@ -963,7 +974,12 @@ def main(argv: list[str] | None = None) -> int:
     results = args.results or ROOT / "docs" / "results" / name
     cells = [Cell(e, m, s) for s in preset.seeds for e in preset.envs for m in preset.methods]
     # GPI-PD trains one member per process (its config refuses populations)
-    jobs = make_jobs(cells, out, per_seed=args.per_seed_processes or backbone == "gpi_pd")
+    jobs = make_jobs(
+        cells,
+        out,
+        per_seed=args.per_seed_processes or backbone == "gpi_pd",
+        per_seed_methods=frozenset(m for m in preset.methods if preset.arm(m).per_seed),
+    )
     if args.dry_run:
         for job in jobs:
             print(" ".join(fit_command(job, preset, out)))
