@@ -11,14 +11,11 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from prism.evaluation.records import eval_row
-
-if TYPE_CHECKING:  # the run builder imports this module: no import at run time
-    from prism.loop.run import Member, Run
+from prism.loop.members import Member, Run
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_JSON = "summary.json"

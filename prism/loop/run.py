@@ -12,10 +12,8 @@ front.csv, summary.json, TensorBoard events).
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
@@ -34,7 +32,7 @@ from prism.config import (
     sparse_channel,
     to_yaml,
 )
-from prism.envs import EnvSpec, make_env
+from prism.envs import make_env
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import append_csv, eval_row, truncate_eval_csv
@@ -47,58 +45,10 @@ from prism.loop.checkpoint_io import (
     load_checkpoint,
     set_aside,
 )
+from prism.loop.members import Member, Run, member_config, member_run_dirs
 from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.registry import AGENTS, REWARDS, RewardEntry
-
-
-@dataclass
-class Member:
-    """One member of a run: its seed, its output folder, its single-run config, evaluation and logger."""
-
-    index: int
-    seed: int
-    run_dir: Path
-    config: RunConfig
-    """The member's own config (``seed`` = its seed, no ``seeds``, ``run_dir`` = its folder)."""
-    evaluation: EvaluationCallback
-    logger: TensorBoardLogger
-
-
-@dataclass
-class Run:
-    """Everything ``trainer.fit`` needs, built from a config (and nothing run yet)."""
-
-    config: RunConfig
-    spec: EnvSpec
-    run_dir: Path
-    agent: L.LightningModule
-    loop: PrismLoopCallback
-    members: list[Member]
-    trainer: L.Trainer
-
-    @property
-    def population(self) -> bool:
-        """Whether the config asked for ``seeds`` (then every member has a ``seed<N>/`` folder)."""
-        return self.config.seeds is not None
-
-    @property
-    def evaluation(self) -> EvaluationCallback:
-        """The evaluation callback of a single run (member 0)."""
-        return self.members[0].evaluation
-
-
-def member_run_dirs(config: RunConfig) -> list[Path]:
-    """Each member's output folder: ``run_dir`` for a single run, ``run_dir/seed<N>`` in a population."""
-    run_dir = Path(config.run_dir)
-    if config.seeds is None:
-        return [run_dir]
-    return [run_dir / f"seed{seed}" for seed in config.seeds]
-
-
-def member_config(config: RunConfig, seed: int, run_dir: Path) -> RunConfig:
-    """The single-run config of one member (what its folder's config.yaml holds)."""
-    return dataclasses.replace(config, seed=seed, seeds=None, run_dir=str(run_dir))
 
 
 def reward_entry(config: RunConfig) -> RewardEntry:
