@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import signal
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
@@ -52,7 +53,11 @@ def _step_envs(
 
 
 def _worker(conn: Connection, env_fn: Callable[[], gym.Env], n_envs: int, n_objectives: int) -> None:
-    """A worker process: owns ``n_envs`` env copies and serves reset / step / close requests."""
+    """A worker process: owns ``n_envs`` env copies and serves reset / step / close requests.
+
+    Ctrl-C reaches every process of the terminal's group: a worker ignores it and lets the main process, which
+    owns the pool, stop the run and close the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         envs = [env_fn() for _ in range(n_envs)]
         conn.send(("ok", None))

@@ -37,6 +37,7 @@ from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import append_csv, eval_row, truncate_eval_csv
 from prism.evaluation.rollout import evaluate_agent
+from prism.loop import interrupt
 from prism.loop.checkpoint import attach_checkpointing
 from prism.loop.checkpoint_io import (
     CHECKPOINT_DIR,
@@ -206,7 +207,7 @@ def fit_run(
     write_member_configs(run)
     attach_checkpointing(run)
     start = time.perf_counter()
-    run.trainer.fit(run.agent)
+    interrupt.fit(run.trainer, run.agent)
     wall_time_s = time.perf_counter() - start
     write_final_outputs(run, wall_time_s)
     print(closing_summary(run, wall_time_s))
@@ -257,7 +258,7 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
     run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
     attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
     start = time.perf_counter()
-    run.trainer.fit(run.agent)
+    interrupt.fit(run.trainer, run.agent)
     wall_time_s = time.perf_counter() - start
     write_final_outputs(run, wall_time_s)
     print(closing_summary(run, wall_time_s, resumed=True))
