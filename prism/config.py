@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,12 +28,16 @@ from omegaconf.errors import OmegaConfBaseException
 
 from prism import checks
 from prism.agents.config import CAPQLConfig
+from prism.config_files import RESOLVED_KEY, RUN_LEVEL_KEYS, drop_legacy_agent_keys, load_layer
+from prism.config_files import same_run as same_run  # re-exported
+from prism.config_files import to_yaml as to_yaml  # re-exported
 from prism.errors import ConfigError  # re-exported: the config's error type
 from prism.evaluation.config import EvalConfig
 from prism.reward.config import RewardConfig
 
 if TYPE_CHECKING:
     import torch
+
 
 DEFAULT_AGENT = "capql"
 """The backbone of a config that does not set ``agent.name``."""
@@ -91,15 +96,18 @@ class RunConfig:
     """Everything a ``prism fit`` run needs."""
 
     seed: int = 0
-    """Seed for every RNG of the run (torch, numpy, envs, release draws, splits)."""
+    """Seed for every RNG of the run (torch, numpy, envs, release draws, splits). Unused when ``seeds`` is set
+    (a population's config.yaml then leaves it out)."""
     seeds: list[int] | None = None
     """A population run: train one independent member per seed in one process (takes precedence over
     ``seed``). ``run_dir`` then holds ``seed<N>/`` per member (the files a single run writes) and a
     ``summary.csv``; see docs/ARCHITECTURE.md for what depends on the population's composition."""
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
-    run_dir: str = "runs/${env.id}/${method}/seed${seed}"
-    """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved)."""
+    run_dir: str = "runs/${env.id}/${method}/${prism_seed_dir:${seed},${seeds}}"
+    """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved). The
+    default ends in ``seed<N>`` for a single run and ``seeds<A>-<B>-…`` for a population (its members then
+    write to ``seeds0-1-2/seed0/`` …), e.g. ``runs/mo-hopper-v5/prism/seed0``, ``runs/mo-hopper-v5/prism/seeds0-1-2``."""
     threads: int = 1
     """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
@@ -153,18 +161,9 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
     """
     layers: list[DictConfig] = []
     for file in files:
-        path = Path(file)
-        if not path.is_file():
-            raise ConfigError(f"--config: file {str(path)!r} does not exist")
-        try:
-            layer = OmegaConf.load(path)
-        except OSError as err:
-            raise ConfigError(f"--config: cannot read {str(path)!r}: {err.strerror}") from None
-        except Exception as err:  # YAML syntax errors come in several types
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ConfigError(f"--config: {str(path)!r} is not valid YAML: {first}") from None
-        if not isinstance(layer, DictConfig):
-            raise ConfigError(f"--config: {str(path)!r} must hold a mapping of keys, not a list")
+        layer = load_layer(Path(file))
+        if RESOLVED_KEY in layer:  # a run folder's record of what it resolved: informational, never read
+            del layer[RESOLVED_KEY]
         layers.append(layer)
     for item in overrides:
         if "=" not in item:
@@ -172,7 +171,7 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
     try:
         agent_class = agent_config_class(_selected_agent([*layers, OmegaConf.from_dotlist(list(overrides))]))
         for layer in layers:
-            _drop_legacy_agent_keys(layer, agent_class)
+            drop_legacy_agent_keys(layer, agent_class)
         layers.append(OmegaConf.from_dotlist(list(overrides)))
         schema = OmegaConf.structured(RunConfig)
         schema.agent = OmegaConf.structured(agent_class)
@@ -180,7 +179,7 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         message = _one_line(err)
-        moved = _RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
+        moved = RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
         if moved is not None:
             raise ConfigError(moved) from None
         if message.startswith("seeds"):  # e.g. `seeds[1]: Value 'a' could not be converted to Integer`
@@ -190,28 +189,6 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         raise ConfigError(str(err).strip().splitlines()[0]) from None
     validate(config)
     return config
-
-
-_RUN_LEVEL_KEYS = {
-    "agent.seed": "agent.seed: not an agent key; set the run's top-level `seed` (or `seeds`), which seeds the "
-    "agent too",
-    "agent.device": "agent.device: not an agent key; set the run's top-level `device` (one device for the "
-    "whole run)",
-}
-"""Keys that older configs had under ``agent:`` and that belong to the run: the error says where they went."""
-
-
-def _drop_legacy_agent_keys(layer: DictConfig, agent_class: type) -> None:
-    """A config.yaml written before ``agent.seed`` / ``agent.device`` were removed holds them with their
-    only accepted values (``null``, ``auto``): drop those so such a run folder still resumes and evaluates.
-    Any other value stays, and is refused with the :data:`_RUN_LEVEL_KEYS` message."""
-    agent = layer.get("agent") if isinstance(layer, DictConfig) else None
-    if not isinstance(agent, DictConfig):
-        return
-    fields = {f.name for f in dataclasses.fields(agent_class)}
-    for key, legacy in (("seed", None), ("device", "auto")):
-        if key in agent and key not in fields and agent.get(key) == legacy:
-            del agent[key]
 
 
 def _selected_agent(layers: Sequence[DictConfig]) -> str:
@@ -238,13 +215,33 @@ def agent_config_class(name: str, key: str = "agent.name") -> type:
     return config_class
 
 
-def to_yaml(config: RunConfig) -> str:
-    """The resolved config as YAML (what a run folder's config.yaml holds)."""
-    return OmegaConf.to_yaml(OmegaConf.structured(config))
+def resolved_values(config: RunConfig, spec=None) -> dict[str, Any]:
+    """What a run decides at start for the keys its config leaves ``null`` / ``auto``: the device, the hidden
+    channel, SymReg's λ, the evaluation reset seed (per member seed in a population), the evaluation worker
+    processes per protocol and torch's threads; with the prism version. Only the keys that apply are given."""
+    import torch
 
+    from prism import __version__
+    from prism.evaluation.pool import planned_workers
 
-def to_dict(config: RunConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    spec = spec if spec is not None else resolve_env_spec(config)
+    out: dict[str, Any] = {"prism_version": __version__, "device": str(torch_device(config.device))}
+    out["env.sparse_channel"] = sparse_channel(config, spec)
+    if hasattr(config.agent, "symreg_lambda"):
+        lam = config.agent.symreg_lambda
+        out["agent.symreg_lambda"] = float(lam if lam is not None else spec.symreg_lambda)
+    seeds = member_seeds(config)
+    if config.seeds is None:
+        out["eval.seed"] = config.eval.reset_seed(config.seed)
+    else:
+        out["eval.seed"] = {f"seed{s}": config.eval.reset_seed(s) for s in seeds}
+    ev = config.eval
+    out["eval.num_workers"] = {
+        "periodic": planned_workers(spec, ev.num_workers, ev.num_weights * ev.episodes),
+        "final": planned_workers(spec, ev.num_workers, ev.final.num_weights * ev.final.episodes),
+    }
+    out["threads"] = config.threads if config.threads > 0 else torch.get_num_threads()
+    return out
 
 
 _LOG = logging.getLogger("prism.config")
@@ -271,7 +268,11 @@ def resolve_env_spec(config: RunConfig):
     from prism.envs import resolve_env_spec as resolve
 
     try:
-        spec = resolve(config.env.id, config.env.spec)
+        # Building an env to read its spaces may warn (gymnasium's Box precision notes, in colour): the spec
+        # is all prism needs here, and a refused env must end in one line.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            spec = resolve(config.env.id, config.env.spec)
     except SpecError as err:
         raise ConfigError(str(err).strip().splitlines()[0]) from None
     except TypeError as err:

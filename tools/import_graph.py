@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
         "prism",
         "prism._warnings",
         "prism.checks",
+        "prism.config_files",
         "prism.errors",
         "prism.registry",
         "prism.seeding",

@@ -29,6 +29,8 @@ from prism.config import (
     load_config,
     member_seeds,
     resolve_env_spec,
+    resolved_values,
+    same_run,
     sparse_channel,
     to_yaml,
 )
@@ -169,7 +171,8 @@ def write_member_configs(run: Run) -> None:
     if run.population:
         for member in run.members:
             member.run_dir.mkdir(parents=True, exist_ok=True)
-            (member.run_dir / CONFIG_FILE).write_text(to_yaml(member.config))
+            resolved = resolved_values(member.config, run.spec)
+            (member.run_dir / CONFIG_FILE).write_text(to_yaml(member.config, resolved))
 
 
 def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
@@ -191,18 +194,26 @@ def _quiet() -> None:
 
 
 def fit_run(
-    files: list[str], overrides: list[str], *, resume: str | None = None, overwrite: bool = False
+    files: list[str],
+    overrides: list[str],
+    *,
+    resume: str | None = None,
+    overwrite: bool = False,
+    config: RunConfig | None = None,
 ) -> Run | None:
-    """``prism fit``: load and validate the config, prepare the run folder, train, evaluate.
+    """``prism fit``: load and validate the config (or take ``config``, already loaded from ``files`` and
+    ``overrides``), prepare the run folder, train, evaluate.
 
+    ``config.yaml`` gets every key and a ``resolved:`` block (:func:`prism.config.resolved_values`).
     ``None`` when ``resume`` names a finished run (nothing is done)."""
     _quiet()
     if resume is not None:
         return resume_run(Path(resume), files, overrides)
-    config = load_config(files, overrides)
+    config = config if config is not None else load_config(files, overrides)
     run_dir = Path(config.run_dir)
     prepare_run_dir(run_dir, overwrite=overwrite)
-    (run_dir / CONFIG_FILE).write_text(to_yaml(config))
+    spec = resolve_env_spec(config)
+    (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config, spec)))
     run = build_run(config)
     write_member_configs(run)
     attach_checkpointing(run)
@@ -230,7 +241,7 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
     config = load_config([config_path])
     if files or overrides:
         requested = load_config(files or [config_path], overrides)
-        if requested != config:
+        if not same_run(requested, config):
             raise ConfigError(
                 f"--resume: the given config differs from {config_path} (resume takes the run's saved config; "
                 "drop --config/overrides or start a new run_dir)"
