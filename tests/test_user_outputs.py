@@ -27,3 +27,15 @@ def test_loop_has_no_import_circle_even_under_type_checking():
     }
     assert tool.cycles(loop) == []
     assert "prism.loop.run" not in all_edges["prism.loop.outputs"]
+
+
+def test_population_default_run_dir_is_named_after_its_seeds_and_its_config_has_no_seed():
+    from prism.config import load_config, to_yaml
+
+    single = load_config([ROOT / "conf" / "hopper.yaml"], ["seed=3"])
+    population = load_config([ROOT / "conf" / "hopper.yaml"], ["seeds=[0,1,2]"])
+    assert single.run_dir == "runs/mo-hopper-v5/prism/seed3"
+    assert population.run_dir == "runs/mo-hopper-v5/prism/seeds0-1-2"  # not .../seed0 (then seed0/seed0 …)
+    text = to_yaml(population)
+    assert "\nseed:" not in f"\n{text}" and "seeds:" in text
+    assert "\nseed: 3" in f"\n{to_yaml(single)}"
