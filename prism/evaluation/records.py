@@ -1,6 +1,6 @@
 """``eval.csv``: the row of one evaluation, appending rows, and dropping rows newer than a checkpoint.
 
-A row has no wall time: the same config and seed must give a byte-identical file (the time goes to
+Lines end with ``\n`` (the csv module's default is ``\r\n``). A row has no wall time: the same config and seed must give a byte-identical file (the time goes to
 TensorBoard as ``time/eval_s``).
 """
 
@@ -51,7 +51,7 @@ def append_csv(path: Path, record: dict[str, Any]) -> None:
         with path.open(newline="") as fh:
             header = next(csv.reader(fh), header)
     with path.open("a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=header, restval="", extrasaction="ignore")
+        writer = csv.DictWriter(fh, fieldnames=header, restval="", extrasaction="ignore", lineterminator="\n")
         if not exists:
             writer.writeheader()
         writer.writerow(record)
@@ -76,7 +76,7 @@ def truncate_eval_csv(path: Path, last_step: int, keep_final: bool = False) -> N
     ]
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(kept)
     os.replace(tmp, path)
