@@ -73,10 +73,25 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("overrides", nargs="*", metavar="key=value", help="OmegaConf dot-list overrides")
     show.add_argument("--debug", action="store_true", help="show full tracebacks")
 
-    evaluate = sub.add_parser("evaluate", help="re-evaluate the last checkpoint of a run")
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="re-evaluate the last checkpoint of a run (final protocol by default)",
+        description="Evaluate the last checkpoint of a run, population or population member and append a row "
+        "per member to its evaluate.csv. The default protocol is the run's final one (eval.final: the "
+        "paper's 100 weights x 5 episodes), so a finished run reproduces its final eval.csv row.",
+    )
     evaluate.add_argument("run_dir", metavar="RUN_DIR")
     evaluate.add_argument(
-        "overrides", nargs="*", metavar="key=value", help="eval.* overrides, e.g. eval.episodes=10"
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="eval.* overrides, e.g. eval.final.episodes=10 (eval.episodes=10 with --protocol periodic)",
+    )
+    evaluate.add_argument(
+        "--protocol",
+        choices=("final", "periodic"),
+        default="final",
+        help="final (eval.final.*, default) or periodic (eval.num_weights x eval.episodes)",
     )
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
     return parser
@@ -131,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "evaluate":
             from prism.loop.run import evaluate_run
 
-            evaluate_run(args.run_dir, list(args.overrides))
+            evaluate_run(args.run_dir, list(args.overrides), protocol=args.protocol)
     except ConfigError as err:
         if debug:
             raise

@@ -57,7 +57,9 @@ def test_sigint_during_a_fit_exits_130_and_keeps_the_checkpoint(tmp_path):
     # config.yaml records what the run resolved and the prism version (issue 21, item 10)
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved["resolved"]["prism_version"] == prism.__version__
-    assert saved["resolved"]["device"] == "cpu" and saved["resolved"]["env.sparse_channel"] == 0  # the toy spec's
+    assert (
+        saved["resolved"]["device"] == "cpu" and saved["resolved"]["env.sparse_channel"] == 0
+    )  # the toy spec's
 
 
 _IMPORTS_AFTER = """
@@ -159,3 +161,21 @@ def test_an_unusable_gymnasium_env_is_one_line_without_library_warnings(tmp_path
     assert result.stderr.strip().splitlines() == [
         "prism: error: env.id: mo-mountaincar-v0 has a Discrete action space; prism needs a Box"
     ]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["eval.num_weights=7"],
+            "eval.num_weights: sets the periodic protocol, and prism evaluate uses the final one",
+        ),
+        (["eval.final.episodes=2", "--protocol", "periodic"], "eval.final.episodes: sets the final protocol"),
+    ],
+)
+def test_evaluate_refuses_the_other_protocols_counts(tmp_path, args, message):
+    (tmp_path / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"])))
+    result = _prism("evaluate", str(tmp_path), *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"prism: error: {message}"), lines

@@ -276,14 +276,29 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
     return run
 
 
-def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]:
+PROTOCOLS = ("final", "periodic")
+"""``prism evaluate --protocol``: the final protocol (``eval.final``: the paper's 100 weights × 5 episodes,
+what ``front.csv``, ``summary.json`` and the ``final`` row of ``eval.csv`` hold) or the periodic one
+(``eval.num_weights`` × ``eval.episodes``, the learning curve's rows)."""
+
+_PERIODIC_KEYS = ("eval.num_weights", "eval.episodes", "eval.every")
+
+
+def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "final") -> dict | list[dict]:
     """``prism evaluate``: rebuild the agent from a run folder's config and last checkpoint, evaluate once.
 
-    ``run_dir`` is a single run's folder, a population's folder (every member is evaluated) or one member's
-    ``seed<N>/`` folder (its weights are read from the population's checkpoint one level up). Each evaluated
-    member gets a row appended to its ``evaluate.csv`` (``eval.csv`` stays the training curve), printed too.
+    ``protocol`` is ``final`` (default: ``eval.final.*``, the paper's protocol, the same episodes as the run's
+    final evaluation, so a finished run's values equal its ``final`` row of ``eval.csv``) or ``periodic``
+    (``eval.num_weights`` × ``eval.episodes``, as the periodic rows). ``eval.*`` overrides apply; one that sets
+    the other protocol's counts is refused (it would be ignored). ``run_dir`` is a single run's folder, a
+    population's folder (every member is evaluated) or one member's ``seed<N>/`` folder (its weights are read
+    from the population's checkpoint one level up). Each evaluated member gets a row appended to its
+    ``evaluate.csv`` (``eval.csv`` stays the training curve): ``protocol``, ``num_weights``, ``episodes``,
+    then the columns of an ``eval.csv`` row; the same values are printed, one line per member.
     """
     _quiet()
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"--protocol: expected one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     run_dir = Path(run_dir)
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
@@ -291,6 +306,17 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]
     bad = [o for o in overrides if not o.startswith("eval.")]
     if bad:
         raise ConfigError(f"{bad[0].split('=')[0]}: prism evaluate only takes eval.* overrides")
+    for item in overrides:
+        key = item.split("=", 1)[0]
+        if protocol == "final" and key in _PERIODIC_KEYS:
+            raise ConfigError(
+                f"{key}: sets the periodic protocol, and prism evaluate uses the final one; set "
+                f"eval.final.{key.split('.')[1]} instead, or add --protocol periodic"
+            )
+        if protocol == "periodic" and key.startswith("eval.final."):
+            raise ConfigError(
+                f"{key}: sets the final protocol, and --protocol periodic uses eval.num_weights / eval.episodes"
+            )
     config = load_config([config_path], overrides)
     only: int | None = None
     parent_config = run_dir.parent / CONFIG_FILE
@@ -306,9 +332,16 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]
     for member in run.members if only is None else [run.members[only]]:
         # The member's evaluation config, its reset seed resolved from the member's seed: the same episodes
         # as in training.
-        result = evaluate_agent(run.agent, run.spec, member.evaluation.config, member=member.index)
-        row = eval_row(result, run.spec.objective_names, env_steps)
-        append_csv(member.run_dir / "evaluate.csv", row)
+        cfg = member.evaluation.config
+        cfg = cfg.final_protocol() if protocol == "final" else cfg
+        result = evaluate_agent(run.agent, run.spec, cfg, member=member.index)
+        row = {
+            "protocol": protocol,
+            "num_weights": cfg.num_weights,
+            "episodes": cfg.episodes,
+            **eval_row(result, run.spec.objective_names, env_steps),
+        }
+        append_csv(member.run_dir / "evaluate.csv", row, extend_header=True)
         text = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
         print(f"seed {member.seed}: {text}" if run.population else text)
         rows.append(row)
