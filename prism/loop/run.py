@@ -51,6 +51,7 @@ from prism.loop.checkpoint_io import (
 from prism.loop.members import Member, Run, member_config, member_run_dirs
 from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
+from prism.loop.progress import PhaseProgressBar, Progress
 from prism.registry import AGENTS, REWARDS, RewardEntry
 
 
@@ -72,7 +73,9 @@ def build_shaper(config: RunConfig, channel: int | None, seed: int | None = None
     return reward_entry(config).shaper_factory()(sparse_channel=channel, model=None, seed=seed + 1)
 
 
-def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int | None = None) -> Run:
+def build_run(
+    config: RunConfig, *, progress_bar: bool | Progress = True, purge_step: int | None = None
+) -> Run:
     """Build the env factory, shapers, agent, callbacks and trainer of a run (nothing runs, nothing is written)."""
     spec = resolve_env_spec(config)
     channel = sparse_channel(config, spec)
@@ -147,9 +150,12 @@ def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int |
     # the checkpointer (appended by attach_checkpointing) saves after both.
     callbacks: list[Callback] = [*(m.evaluation for m in members), loop]
     if progress_bar:
-        from prism.loop.progress import PhaseProgressBar
-
-        callbacks.append(PhaseProgressBar(loop))
+        # Every phase in the terminal (docs: prism/loop/progress.py); a Progress instance may be passed in.
+        progress = progress_bar if isinstance(progress_bar, Progress) else Progress()
+        loop.progress = progress
+        for member in members:
+            member.evaluation.progress = progress
+        callbacks.append(PhaseProgressBar(loop, progress=progress))
     trainer = L.Trainer(
         accelerator=accelerator(config.device),
         devices=1,
