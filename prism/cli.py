@@ -65,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
         "config",
         help="print the resolved config of a run (every key, its default, what null/auto resolve to)",
         description="Print the config `prism fit` would run with these arguments (every key with its "
-        "default, then the values it would resolve at start), without training.",
+        "default, then the values it would resolve at start), without training. Without --config: the "
+        "defaults of every key.",
     )
     show.add_argument(
         "--config", "-c", nargs="+", action="extend", default=[], metavar="FILE", help="YAML config file(s)"
@@ -129,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("fit", "config"):
             files, overrides = _files_and_overrides(args.config, args.overrides)
             resume = getattr(args, "resume", None)
-            if not files and not resume:
+            if not files and not resume and args.command == "fit":  # `prism config` alone: the defaults
                 raise ConfigError("--config: give at least one config file (or --resume RUN_DIR)")
             from prism.config import load_config
 

@@ -179,3 +179,10 @@ def test_evaluate_refuses_the_other_protocols_counts(tmp_path, args, message):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"prism: error: {message}"), lines
+
+
+def test_prism_config_alone_lists_every_default():
+    result = _prism("config")
+    assert result.returncode == 0, result.stderr
+    printed = yaml.safe_load(result.stdout)
+    assert printed["run_dir"] == "runs/mo-hopper-v5/prism/seed0" and printed["loop"]["initial_episodes"] == 1000
