@@ -32,7 +32,9 @@ def test_rl_bar_refreshes_each_time_the_clock_crosses_250_steps():
 def test_every_phase_shows_its_own_progress(tmp_path):
     from prism.loop.run import build_run
 
-    config = load_config([CONF / "quickstart.yaml"], [*toy_run({"eval.final.num_weights": 4}), f"run_dir={tmp_path / 'run'}"])
+    config = load_config(
+        [CONF / "quickstart.yaml"], [*toy_run({"eval.final.num_weights": 4}), f"run_dir={tmp_path / 'run'}"]
+    )
     screen = io.StringIO()
     run = build_run(config, progress_bar=Progress(file=screen, disable=False))
     run.trainer.fit(run.agent)
@@ -49,7 +51,7 @@ def test_every_phase_shows_its_own_progress(tmp_path):
         "final evaluation at 400 env steps (4 weights x 1 episodes): HV ",
     ]
     found = [next((i for i, line in enumerate(lines) if want in line), None) for want in order]
-    assert None not in found and found == sorted(found), (found, [line for line in lines if 's' == line[-1]])
+    assert None not in found and found == sorted(found), (found, [line for line in lines if line[-1] == "s"])
     assert "val_corr" in text
     # the RL bar's postfix names the real phase (not only rl / done)
     for phase in ("phase=rl", "phase=eval", "phase=final_eval", "phase=done"):

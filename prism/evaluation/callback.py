@@ -145,14 +145,8 @@ class EvaluationCallback(Callback):
             who = f" (member {self.member})" if self.logger is not None else ""
             desc = f"{'final evaluation' if kind == 'final_eval' else 'evaluation'}{who}"
             bar = self.progress.bar(desc, total=cfg.num_weights * cfg.episodes, unit="ep")
-        result = evaluate_agent(
-            pl_module,
-            self.spec,
-            cfg,
-            pool=self._pool,
-            member=self.member,
-            on_episodes=bar.update if bar is not None else None,
-        )
+        extra = {"on_episodes": bar.update} if bar is not None else {}
+        result = evaluate_agent(pl_module, self.spec, cfg, pool=self._pool, member=self.member, **extra)
         if bar is not None:
             protocol = f"{cfg.num_weights} weights x {cfg.episodes} episodes"
             steps = pl_module.env_step_count

@@ -39,6 +39,14 @@ class Progress:
         self.cycle = 0
         self.cycles = 1
 
+    @property
+    def active(self) -> bool:
+        """Whether anything is shown (``disable=None``: only when ``file`` is a terminal)."""
+        if self.disable is not None:
+            return not self.disable
+        isatty = getattr(self.file, "isatty", None)
+        return bool(isatty and isatty())
+
     def bar(self, desc: str, total: int | None, unit: str) -> tqdm:
         """A phase bar (closed with :meth:`close`); the RL bar's postfix is refreshed to the current phase."""
         self.show_phase()
@@ -61,7 +69,7 @@ class Progress:
 
     def note(self, text: str) -> None:
         """One line above the bars (when the display is on)."""
-        if self.disable is False or (self.disable is None and self.file.isatty()):
+        if self.active:
             tqdm.write(text, file=self.file)
 
     def set_phase(self, phase: str, cycle: int, cycles: int) -> None:

@@ -152,9 +152,10 @@ def build_run(
     if progress_bar:
         # Every phase in the terminal (docs: prism/loop/progress.py); a Progress instance may be passed in.
         progress = progress_bar if isinstance(progress_bar, Progress) else Progress()
-        loop.progress = progress
-        for member in members:
-            member.evaluation.progress = progress
+        if progress.active:  # the phase bars hook into collection, fits and evaluations only when shown
+            loop.progress = progress
+            for member in members:
+                member.evaluation.progress = progress
         callbacks.append(PhaseProgressBar(loop, progress=progress))
     trainer = L.Trainer(
         accelerator=accelerator(config.device),
