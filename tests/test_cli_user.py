@@ -185,4 +185,6 @@ def test_prism_config_alone_lists_every_default():
     result = _prism("config")
     assert result.returncode == 0, result.stderr
     printed = yaml.safe_load(result.stdout)
-    assert printed["run_dir"] == "runs/mo-hopper-v5/prism/seed0" and printed["loop"]["initial_episodes"] == 1000
+    assert (
+        printed["run_dir"] == "runs/mo-hopper-v5/prism/seed0" and printed["loop"]["initial_episodes"] == 1000
+    )
