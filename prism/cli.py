@@ -1,4 +1,9 @@
-"""``prism`` command line: ``prism fit`` and ``prism evaluate``.
+"""``prism`` command line: ``prism fit``, ``prism evaluate`` and ``prism config``; ``prism --version``.
+
+``prism config`` prints the config a ``prism fit`` with the same arguments would run, with every key and its
+default, and a ``resolved:`` block (what the run would decide for keys left ``null`` / ``auto``), without
+training. A config is loaded and checked before torch's training stack (Lightning) is imported, so bad input
+is reported at once.
 
 Bad input (a config key, a value, a file, a run folder, a run whose checkpoints are all damaged) ends with
 one line on stderr that names the key and the problem, and exit code 2; ``--debug`` shows the traceback
@@ -21,7 +26,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from prism import __version__
 from prism._warnings import silence_library_noise
+from prism.errors import ConfigError
 
 USAGE_ERROR = 2
 NON_FINITE = 3
@@ -34,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
         description="PRISM for multi-objective RL: ReSymNet reward redistribution + SymReg on CAPQL or GPI-PD.",
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
-    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate}")
+    parser.add_argument("--version", action="version", version=f"prism {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config}")
 
     fit = sub.add_parser(
         "fit",
@@ -53,13 +61,57 @@ def _parser() -> argparse.ArgumentParser:
     )
     fit.add_argument("--debug", action="store_true", help="show full tracebacks")
 
-    evaluate = sub.add_parser("evaluate", help="re-evaluate the last checkpoint of a run")
+    show = sub.add_parser(
+        "config",
+        help="print the resolved config of a run (every key, its default, what null/auto resolve to)",
+        description="Print the config `prism fit` would run with these arguments (every key with its "
+        "default, then the values it would resolve at start), without training. Without --config: the "
+        "defaults of every key.",
+    )
+    show.add_argument(
+        "--config", "-c", nargs="+", action="extend", default=[], metavar="FILE", help="YAML config file(s)"
+    )
+    show.add_argument("overrides", nargs="*", metavar="key=value", help="OmegaConf dot-list overrides")
+    show.add_argument("--debug", action="store_true", help="show full tracebacks")
+
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="re-evaluate the last checkpoint of a run (final protocol by default)",
+        description="Evaluate the last checkpoint of a run, population or population member and append a row "
+        "per member to its evaluate.csv. The default protocol is the run's final one (eval.final: the "
+        "paper's 100 weights x 5 episodes), so a finished run reproduces its final eval.csv row.",
+    )
     evaluate.add_argument("run_dir", metavar="RUN_DIR")
     evaluate.add_argument(
-        "overrides", nargs="*", metavar="key=value", help="eval.* overrides, e.g. eval.episodes=10"
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="eval.* overrides, e.g. eval.final.episodes=10 (eval.episodes=10 with --protocol periodic)",
+    )
+    evaluate.add_argument(
+        "--protocol",
+        choices=("final", "periodic"),
+        default="final",
+        help="final (eval.final.*, default) or periodic (eval.num_weights x eval.episodes)",
     )
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
     return parser
+
+
+def _files_and_overrides(items: list[str], overrides: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``--config``'s items into files and ``key=value`` overrides (argparse puts overrides given after
+    ``--config a.yaml`` among the files). An item that is neither an existing file nor ``key=value`` but looks
+    like a key (``loop.cycles 3``: a missing ``=``) is a one-line error saying so, not "missing file"."""
+    files = [item for item in items if "=" not in item]
+    for index, item in enumerate(files):
+        if os.path.exists(item) or item.endswith((".yaml", ".yml")):
+            continue  # a file (a missing one is reported by the loader)
+        following = files[index + 1] if index + 1 < len(files) else None
+        hint = f"; did you mean {item}={following}?" if following is not None else ""
+        raise ConfigError(
+            f"{item}: not a config file and not key=value; overrides take the form key=value{hint}"
+        )
+    return files, [item for item in items if "=" in item] + list(overrides)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -72,23 +124,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR
     debug = args.debug or bool(os.environ.get("PRISM_DEBUG"))
 
-    from prism.config import ConfigError
     from prism.errors import NonFiniteError
 
     try:
-        if args.command == "fit":
-            # `--config a.yaml key=value` lets argparse put the override among the files: move it back.
-            files = [item for item in args.config if "=" not in item]
-            overrides = [item for item in args.config if "=" in item] + list(args.overrides)
-            if not files and not args.resume:
+        if args.command in ("fit", "config"):
+            files, overrides = _files_and_overrides(args.config, args.overrides)
+            resume = getattr(args, "resume", None)
+            if not files and not resume and args.command == "fit":  # `prism config` alone: the defaults
                 raise ConfigError("--config: give at least one config file (or --resume RUN_DIR)")
+            from prism.config import load_config
+
+            # Loaded and checked here, before prism.loop.run imports Lightning: bad input fails at once.
+            config = None if resume else load_config(files, overrides)
+            if args.command == "config":
+                from prism.config import resolved_values, to_yaml
+
+                print(to_yaml(config, resolved_values(config)), end="")
+                return 0
             from prism.loop.run import fit_run
 
-            fit_run(files, overrides, resume=args.resume, overwrite=args.overwrite)
+            fit_run(files, overrides, resume=resume, overwrite=args.overwrite, config=config)
         elif args.command == "evaluate":
             from prism.loop.run import evaluate_run
 
-            evaluate_run(args.run_dir, list(args.overrides))
+            evaluate_run(args.run_dir, list(args.overrides), protocol=args.protocol)
     except ConfigError as err:
         if debug:
             raise

@@ -16,10 +16,11 @@ a one-line message starting with the offending key.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -28,13 +29,16 @@ from prism import checks
 from prism.agent_keys import check_method_label, prepare_agent_layer
 from prism.agent_keys import warn_once as _warn_once
 from prism.agents.config import CAPQLConfig
+from prism.config_files import RESOLVED_KEY, RUN_LEVEL_KEYS, load_layer
+from prism.config_files import same_run as same_run  # re-exported
+from prism.config_files import to_yaml as to_yaml  # re-exported
+from prism.devices import accelerator as accelerator  # re-exported
+from prism.devices import check_cuda_device
+from prism.devices import torch_device as torch_device  # re-exported
 from prism.errors import ConfigError  # re-exported: the config's error type
 from prism.evaluation.config import EvalConfig
 from prism.protocols import PROTOCOLS, apply_protocol
 from prism.reward.config import RewardConfig
-
-if TYPE_CHECKING:
-    import torch
 
 DEFAULT_AGENT = "capql"
 """The backbone of a config that does not set ``agent.name``."""
@@ -93,15 +97,18 @@ class RunConfig:
     """Everything a ``prism fit`` run needs."""
 
     seed: int = 0
-    """Seed for every RNG of the run (torch, numpy, envs, release draws, splits)."""
+    """Seed for every RNG of the run (torch, numpy, envs, release draws, splits). Unused when ``seeds`` is set
+    (a population's config.yaml then leaves it out)."""
     seeds: list[int] | None = None
     """A population run: train one independent member per seed in one process (takes precedence over
     ``seed``). ``run_dir`` then holds ``seed<N>/`` per member (the files a single run writes) and a
     ``summary.csv``; see docs/ARCHITECTURE.md for what depends on the population's composition."""
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
-    run_dir: str = "runs/${env.id}/${method}/seed${seed}"
-    """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved)."""
+    run_dir: str = "runs/${env.id}/${method}/${prism_seed_dir:${seed},${seeds}}"
+    """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved). The
+    default ends in ``seed<N>`` for a single run and ``seeds<A>-<B>-…`` for a population (its members then
+    write to ``seeds0-1-2/seed0/`` …), e.g. ``runs/mo-hopper-v5/prism/seed0``, ``runs/mo-hopper-v5/prism/seeds0-1-2``."""
     threads: int = 1
     """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
@@ -109,9 +116,8 @@ class RunConfig:
     """A label for reports (oracle, baseline, prism, ablation names); behaviour comes from the keys below
     (``prism`` on a backbone without SymReg warns once: that run is shaping only)."""
     protocol: str = "equal"
-    """How the arms of a comparison are budgeted and built (:mod:`prism.protocols`, docs/method.md §8a):
-    ``equal`` (every method the same RL steps and agent) or ``released`` (the authors' released code: oracle
-    and baseline train one cycle of M steps; PRISM-side arms IR × M with λ = 1 and one more actor layer)."""
+    """``equal`` (every method the same RL steps and agent) or ``released`` (the authors' released code's
+    budgets, λ and actor): :mod:`prism.protocols`, docs/method.md §8a."""
     figures: bool = True
     """Draw the TensorBoard figures (``reward/shaped_vs_true`` after each reward fit, ``eval/front`` and
     ``eval_final/front`` at each evaluation). Their rollouts use seed streams of their own, so switching
@@ -165,18 +171,9 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
     """
     layers: list[DictConfig] = []
     for file in files:
-        path = Path(file)
-        if not path.is_file():
-            raise ConfigError(f"--config: file {str(path)!r} does not exist")
-        try:
-            layer = OmegaConf.load(path)
-        except OSError as err:
-            raise ConfigError(f"--config: cannot read {str(path)!r}: {err.strerror}") from None
-        except Exception as err:  # YAML syntax errors come in several types
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ConfigError(f"--config: {str(path)!r} is not valid YAML: {first}") from None
-        if not isinstance(layer, DictConfig):
-            raise ConfigError(f"--config: {str(path)!r} must hold a mapping of keys, not a list")
+        layer = load_layer(Path(file))
+        if RESOLVED_KEY in layer:  # a run folder's record of what it resolved: informational, never read
+            del layer[RESOLVED_KEY]
         layers.append(layer)
     for item in overrides:
         if "=" not in item:
@@ -193,7 +190,7 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         message = _one_line(err)
-        moved = _RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
+        moved = RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
         if moved is not None:
             raise ConfigError(moved) from None
         if message.startswith("seeds"):  # e.g. `seeds[1]: Value 'a' could not be converted to Integer`
@@ -205,15 +202,6 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         config = apply_protocol(config, resolve_env_spec(config))
     validate(config)
     return config
-
-
-_RUN_LEVEL_KEYS = {
-    "agent.seed": "agent.seed: not an agent key; set the run's top-level `seed` (or `seeds`), which seeds the "
-    "agent too",
-    "agent.device": "agent.device: not an agent key; set the run's top-level `device` (one device for the "
-    "whole run)",
-}
-"""Keys that older configs had under ``agent:`` and that belong to the run: the error says where they went."""
 
 
 def _selected_agent(layers: Sequence[DictConfig]) -> str:
@@ -240,13 +228,33 @@ def agent_config_class(name: str, key: str = "agent.name") -> type:
     return config_class
 
 
-def to_yaml(config: RunConfig) -> str:
-    """The resolved config as YAML (what a run folder's config.yaml holds)."""
-    return OmegaConf.to_yaml(OmegaConf.structured(config))
+def resolved_values(config: RunConfig, spec=None) -> dict[str, Any]:
+    """What a run decides at start for the keys its config leaves ``null`` / ``auto``: the device, the hidden
+    channel, SymReg's λ, the evaluation reset seed (per member seed in a population), the evaluation worker
+    processes per protocol and torch's threads; with the prism version. Only the keys that apply are given."""
+    import torch
 
+    from prism import __version__
+    from prism.evaluation.pool import planned_workers
 
-def to_dict(config: RunConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    spec = spec if spec is not None else resolve_env_spec(config)
+    out: dict[str, Any] = {"prism_version": __version__, "device": str(torch_device(config.device))}
+    out["env.sparse_channel"] = sparse_channel(config, spec)
+    if hasattr(config.agent, "symreg_lambda"):
+        lam = config.agent.symreg_lambda
+        out["agent.symreg_lambda"] = float(lam if lam is not None else spec.symreg_lambda)
+    seeds = member_seeds(config)
+    if config.seeds is None:
+        out["eval.seed"] = config.eval.reset_seed(config.seed)
+    else:
+        out["eval.seed"] = {f"seed{s}": config.eval.reset_seed(s) for s in seeds}
+    ev = config.eval
+    out["eval.num_workers"] = {
+        "periodic": planned_workers(spec, ev.num_workers, ev.num_weights * ev.episodes),
+        "final": planned_workers(spec, ev.num_workers, ev.final.num_weights * ev.final.episodes),
+    }
+    out["threads"] = config.threads if config.threads > 0 else torch.get_num_threads()
+    return out
 
 
 def member_seeds(config: RunConfig) -> list[int]:
@@ -261,7 +269,11 @@ def resolve_env_spec(config: RunConfig):
     from prism.envs import resolve_env_spec as resolve
 
     try:
-        spec = resolve(config.env.id, config.env.spec)
+        # Building an env to read its spaces may warn (gymnasium's Box precision notes, in colour): the spec
+        # is all prism needs here, and a refused env must end in one line.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            spec = resolve(config.env.id, config.env.spec)
     except SpecError as err:
         raise ConfigError(str(err).strip().splitlines()[0]) from None
     except TypeError as err:
@@ -309,36 +321,6 @@ def sparse_channel(config: RunConfig, spec) -> int | None:
     return config.env.sparse_channel % spec.n_objectives
 
 
-def _check_cuda_device(device: str) -> None:
-    """``device: cuda`` (or ``cuda:N``) must name a GPU torch can use on this machine."""
-    import torch
-
-    if not torch.cuda.is_available():
-        raise ConfigError(
-            f"device: {device!r} requested but CUDA is not available on this machine "
-            f"(torch {torch.__version__}); use device=cpu or device=auto"
-        )
-    if ":" in device:
-        index = device.split(":", 1)[1]
-        count = torch.cuda.device_count()
-        if not index.isdigit() or int(index) >= count:
-            raise ConfigError(f"device: {device!r} is not one of this machine's {count} CUDA device(s)")
-
-
-def torch_device(device: str) -> torch.device:
-    """The torch device the run's ``device`` resolves to on this machine (``auto``: CUDA when available)."""
-    import torch
-
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def accelerator(device: str) -> str:
-    """The Lightning ``Trainer(accelerator=...)`` value of the run's ``device``."""
-    return "gpu" if torch_device(device).type == "cuda" else "cpu"
-
-
 def validate(config: RunConfig) -> None:
     """Check the rules that tie parts of the config together (each part checked its own fields when it was
     built); raise :class:`ConfigError` naming the key."""
@@ -351,7 +333,7 @@ def validate(config: RunConfig) -> None:
             f"env.sparse_channel: {channel} is out of range for {spec.id} ({n} objectives: 0..{n - 1}, or -{n}..-1)"
         )
     if config.device.startswith("cuda"):
-        _check_cuda_device(config.device)
+        check_cuda_device(config.device)
     max_members = getattr(type(config.agent), "max_members", None)
     if config.seeds is not None and max_members is not None and len(config.seeds) > max_members:
         raise ConfigError(

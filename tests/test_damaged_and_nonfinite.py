@@ -218,7 +218,7 @@ def test_evaluate_with_a_damaged_last_uses_previous(small_run, tmp_path, capsys)
         f"prism: warning: checkpoint {last} is damaged (truncated or not a checkpoint: no zip directory); "
         f"using {previous} (env step 123)"
     ]
-    assert out.out.startswith("env_steps=123,")
+    assert out.out.startswith("protocol=final, ") and ", env_steps=123," in out.out
     assert last.read_bytes() == last_bytes  # evaluate is read-only: the damaged file stays where it was
 
 

@@ -142,9 +142,16 @@ def _check_front_and_summary(run_dir: Path, spec: EnvSpec, method: str, num_weig
     front = _rows(run_dir / "front.csv")
     n = spec.n_objectives
     assert len(front) == num_weights
-    weights = np.array([[float(r[f"weight_{i}"]) for i in range(n)] for r in front])
-    means = np.array([[float(r[f"mean_{i}"]) for i in range(n)] for r in front])
-    stds = np.array([[float(r[f"std_{i}"]) for i in range(n)] for r in front])
+    names = spec.objective_names
+    assert list(front[0]) == [
+        *(f"{kind}_{name}" for kind in ("weight", "discounted_return_mean", "discounted_return_std",
+                                         "undiscounted_return_mean") for name in names),
+        "on_front",
+    ]  # fmt: skip
+    assert b"\r" not in (run_dir / "front.csv").read_bytes() + (run_dir / "eval.csv").read_bytes()
+    weights = np.array([[float(r[f"weight_{name}"]) for name in names] for r in front])
+    means = np.array([[float(r[f"discounted_return_mean_{name}"]) for name in names] for r in front])
+    stds = np.array([[float(r[f"discounted_return_std_{name}"]) for name in names] for r in front])
     on_front = np.array([int(r["on_front"]) for r in front], dtype=bool)
     np.testing.assert_allclose(weights.sum(1), 1.0, rtol=1e-9)
     assert len({tuple(w) for w in weights}) == num_weights and (stds >= 0).all()

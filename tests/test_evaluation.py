@@ -256,6 +256,7 @@ def test_callback_writes_rows_and_tensorboard(tmp_path):
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
+        log_every_n_steps=1,  # 25 batches: Lightning warns that the default 50 would log none
     )
     trainer.fit(agent)
 

@@ -49,9 +49,9 @@ def _fit(run_dir: Path, final: list[str], monkeypatch=None, rollouts: list | Non
     if rollouts is not None:
         original = evaluation.evaluate_agent
 
-        def counting(agent, spec, cfg, pool=None, member=0):
+        def counting(agent, spec, cfg, pool=None, member=0, **kwargs):
             rollouts.append((cfg.num_weights, cfg.episodes))
-            return original(agent, spec, cfg, pool=pool, member=member)
+            return original(agent, spec, cfg, pool=pool, member=member, **kwargs)
 
         monkeypatch.setattr(evaluation, "evaluate_agent", counting)
     return fit_run([str(CONF / "quickstart.yaml")], [*TOY, *final, f"run_dir={run_dir}"])

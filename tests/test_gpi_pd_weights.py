@@ -40,7 +40,7 @@ def test_m_has_no_repeats_and_doubles_the_batch_even_while_the_ccs_support_is_on
     agent = trained_agent
     agent._set_iteration_weights([E1, E2, E1.copy(), MID])
     assert np.stack(agent._iteration_weights).tolist() == [E1.tolist(), E2.tolist(), MID.tolist()]
-    agent._support_t = torch.tensor([E1], dtype=torch.float32)  # the CCS support: one weight so far
+    agent._support_t = torch.tensor(E1[None], dtype=torch.float32)  # the CCS support: one weight so far
     agent._weight = E1
     batch = agent.sample_batch()
     n = agent.config.batch_size

@@ -119,11 +119,20 @@ def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
     run_dir = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("loop.cycles")] + ["loop.cycles=1", f"run_dir={run_dir}"]
     run = fit_run([str(CONF / "quickstart.yaml"), str(CONF / "method" / "baseline.yaml")], overrides)
-    final = [r for r in _rows(run_dir / "eval.csv") if r["final"] == "0"][-1]
+    rows = _rows(run_dir / "eval.csv")
+    final, periodic = rows[-1], [r for r in rows if r["final"] == "0"][-1]
+    assert final["final"] == "1"
     row = evaluate_run(run_dir, [])
-    # Same weights, same evaluation seeds: re-evaluating the checkpoint (with the periodic protocol)
-    # reproduces the last periodic training evaluation.
+    # Same weights, same evaluation seeds: re-evaluating the checkpoint with the default (final) protocol
+    # reproduces the run's final evaluation, and with the periodic one the last periodic evaluation.
+    assert row["protocol"] == "final" and (row["num_weights"], row["episodes"]) == (3, 1)
     assert row["env_steps"] == int(final["env_steps"]) == int(run.agent.env_steps)
     assert row["hv"] == pytest.approx(float(final["hv"]), rel=1e-9)
-    assert _rows(run_dir / "evaluate.csv")[0]["env_steps"] == final["env_steps"]
-    assert "hv=" in capsys.readouterr().out
+    again = evaluate_run(run_dir, ["eval.episodes=1"], protocol="periodic")
+    assert again["protocol"] == "periodic" and again["hv"] == pytest.approx(float(periodic["hv"]), rel=1e-9)
+    saved = _rows(run_dir / "evaluate.csv")
+    assert [r["protocol"] for r in saved] == ["final", "periodic"] and saved[0]["env_steps"] == final[
+        "env_steps"
+    ]
+    out = capsys.readouterr().out
+    assert "protocol=final, num_weights=3, episodes=1, env_steps=" in out and "hv=" in out

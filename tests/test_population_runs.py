@@ -109,14 +109,19 @@ def test_population_reward_fits_equal_solo_fits(tmp_path):
 def test_prism_evaluate_on_member_and_population_folders(population, capsys):
     assert main(["evaluate", str(population / "seed5")]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith("seed 5: env_steps=400")
+    assert len(out) == 1 and out[0].startswith("seed 5: protocol=final, num_weights=")
+    assert "env_steps=400" in out[0]
     member_row = _rows(population / "seed5" / "evaluate.csv")[-1]
-    # the periodic protocol on the checkpoint at step 400 reproduces the training's last periodic row
-    last_periodic = [r for r in _rows(population / "seed5" / "eval.csv") if r["final"] == "0"][-1]
-    assert float(member_row["hv"]) == pytest.approx(float(last_periodic["hv"]))
+    # the final protocol (the default) on the checkpoint at step 400 reproduces the member's final row
+    final = _rows(population / "seed5" / "eval.csv")[-1]
+    assert final["final"] == "1" and member_row["protocol"] == "final"
+    assert float(member_row["hv"]) == pytest.approx(float(final["hv"]))
+    assert f"hv={float(final['hv']):.6g}" in out[0]
     assert main(["evaluate", str(population)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert [line.split(":")[0] for line in out] == ["seed 3", "seed 5"]
+    for seed, line in zip((3, 5), out):  # each member's value is its own final row of eval.csv
+        assert f"hv={float(_rows(population / f'seed{seed}' / 'eval.csv')[-1]['hv']):.6g}," in line
     assert (
         len(_rows(population / "seed5" / "evaluate.csv")) == 2
         and len(_rows(population / "seed3" / "evaluate.csv")) == 1

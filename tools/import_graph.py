@@ -30,6 +30,8 @@ LAYERS: list[tuple[str, ...]] = [
         "prism",
         "prism._warnings",
         "prism.checks",
+        "prism.config_files",
+        "prism.devices",
         "prism.errors",
         "prism.registry",
         "prism.seeding",
@@ -41,7 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.reward",),
     ("prism.agents",),
     ("prism.evaluation",),
-    ("prism.config", "prism.agent_keys", "prism.plugins"),
+    ("prism.config", "prism.agent_keys", "prism.plugins", "prism.protocols"),
     ("prism.loop",),
     ("prism.cli",),
 ]

@@ -27,9 +27,9 @@ import argparse
 import csv
 import dataclasses
 import itertools
-import shutil
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -865,9 +865,13 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
                     continue
                 with front.open(newline="") as fh:
                     rows = [r for r in csv.DictReader(fh) if r["on_front"] == "1"]
-                pts = np.array([[float(r["mean_0"]), float(r["mean_1"])] for r in rows])
+                # front.csv's mean-return columns: discounted_return_mean_<objective> (mean_<i> before)
+                means = [
+                    c for c in (rows[0] if rows else {}) if c.startswith(("discounted_return_mean_", "mean_"))
+                ]
+                pts = np.array([[float(r[c]) for c in means[:2]] for r in rows])
                 # With 3+ objectives the front's projection on (0, 1) is not a curve: points only.
-                style = "o-" if rows and "mean_2" not in rows[0] else "o"
+                style = "o-" if len(means) == 2 else "o"
                 if len(pts):
                     pts = pts[np.argsort(pts[:, 0])]
                     ax.plot(

@@ -1,29 +1,54 @@
-"""MORL agents: CAPQL as a LightningModule, its pure losses, networks, symmetry operators, preferences."""
+"""MORL agents: CAPQL as a LightningModule, its pure losses, networks, symmetry operators, preferences.
 
-from prism.agents.capql import CAPQLModule
-from prism.agents.config import CAPQLConfig, OffPolicyConfig
-from prism.agents.losses import (
-    ActorLoss,
-    CriticLoss,
-    SymRegLoss,
-    actor_loss,
-    capql_actor_loss,
-    capql_critic_loss,
-    critic_loss,
-    critic_target,
-    symreg_loss,
-)
-from prism.agents.networks import GaussianActor, VectorCriticEnsemble, sample_tanh_gaussian
-from prism.agents.preferences import cone_weights
-from prism.agents.symmetry import (
-    OrbitAveragedActor,
-    Reflection,
-    equivariance_error,
-    per_state_equivariance_error,
-    reflect_act,
-    reflect_obs,
-    reflection_from_spec,
-)
+The names below are imported on first access (PEP 562), so importing this package (as the config loader
+does) pulls in neither torch nor Lightning.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "CAPQLModule": "prism.agents.capql",
+    "CAPQLConfig": "prism.agents.config",
+    "OffPolicyConfig": "prism.agents.config",
+    "ActorLoss": "prism.agents.losses",
+    "CriticLoss": "prism.agents.losses",
+    "SymRegLoss": "prism.agents.losses",
+    "actor_loss": "prism.agents.losses",
+    "capql_actor_loss": "prism.agents.losses",
+    "capql_critic_loss": "prism.agents.losses",
+    "critic_loss": "prism.agents.losses",
+    "critic_target": "prism.agents.losses",
+    "symreg_loss": "prism.agents.losses",
+    "GaussianActor": "prism.agents.networks",
+    "VectorCriticEnsemble": "prism.agents.networks",
+    "sample_tanh_gaussian": "prism.agents.networks",
+    "cone_weights": "prism.agents.preferences",
+    "OrbitAveragedActor": "prism.agents.symmetry",
+    "Reflection": "prism.agents.symmetry",
+    "equivariance_error": "prism.agents.symmetry",
+    "per_state_equivariance_error": "prism.agents.symmetry",
+    "reflect_act": "prism.agents.symmetry",
+    "reflect_obs": "prism.agents.symmetry",
+    "reflection_from_spec": "prism.agents.symmetry",
+}
+"""Public name -> the module defining it (imported on first access)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ActorLoss",

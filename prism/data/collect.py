@@ -74,13 +74,15 @@ def collect_episodes(
     sparse_channel: int,
     use_dense_features: bool = True,
     seed: int | None = None,
+    on_episode: Callable[[], None] | None = None,
 ) -> CollectStats:
     """Run ``n_episodes`` full episodes of ``policy`` on ``env`` and append their segments to ``store``.
 
     ``env`` must be a :class:`~prism.envs.SparseRewardWrapper` (or expose the same ``info`` keys): features use
     ``info["true_reward"]``'s dense channels, the target is the emitted sparse value on steps where
     ``info["released"][sparse_channel]`` is true, and the true per-step sparse reward is kept for diagnostics.
-    ``seed`` seeds the first reset (later resets continue the env's RNG).
+    ``seed`` seeds the first reset (later resets continue the env's RNG). ``on_episode()`` (optional) is
+    called after each episode (a progress bar's update).
     """
     if use_dense_features != (store.n_dense > 0):
         raise ValueError(
@@ -102,6 +104,8 @@ def collect_episodes(
         steps += ep.obs.shape[0]
         # A running float64 sum, step by step (cumsum is sequential, so the value does not depend on T's size).
         returns.append(np.cumsum(ep.true_reward.astype(np.float64), axis=0)[-1])
+        if on_episode is not None:
+            on_episode()
     mean_ret = np.mean(np.stack(returns), axis=0) if returns else np.zeros(0)
     return CollectStats(
         episodes=n_episodes,

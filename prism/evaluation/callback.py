@@ -94,6 +94,9 @@ class EvaluationCallback(Callback):
         self.metrics = evaluation_metrics(
             spec.ref_point, spec.n_objectives, cfg.eum_weights, cfg.vo_preferences, cfg.preference_seed
         )
+        self.progress: Any | None = None
+        """The run's terminal display (``prism.loop.progress.Progress``): a bar over each evaluation's
+        episodes; None shows nothing."""
 
     @property
     def state_key(self) -> str:
@@ -144,11 +147,30 @@ class EvaluationCallback(Callback):
             if self._owns_pool:
                 self._pool = None
 
-    def _rollout(self, pl_module: LightningModule, cfg: EvalConfig) -> EvalResult:
+    def _rollout(self, pl_module: LightningModule, cfg: EvalConfig, kind: str = "eval") -> EvalResult:
         if self._pool is None:
             self._pool = EvalEnvPool(self.spec, env_fn=self.env_fn, num_workers=cfg.num_workers)
-        result = evaluate_agent(pl_module, self.spec, cfg, pool=self._pool, member=self.member)
-        return self._measure(result)
+        bar = None
+        if self.progress is not None:
+            before = self.progress.phase
+            self.progress.set_phase(kind, self.progress.cycle, self.progress.cycles)
+            who = f" (member {self.member})" if self.logger is not None else ""
+            desc = f"{'final evaluation' if kind == 'final_eval' else 'evaluation'}{who}"
+            bar = self.progress.bar(desc, total=cfg.num_weights * cfg.episodes, unit="ep")
+        extra = {"on_episodes": bar.update} if bar is not None else {}
+        result = self._measure(
+            evaluate_agent(pl_module, self.spec, cfg, pool=self._pool, member=self.member, **extra)
+        )
+        if bar is not None:
+            protocol = f"{cfg.num_weights} weights x {cfg.episodes} episodes"
+            steps = pl_module.env_step_count
+            self.progress.close(
+                bar,
+                f"{desc} at {steps} env steps ({protocol}): HV {result.hv:.6g}  EUM {result.eum:.6g}  "
+                f"VO {result.vo:.6g}  {result.wall_time:.1f}s",
+            )
+            self.progress.set_phase(before, self.progress.cycle, self.progress.cycles)
+        return result
 
     def _measure(self, result: EvalResult) -> EvalResult:
         """The result with HV, EUM and VO computed by :attr:`metrics` from its returns."""
@@ -176,8 +198,15 @@ class EvaluationCallback(Callback):
         reusable = (
             cfg.final_equals_periodic() and self.last_result is not None and self._last_eval_step == env_steps
         )
-        result = self.last_result if reusable else self._rollout(pl_module, cfg.final_protocol())
+        result = (
+            self.last_result if reusable else self._rollout(pl_module, cfg.final_protocol(), "final_eval")
+        )
         assert result is not None
+        if reusable and self.progress is not None:
+            self.progress.note(
+                f"final evaluation at {env_steps} env steps: the periodic evaluation of this step "
+                "(same protocol, same episodes)"
+            )
         self.final_result = self.last_result = result
         if not self._final_done:
             self._last_eval_step = env_steps

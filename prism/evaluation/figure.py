@@ -13,7 +13,11 @@ __all__ = ["front_figure"]
 
 def front_figure(result: EvalResult, objective_names: Sequence[str], title: str = ""):
     """A scatter of every policy's mean discounted return, the Pareto front highlighted (one panel per
-    pair of objectives). Built on a bare :class:`matplotlib.figure.Figure` (Agg canvas, no pyplot state)."""
+    pair of objectives). Built on a bare :class:`matplotlib.figure.Figure` (Agg canvas, no pyplot state).
+
+    With two objectives the front is a staircase in its only panel and its points are joined in order; with
+    more, a 2-D projection of the front is no curve (joining its points would draw a zig-zag), so the front's
+    points are drawn alone."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -25,7 +29,8 @@ def front_figure(result: EvalResult, objective_names: Sequence[str], title: str 
         ax = fig.add_subplot(1, len(pairs), k + 1)
         ax.scatter(result.mean[:, i], result.mean[:, j], s=10, c="0.7", label="policies")
         front = result.front[np.argsort(result.front[:, i])] if len(result.front) else result.front
-        ax.plot(front[:, i], front[:, j], "o-", ms=4, color="C0", label=f"front ({result.cardinality})")
+        style = "o-" if n_obj == 2 else "o"
+        ax.plot(front[:, i], front[:, j], style, ms=4, color="C0", label=f"front ({result.cardinality})")
         ax.set_xlabel(objective_names[i])
         ax.set_ylabel(objective_names[j])
         ax.grid(alpha=0.3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import signal
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
@@ -36,6 +37,26 @@ def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def _workers(requested: int, n: int, mujoco: bool) -> int:
+    """Worker processes for ``n`` env copies: ``requested``, or with −1 an automatic count (a worker pays only
+    with enough envs to amortise its per-step round trip and the scheduler's wake-up latency)."""
+    if requested < 0:
+        requested = min(3, _usable_cpus() - 1, n // 64) if mujoco else 0
+    return max(0, min(requested, n - 1))
+
+
+def planned_workers(spec: EnvSpec, requested: int, n: int) -> int:
+    """The worker processes an :class:`EvalEnvPool` with ``num_workers=requested`` runs for ``n`` episodes at
+    once on this machine (what a run records as its resolved ``eval.num_workers``)."""
+    if requested >= 0:
+        return _workers(requested, n, mujoco=False)
+    env = spec.make()
+    try:
+        return _workers(requested, n, _is_mujoco(env))
+    finally:
+        env.close()
+
+
 def _step_envs(
     envs: Sequence[gym.Env], local: np.ndarray, actions: np.ndarray, n_objectives: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -52,7 +73,11 @@ def _step_envs(
 
 
 def _worker(conn: Connection, env_fn: Callable[[], gym.Env], n_envs: int, n_objectives: int) -> None:
-    """A worker process: owns ``n_envs`` env copies and serves reset / step / close requests."""
+    """A worker process: owns ``n_envs`` env copies and serves reset / step / close requests.
+
+    Ctrl-C reaches every process of the terminal's group: a worker ignores it and lets the main process, which
+    owns the pool, stop the run and close the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         envs = [env_fn() for _ in range(n_envs)]
         conn.send(("ok", None))
@@ -118,12 +143,7 @@ class EvalEnvPool:
             return
         self.close()
         first = self.env_fn()
-        workers = self.requested_workers
-        if workers < 0:
-            # a worker pays only with enough envs to amortise its per-step round trip (and the
-            # scheduler's wake-up latency when the machine is busy)
-            workers = min(3, _usable_cpus() - 1, n // 64) if _is_mujoco(first) else 0
-        workers = max(0, min(workers, n - 1))
+        workers = _workers(self.requested_workers, n, _is_mujoco(first))
         self._bounds = np.linspace(0, n, workers + 2).round().astype(np.int64)
         if workers:
             method = self.start_method or ("fork" if "fork" in mp.get_all_start_methods() else "spawn")

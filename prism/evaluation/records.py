@@ -1,6 +1,6 @@
 """``eval.csv``: the row of one evaluation, appending rows, and dropping rows newer than a checkpoint.
 
-A row has no wall time: the same config and seed must give a byte-identical file (the time goes to
+Lines end with ``\n`` (the csv module's default is ``\r\n``). A row has no wall time: the same config and seed must give a byte-identical file (the time goes to
 TensorBoard as ``time/eval_s``).
 """
 
@@ -42,16 +42,30 @@ def eval_row(
     return record
 
 
-def append_csv(path: Path, record: dict[str, Any]) -> None:
-    """Append ``record`` to a CSV file, writing the header if the file is new (existing header wins)."""
+def append_csv(path: Path, record: dict[str, Any], *, extend_header: bool = False) -> None:
+    """Append ``record`` to a CSV file, writing the header if the file is new. The existing header wins
+    (keys it lacks are dropped), unless ``extend_header``: then a file whose header lacks some of the keys
+    is rewritten with them appended (its older rows get empty cells)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     header = list(record)
     exists = path.is_file() and path.stat().st_size > 0
     if exists:
         with path.open(newline="") as fh:
-            header = next(csv.reader(fh), header)
+            old_header = next(csv.reader(fh), header)
+        header = old_header
+        missing = [key for key in record if key not in old_header]
+        if extend_header and missing:
+            with path.open(newline="") as fh:
+                rows = list(csv.DictReader(fh))
+            header = [*old_header, *missing]
+            tmp = path.with_suffix(".tmp")
+            with tmp.open("w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=header, restval="", lineterminator="\n")
+                writer.writeheader()
+                writer.writerows(rows)
+            os.replace(tmp, path)
     with path.open("a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=header, restval="", extrasaction="ignore")
+        writer = csv.DictWriter(fh, fieldnames=header, restval="", extrasaction="ignore", lineterminator="\n")
         if not exists:
             writer.writeheader()
         writer.writerow(record)
@@ -76,7 +90,7 @@ def truncate_eval_csv(path: Path, last_step: int, keep_final: bool = False) -> N
     ]
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", newline="") as fh:
-        writer = csv.writer(fh)
+        writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(kept)
     os.replace(tmp, path)

@@ -79,6 +79,7 @@ def evaluate_policy(
     device: torch.device | str = "cpu",
     pool: EvalEnvPool | None = None,
     num_workers: int = -1,
+    on_episodes: Callable[[int], None] | None = None,
 ) -> EvalResult:
     """Evaluate a weight-conditioned deterministic policy on every (weight, episode) pair at once.
 
@@ -98,6 +99,7 @@ def evaluate_policy(
         device: where the observation and weight tensors are put.
         pool: env copies to reuse across calls (the caller closes it); a temporary one otherwise.
         num_workers: worker processes of a temporary pool (−1 = auto, see :class:`EvalEnvPool`).
+        on_episodes: optional ``on_episodes(k)``, called when ``k`` episodes have just ended (a progress bar).
     """
     start = time.perf_counter()
     if not spec.has_symmetry:
@@ -153,6 +155,8 @@ def evaluate_policy(
             # a finished env is never stepped again; the length cap guards envs without a time limit
             done = terminated | truncated | (lengths[idx] >= max_steps)
             idx = idx[~done]
+            if on_episodes is not None and done.any():
+                on_episodes(int(done.sum()))
 
         eq_err = None
         if mean_fn is not None:
@@ -177,7 +181,12 @@ def evaluate_policy(
 
 
 def evaluate_agent(
-    agent, spec: EnvSpec, cfg: EvalConfig, pool: EvalEnvPool | None = None, member: int = 0
+    agent,
+    spec: EnvSpec,
+    cfg: EvalConfig,
+    pool: EvalEnvPool | None = None,
+    member: int = 0,
+    on_episodes: Callable[[int], None] | None = None,
 ) -> EvalResult:
     """The protocol of docs/method.md §9 with ``cfg`` on one member of an agent.
 
@@ -208,6 +217,7 @@ def evaluate_agent(
             preference_seed=cfg.preference_seed,
             device=agent.device,
             pool=pool,
+            on_episodes=on_episodes,
         )
     finally:
         agent.train(was_training)

@@ -4,8 +4,10 @@
 - :mod:`~prism.loop.phases`: the PRISM loop (collection, reward fits, shaping) as a callback on the agent's
   Trainer;
 - :mod:`~prism.loop.checkpoint` / :mod:`~prism.loop.checkpoint_io`: whole-run checkpoints and their files;
+- :mod:`~prism.loop.members`: the shapes of a built run (``Run``, ``Member``), shared by ``run`` and ``outputs``;
 - :mod:`~prism.loop.outputs`, :mod:`~prism.loop.progress`, :mod:`~prism.loop.diagnostics`: a run's output
-  files, its progress bar, its TensorBoard figures.
+  files, its terminal display (a bar per phase), its TensorBoard figures;
+- :mod:`~prism.loop.interrupt`: Ctrl-C during a fit as ``KeyboardInterrupt`` (``prism fit`` exits 130).
 
 The evaluation protocol lives in :mod:`prism.evaluation`; its public names are re-exported here for the
 callers that import them from ``prism.loop``. Importing this package imports none of the submodules above.

@@ -1,7 +1,7 @@
 """What a finished run leaves in its folder, and what ``prism fit`` prints at the end.
 
 Per member folder (the run folder itself for a single run): ``front.csv`` (per-weight returns of the final
-evaluation) and ``summary.json`` (marks the member done). A population adds ``summary.csv`` at the top: final
+evaluation, columns named after the objectives: :func:`front_columns`) and ``summary.json`` (marks the member done). A population adds ``summary.csv`` at the top: final
 and best HV/EUM/VO per seed, then their mean ± standard error over seeds.
 """
 
@@ -10,15 +10,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from prism.evaluation.records import eval_row
-
-if TYPE_CHECKING:  # the run builder imports this module: no import at run time
-    from prism.loop.run import Member, Run
+from prism.loop.members import Member, Run
 
 SUMMARY_CSV = "summary.csv"
 SUMMARY_JSON = "summary.json"
@@ -29,6 +27,19 @@ def final_protocol(member: Member) -> dict[str, int]:
     """The protocol of a member's final evaluation (what ``summary.json`` records)."""
     final = member.evaluation.config.final_protocol()
     return {"num_weights": final.num_weights, "episodes": final.episodes, "seed": final.reset_seed()}
+
+
+def front_columns(objective_names: Sequence[str]) -> list[str]:
+    """``front.csv``'s header: per objective (by name) the evaluation weight, the mean and population std
+    of the discounted return (γ = ``eval.gamma``; what HV/EUM/VO use), the mean undiscounted return, then
+    ``on_front`` (1 on the Pareto front of the discounted means)."""
+    return [
+        *(f"weight_{name}" for name in objective_names),
+        *(f"discounted_return_mean_{name}" for name in objective_names),
+        *(f"discounted_return_std_{name}" for name in objective_names),
+        *(f"undiscounted_return_mean_{name}" for name in objective_names),
+        "on_front",
+    ]
 
 
 def write_final_outputs(run: Run, wall_time_s: float) -> None:
@@ -44,20 +55,13 @@ def _write_member_outputs(run: Run, member: Member, wall_time_s: float) -> None:
     if result is None:
         return
     on_front = {tuple(np.round(p, 12)) for p in np.asarray(result.front)}
-    n_obj = run.spec.n_objectives
+    names = run.spec.objective_names
     with (member.run_dir / "front.csv").open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(
-            [
-                *(f"weight_{i}" for i in range(n_obj)),
-                *(f"mean_{i}" for i in range(n_obj)),
-                *(f"std_{i}" for i in range(n_obj)),
-                "on_front",
-            ]
-        )
-        for w, m, sd in zip(result.weights, result.mean, result.std):
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(front_columns(names))
+        for w, m, sd, um in zip(result.weights, result.mean, result.std, result.undiscounted_mean):
             flag = int(tuple(np.round(m, 12)) in on_front)
-            writer.writerow([*map(float, w), *map(float, m), *map(float, sd), flag])
+            writer.writerow([*map(float, w), *map(float, m), *map(float, sd), *map(float, um), flag])
     final = eval_row(result, run.spec.objective_names, run.agent.env_step_count)
     summary = {
         "method": run.config.method,
@@ -79,11 +83,21 @@ def read_eval_rows(run_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def periodic_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The periodic evaluations of ``eval.csv`` (every row of a file without the ``final`` flag).
+
+    "Best" means the best of these everywhere (closing block, ``summary.csv``): the learning curve's best
+    point, all with the same (periodic) protocol. The final evaluation uses another protocol (by default more
+    weights and episodes) and is shown on its own as "final"; mixing it in would compare values measured
+    differently."""
+    return [r for r in rows if r.get("final") != "1"] or rows
+
+
 def final_and_best(rows: list[dict[str, str]]) -> dict[str, float]:
     """``final_<m>`` from the final row (the last row for files without the flag) and ``best_<m>`` over the
-    periodic rows, for m in HV/EUM/VO."""
+    periodic rows (:func:`periodic_rows`), for m in HV/EUM/VO."""
     finals = [r for r in rows if r.get("final") == "1"]
-    periodic = [r for r in rows if r.get("final") != "1"] or rows
+    periodic = periodic_rows(rows)
     out: dict[str, float] = {}
     for key in METRICS:
         final_row = finals[-1] if finals else rows[-1]
@@ -110,7 +124,7 @@ def write_population_summary(run_dir: Path, member_dirs: list[Path]) -> Path:
     columns = [f"{kind}_{key}" for kind in ("final", "best") for key in METRICS]
     path = run_dir / SUMMARY_CSV
     with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["seed", *columns])
+        writer = csv.DictWriter(fh, fieldnames=["seed", *columns], lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
         if rows:
@@ -134,8 +148,9 @@ def _duration(seconds: float) -> str:
 def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> str:
     """The block ``prism fit`` prints when training is over: where the run is, how it ended, how to look.
 
-    Final metrics are the end-of-run evaluation's; best ones are over every row of ``eval.csv`` (so a
-    resumed run counts the evaluations of its earlier processes too). A population prints one block line
+    Final metrics are the end-of-run evaluation's (the final protocol); best ones are the best periodic
+    evaluation's, over every periodic row of ``eval.csv`` (so a resumed run counts the evaluations of its
+    earlier processes too) — the same meaning as ``summary.csv``'s ``best_*`` (:func:`final_and_best`). A population prints one block line
     per member and the mean ± standard error over seeds.
     """
     process = "this process, resumed" if resumed else "this process"
@@ -157,8 +172,9 @@ def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> s
                 f"VO {float(final['vo']):.6g}   ({protocol['num_weights']} weights x {protocol['episodes']} episodes)"
             )
         if rows:
+            periodic = periodic_rows(rows)
 
-            def best(key: str, rows=rows) -> str:
+            def best(key: str, rows=periodic) -> str:
                 valid = [r for r in rows if r[key] not in ("", "nan")]
                 if not valid:
                     return "n/a"
@@ -166,7 +182,8 @@ def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> s
                 return f"{float(top[key]):.6g} @ {top['env_steps']}"
 
             lines.append(
-                f"{prefix}best         HV {best('hv')}   EUM {best('eum')}   VO {best('vo')}   (value @ env steps)"
+                f"{prefix}best         HV {best('hv')}   EUM {best('eum')}   VO {best('vo')}   "
+                "(periodic evaluations, value @ env steps)"
             )
         else:
             lines.append(f"{prefix}no evaluation was recorded")

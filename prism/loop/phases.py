@@ -16,6 +16,7 @@ and seed of the solo run with that seed, so a population's reward models equal t
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
+from prism.loop.progress import Progress, RewardFitProgress
 from prism.registry import DEFAULT_REWARD_MODEL, REWARD_MODELS
 from prism.reward.config import RewardConfig
 from prism.seeding import derive_seed
@@ -128,6 +130,8 @@ class PrismLoopCallback(Callback):
         """Per member, the logger its ``reward/``, ``loop/`` and ``time/`` scalars go to (None: the trainer's
         logger, for a single run)."""
         self.on_phase = on_phase
+        self.progress: Progress | None = None
+        """The run's terminal display (:mod:`prism.loop.progress`), None: nothing shown."""
 
     @property
     def store(self) -> SegmentStore | None:
@@ -160,6 +164,8 @@ class PrismLoopCallback(Callback):
                     {"loop/phase": float(PHASES.index(phase)), "loop/cycle": float(self.state.cycle)},
                     step=steps,
                 )
+        if self.progress is not None:
+            self.progress.set_phase(phase, self.state.cycle, self.settings.cycles)
         if self.on_phase is not None:
             self.on_phase(self.state)
 
@@ -195,6 +201,9 @@ class PrismLoopCallback(Callback):
             if self.stores[m] is None:
                 self.stores[m] = self._new_store()
             start = time.perf_counter()
+            kind = "random" if random_policy else "expert"
+            desc = f"collect {kind} episodes{self._who(m)} (cycle {self.state.cycle + 1}/{s.cycles})"
+            bar = self.progress.bar(desc, total=n, unit="ep") if self.progress is not None else None
             stats = collect_episodes(
                 env,
                 policy,
@@ -203,7 +212,12 @@ class PrismLoopCallback(Callback):
                 s.sparse_channel,
                 use_dense_features=s.reward.use_dense_features,
                 seed=derive_seed(seed, "collect/reset", index),
+                on_episode=bar.update if bar is not None else None,
             )
+            if bar is not None:
+                took = time.perf_counter() - start
+                summary = f"{desc}: {stats.episodes} episodes, mean length {stats.mean_episode_length:.1f}"
+                self.progress.close(bar, f"{summary}  {took:.1f}s")
             episodes = stats.episodes
             if logger is not None:
                 metrics = {
@@ -235,13 +249,19 @@ class PrismLoopCallback(Callback):
                     name=f"cycle{self.state.cycle}",
                     default_hp_metric=False,
                 )
-            # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
+            # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads. A fit
+            # function that takes Lightning callbacks gets the progress bar of its epochs.
+            extra = {}
+            if self.progress is not None and "callbacks" in inspect.signature(fit_model).parameters:
+                desc = f"reward fit{self._who(m)} (cycle {self.state.cycle + 1}/{s.cycles})"
+                extra["callbacks"] = [RewardFitProgress(self.progress, desc, s.reward.max_epochs)]
             model = fit_model(
                 self.stores[m],
                 s.reward,
                 logger=fit_logger,
                 seed=seed * 1_000 + self.state.fits,
                 device=getattr(agent, "device", "cpu"),
+                **extra,
             )
             models.append(model)
             summary = getattr(model, "fit_summary", None)  # a reward model may not report one
@@ -260,6 +280,11 @@ class PrismLoopCallback(Callback):
         if s.figures and trainer is not None:
             for m, logger in enumerate(self._loggers(trainer)):
                 self._log_shaped_vs_true(agent, logger, m)
+
+    def _who(self, member: int) -> str:
+        """`` (seed N)`` in a population's progress lines, nothing for a single run."""
+        seeds = self.settings.member_seeds
+        return f" (seed {seeds[member]})" if len(seeds) > 1 else ""
 
     def set_model(self, agent, models: list[torch.nn.Module] | torch.nn.Module) -> None:
         """Install (re)fitted reward models, one per member, in the agent's shapers (and relabel hook)."""

@@ -1,58 +1,203 @@
-"""A progress bar that shows what an RL researcher wants to see: phase, cycle and env steps."""
+"""What a run shows in the terminal: every phase with its own progress, on stderr.
+
+- **RL** (:class:`PhaseProgressBar`): one bar over env steps, the RL clock, refreshed each time the clock
+  crosses a multiple of ``refresh_every`` (250) env steps (a Lightning batch runs ``agent.steps_per_batch``
+  env steps, so the check is "crossed", not "is a multiple"), and at every phase change; its postfix names the
+  loop's current phase (``collect_random``, ``fit``, ``rl``, ``collect_expert``, ``eval``, ``final_eval``,
+  ``done``) and cycle.
+- **Collection** (random and expert): a bar over episodes, per member.
+- **Reward fit**: a bar over epochs (``reward.max_epochs``; early stopping may end it sooner) with the
+  ensemble's mean validation loss and the validation correlation, per member.
+- **Evaluation**: a bar over episodes (weights × episodes), the final one and the periodic ones.
+
+Phase bars vanish when their phase ends and leave one summary line (``tqdm.write``) above the RL bar. Like
+tqdm's own default, nothing is shown when stderr is not a terminal (logs, pipes): :class:`Progress` with
+``disable=None``. Nothing here draws random numbers or changes what a run computes.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
+from typing import IO, Any
 
 from lightning.pytorch.callbacks import Callback
 from tqdm.auto import tqdm
 
-from prism.loop.phases import PrismLoopCallback
+
+class Progress:
+    """The run's terminal display: creates the phase bars and knows the RL bar, whose postfix shows the phase.
+
+    ``file`` defaults to stderr; ``disable=None`` turns everything off when ``file`` is not a terminal."""
+
+    def __init__(self, file: IO[str] | None = None, disable: bool | None = None):
+        self.file = file if file is not None else sys.stderr
+        self.disable = disable
+        self.main: tqdm | None = None
+        """The RL bar (None before RL starts and after it ends)."""
+        self.phase = "init"
+        self.cycle = 0
+        self.cycles = 1
+
+    @property
+    def active(self) -> bool:
+        """Whether anything is shown (``disable=None``: only when ``file`` is a terminal)."""
+        if self.disable is not None:
+            return not self.disable
+        isatty = getattr(self.file, "isatty", None)
+        return bool(isatty and isatty())
+
+    def bar(self, desc: str, total: int | None, unit: str) -> tqdm:
+        """A phase bar (closed with :meth:`close`); the RL bar's postfix is refreshed to the current phase."""
+        self.show_phase()
+        return tqdm(
+            total=total,
+            desc=desc,
+            unit=unit,
+            leave=False,
+            dynamic_ncols=True,
+            file=self.file,
+            disable=self.disable,
+        )
+
+    def close(self, bar: tqdm, summary: str) -> None:
+        """End a phase bar, leaving ``summary`` as one line (when the display is on)."""
+        shown = not bar.disable
+        bar.close()
+        if shown:
+            tqdm.write(summary, file=self.file)
+
+    def note(self, text: str) -> None:
+        """One line above the bars (when the display is on)."""
+        if self.active:
+            tqdm.write(text, file=self.file)
+
+    def set_phase(self, phase: str, cycle: int, cycles: int) -> None:
+        self.phase, self.cycle, self.cycles = phase, cycle, cycles
+        self.show_phase()
+
+    def postfix(self) -> str:
+        return f"phase={self.phase} cycle={self.cycle + 1}/{self.cycles}"
+
+    def show_phase(self) -> None:
+        if self.main is not None:
+            self.main.set_postfix_str(self.postfix(), refresh=False)
+            self.main.refresh()
 
 
 class PhaseProgressBar(Callback):
-    """tqdm over env steps (the RL clock), with the loop's phase and cycle in the postfix.
+    """The RL bar: tqdm over env steps (the RL clock), with the phase and cycle of ``loop`` (the run's
+    :class:`~prism.loop.phases.PrismLoopCallback`) in the postfix.
 
-    Refreshed every ``refresh_every`` env steps so the bar costs nothing on the hot path.
+    Refreshed whenever the clock crosses a multiple of ``refresh_every`` env steps, so the bar costs nothing
+    on the hot path and moves at the promised pace whatever ``agent.steps_per_batch`` is.
     """
 
-    def __init__(self, loop: PrismLoopCallback, refresh_every: int = 250):
+    def __init__(self, loop: Any, refresh_every: int = 250, progress: Progress | None = None):
         self.loop = loop
         self.refresh_every = refresh_every
+        self.progress = progress if progress is not None else Progress()
         self._bar: tqdm | None = None
         self._phase: str | None = None
+        self._shown_step = 0
+        self.refreshes = 0
+        """How many times the bar was refreshed (tests read it)."""
 
     def _sync(self, pl_module) -> None:
         if self._bar is None:
             return
         steps = pl_module.env_step_count
+        self._shown_step = steps
+        self._phase = self.loop.state.phase
         self._bar.n = steps
+        self.refreshes += 1
         state = self.loop.state
-        self._bar.set_postfix_str(
-            f"phase={state.phase} cycle={state.cycle + 1}/{self.loop.settings.cycles}", refresh=False
-        )
-        self._bar.refresh()
+        self.progress.set_phase(state.phase, state.cycle, self.loop.settings.cycles)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._bar = tqdm(
             total=self.loop.total_env_steps,
-            desc="prism fit",
+            desc="prism fit (RL)",
             unit="step",
             dynamic_ncols=True,
-            file=sys.stderr,
-            disable=None,  # off when stderr is not a terminal (CI logs, pipes)
+            file=self.progress.file,
+            disable=self.progress.disable,  # None: off when stderr is not a terminal (CI logs, pipes)
         )
+        self.progress.main = self._bar
         self._sync(pl_module)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if self._bar is not None and (
-            pl_module.env_step_count % self.refresh_every == 0 or self.loop.state.phase != self._phase
-        ):
+        if self._bar is None:
+            return
+        every = self.refresh_every
+        crossed = pl_module.env_step_count // every != self._shown_step // every
+        if crossed or self.loop.state.phase != self._phase:
             self._phase = self.loop.state.phase
             self._sync(pl_module)
 
     def on_train_end(self, trainer, pl_module) -> None:
+        # Runs after the evaluation callbacks' on_train_end (the final evaluation, with a bar of its own).
         self._sync(pl_module)
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+            self.progress.main = None
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+            self.progress.main = None
+
+
+class RewardFitProgress(Callback):
+    """A reward fit's bar: one tick per epoch, the ensemble's mean validation loss and correlation."""
+
+    def __init__(self, progress: Progress, desc: str, max_epochs: int, log_prefix: str = "reward_fit"):
+        self.progress = progress
+        self.desc = desc
+        self.max_epochs = max_epochs
+        self.log_prefix = log_prefix
+        self._bar: tqdm | None = None
+        self._start = 0.0
+        self._last: dict[str, float] = {}
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+        self._bar = self.progress.bar(self.desc, total=self.max_epochs, unit="epoch")
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:  # after the epoch's validation
+        if self._bar is None:
+            return
+        metrics = trainer.callback_metrics
+        prefix = f"{self.log_prefix}/val_loss/m"
+        losses = [float(v) for k, v in metrics.items() if k.startswith(prefix)]
+        corr = metrics.get(f"{self.log_prefix}/val_corr")
+        self._last = {"val_loss": sum(losses) / len(losses) if losses else float("nan")}
+        if corr is not None:
+            self._last["val_corr"] = float(corr)
+        self._bar.set_postfix({k: f"{v:.4g}" for k, v in self._last.items()}, refresh=False)
+        self._bar.update(1)
+
+    def _finish(self, trainer, note: str = "") -> None:
+        if self._bar is None:
+            return
+        epochs = int(self._bar.n)
+        values = "  ".join(f"{k} {v:.4g}" for k, v in self._last.items())
+        took = time.perf_counter() - self._start
+        self.progress.close(self._bar, f"{self.desc}: {epochs} epochs  {values}  {took:.1f}s{note}")
+        self._bar = None
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._finish(trainer)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._finish(trainer, note="  (stopped)")
+
+
+def counted(progress: Progress | None, desc: str, total: int, unit: str) -> tuple[Any, Any]:
+    """``(bar, tick)`` for a phase of ``total`` units: ``tick(k=1)`` advances it; both None without a display."""
+    if progress is None:
+        return None, None
+    bar = progress.bar(desc, total=total, unit=unit)
+    return bar, lambda k=1: bar.update(k)

@@ -12,10 +12,8 @@ front.csv, summary.json, TensorBoard events).
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
@@ -31,14 +29,17 @@ from prism.config import (
     load_config,
     member_seeds,
     resolve_env_spec,
+    resolved_values,
+    same_run,
     sparse_channel,
     to_yaml,
 )
-from prism.envs import EnvSpec, make_env
+from prism.envs import make_env
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import append_csv, eval_row, truncate_eval_csv
 from prism.evaluation.rollout import evaluate_agent
+from prism.loop import interrupt
 from prism.loop.checkpoint import attach_checkpointing
 from prism.loop.checkpoint_io import (
     CHECKPOINT_DIR,
@@ -47,58 +48,11 @@ from prism.loop.checkpoint_io import (
     load_checkpoint,
     set_aside,
 )
+from prism.loop.members import Member, Run, member_config, member_run_dirs
 from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
+from prism.loop.progress import PhaseProgressBar, Progress
 from prism.registry import AGENTS, REWARDS, RewardEntry
-
-
-@dataclass
-class Member:
-    """One member of a run: its seed, its output folder, its single-run config, evaluation and logger."""
-
-    index: int
-    seed: int
-    run_dir: Path
-    config: RunConfig
-    """The member's own config (``seed`` = its seed, no ``seeds``, ``run_dir`` = its folder)."""
-    evaluation: EvaluationCallback
-    logger: TensorBoardLogger
-
-
-@dataclass
-class Run:
-    """Everything ``trainer.fit`` needs, built from a config (and nothing run yet)."""
-
-    config: RunConfig
-    spec: EnvSpec
-    run_dir: Path
-    agent: L.LightningModule
-    loop: PrismLoopCallback
-    members: list[Member]
-    trainer: L.Trainer
-
-    @property
-    def population(self) -> bool:
-        """Whether the config asked for ``seeds`` (then every member has a ``seed<N>/`` folder)."""
-        return self.config.seeds is not None
-
-    @property
-    def evaluation(self) -> EvaluationCallback:
-        """The evaluation callback of a single run (member 0)."""
-        return self.members[0].evaluation
-
-
-def member_run_dirs(config: RunConfig) -> list[Path]:
-    """Each member's output folder: ``run_dir`` for a single run, ``run_dir/seed<N>`` in a population."""
-    run_dir = Path(config.run_dir)
-    if config.seeds is None:
-        return [run_dir]
-    return [run_dir / f"seed{seed}" for seed in config.seeds]
-
-
-def member_config(config: RunConfig, seed: int, run_dir: Path) -> RunConfig:
-    """The single-run config of one member (what its folder's config.yaml holds)."""
-    return dataclasses.replace(config, seed=seed, seeds=None, run_dir=str(run_dir))
 
 
 def reward_entry(config: RunConfig) -> RewardEntry:
@@ -119,7 +73,9 @@ def build_shaper(config: RunConfig, channel: int | None, seed: int | None = None
     return reward_entry(config).shaper_factory()(sparse_channel=channel, model=None, seed=seed + 1)
 
 
-def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int | None = None) -> Run:
+def build_run(
+    config: RunConfig, *, progress_bar: bool | Progress = True, purge_step: int | None = None
+) -> Run:
     """Build the env factory, shapers, agent, callbacks and trainer of a run (nothing runs, nothing is written)."""
     spec = resolve_env_spec(config)
     channel = sparse_channel(config, spec)
@@ -194,9 +150,13 @@ def build_run(config: RunConfig, *, progress_bar: bool = True, purge_step: int |
     # the checkpointer (appended by attach_checkpointing) saves after both.
     callbacks: list[Callback] = [*(m.evaluation for m in members), loop]
     if progress_bar:
-        from prism.loop.progress import PhaseProgressBar
-
-        callbacks.append(PhaseProgressBar(loop))
+        # Every phase in the terminal (docs: prism/loop/progress.py); a Progress instance may be passed in.
+        progress = progress_bar if isinstance(progress_bar, Progress) else Progress()
+        if progress.active:  # the phase bars hook into collection, fits and evaluations only when shown
+            loop.progress = progress
+            for member in members:
+                member.evaluation.progress = progress
+        callbacks.append(PhaseProgressBar(loop, progress=progress))
     trainer = L.Trainer(
         accelerator=accelerator(config.device),
         devices=1,
@@ -218,7 +178,8 @@ def write_member_configs(run: Run) -> None:
     if run.population:
         for member in run.members:
             member.run_dir.mkdir(parents=True, exist_ok=True)
-            (member.run_dir / CONFIG_FILE).write_text(to_yaml(member.config))
+            resolved = resolved_values(member.config, run.spec)
+            (member.run_dir / CONFIG_FILE).write_text(to_yaml(member.config, resolved))
 
 
 def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
@@ -240,23 +201,31 @@ def _quiet() -> None:
 
 
 def fit_run(
-    files: list[str], overrides: list[str], *, resume: str | None = None, overwrite: bool = False
+    files: list[str],
+    overrides: list[str],
+    *,
+    resume: str | None = None,
+    overwrite: bool = False,
+    config: RunConfig | None = None,
 ) -> Run | None:
-    """``prism fit``: load and validate the config, prepare the run folder, train, evaluate.
+    """``prism fit``: load and validate the config (or take ``config``, already loaded from ``files`` and
+    ``overrides``), prepare the run folder, train, evaluate.
 
+    ``config.yaml`` gets every key and a ``resolved:`` block (:func:`prism.config.resolved_values`).
     ``None`` when ``resume`` names a finished run (nothing is done)."""
     _quiet()
     if resume is not None:
         return resume_run(Path(resume), files, overrides)
-    config = load_config(files, overrides)
+    config = config if config is not None else load_config(files, overrides)
     run_dir = Path(config.run_dir)
     prepare_run_dir(run_dir, overwrite=overwrite)
-    (run_dir / CONFIG_FILE).write_text(to_yaml(config))
+    spec = resolve_env_spec(config)
+    (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config, spec)))
     run = build_run(config)
     write_member_configs(run)
     attach_checkpointing(run)
     start = time.perf_counter()
-    run.trainer.fit(run.agent)
+    interrupt.fit(run.trainer, run.agent)
     wall_time_s = time.perf_counter() - start
     write_final_outputs(run, wall_time_s)
     print(closing_summary(run, wall_time_s))
@@ -279,7 +248,7 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
     config = load_config([config_path])
     if files or overrides:
         requested = load_config(files or [config_path], overrides)
-        if requested != config:
+        if not same_run(requested, config):
             raise ConfigError(
                 f"--resume: the given config differs from {config_path} (resume takes the run's saved config; "
                 "drop --config/overrides or start a new run_dir)"
@@ -307,21 +276,36 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
     run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
     attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
     start = time.perf_counter()
-    run.trainer.fit(run.agent)
+    interrupt.fit(run.trainer, run.agent)
     wall_time_s = time.perf_counter() - start
     write_final_outputs(run, wall_time_s)
     print(closing_summary(run, wall_time_s, resumed=True))
     return run
 
 
-def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]:
+PROTOCOLS = ("final", "periodic")
+"""``prism evaluate --protocol``: the final protocol (``eval.final``: the paper's 100 weights × 5 episodes,
+what ``front.csv``, ``summary.json`` and the ``final`` row of ``eval.csv`` hold) or the periodic one
+(``eval.num_weights`` × ``eval.episodes``, the learning curve's rows)."""
+
+_PERIODIC_KEYS = ("eval.num_weights", "eval.episodes", "eval.every")
+
+
+def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "final") -> dict | list[dict]:
     """``prism evaluate``: rebuild the agent from a run folder's config and last checkpoint, evaluate once.
 
-    ``run_dir`` is a single run's folder, a population's folder (every member is evaluated) or one member's
-    ``seed<N>/`` folder (its weights are read from the population's checkpoint one level up). Each evaluated
-    member gets a row appended to its ``evaluate.csv`` (``eval.csv`` stays the training curve), printed too.
+    ``protocol`` is ``final`` (default: ``eval.final.*``, the paper's protocol, the same episodes as the run's
+    final evaluation, so a finished run's values equal its ``final`` row of ``eval.csv``) or ``periodic``
+    (``eval.num_weights`` × ``eval.episodes``, as the periodic rows). ``eval.*`` overrides apply; one that sets
+    the other protocol's counts is refused (it would be ignored). ``run_dir`` is a single run's folder, a
+    population's folder (every member is evaluated) or one member's ``seed<N>/`` folder (its weights are read
+    from the population's checkpoint one level up). Each evaluated member gets a row appended to its
+    ``evaluate.csv`` (``eval.csv`` stays the training curve): ``protocol``, ``num_weights``, ``episodes``,
+    then the columns of an ``eval.csv`` row; the same values are printed, one line per member.
     """
     _quiet()
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"--protocol: expected one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     run_dir = Path(run_dir)
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
@@ -329,6 +313,17 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]
     bad = [o for o in overrides if not o.startswith("eval.")]
     if bad:
         raise ConfigError(f"{bad[0].split('=')[0]}: prism evaluate only takes eval.* overrides")
+    for item in overrides:
+        key = item.split("=", 1)[0]
+        if protocol == "final" and key in _PERIODIC_KEYS:
+            raise ConfigError(
+                f"{key}: sets the periodic protocol, and prism evaluate uses the final one; set "
+                f"eval.final.{key.split('.')[1]} instead, or add --protocol periodic"
+            )
+        if protocol == "periodic" and key.startswith("eval.final."):
+            raise ConfigError(
+                f"{key}: sets the final protocol, and --protocol periodic uses eval.num_weights / eval.episodes"
+            )
     config = load_config([config_path], overrides)
     only: int | None = None
     parent_config = run_dir.parent / CONFIG_FILE
@@ -344,9 +339,16 @@ def evaluate_run(run_dir: str | Path, overrides: list[str]) -> dict | list[dict]
     for member in run.members if only is None else [run.members[only]]:
         # The member's evaluation config, its reset seed resolved from the member's seed: the same episodes
         # as in training.
-        result = evaluate_agent(run.agent, run.spec, member.evaluation.config, member=member.index)
-        row = eval_row(result, run.spec.objective_names, env_steps)
-        append_csv(member.run_dir / "evaluate.csv", row)
+        cfg = member.evaluation.config
+        cfg = cfg.final_protocol() if protocol == "final" else cfg
+        result = evaluate_agent(run.agent, run.spec, cfg, member=member.index)
+        row = {
+            "protocol": protocol,
+            "num_weights": cfg.num_weights,
+            "episodes": cfg.episodes,
+            **eval_row(result, run.spec.objective_names, env_steps),
+        }
+        append_csv(member.run_dir / "evaluate.csv", row, extend_header=True)
         text = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
         print(f"seed {member.seed}: {text}" if run.population else text)
         rows.append(row)

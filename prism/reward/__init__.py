@@ -1,28 +1,51 @@
-"""Reward redistribution for the sparse channel: ReSymNet ensemble, its Lightning training, and shapers (docs/method.md §4–5)."""
+"""Reward redistribution for the sparse channel: ReSymNet ensemble, its Lightning training, and shapers (docs/method.md §4–5).
 
-from prism.data.features import build_features, dense_channels, feature_dim
-from prism.reward.config import RewardConfig
-from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
-from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
-from prism.reward.shaping import (
-    PassThroughShaper,
-    RandomShaper,
-    ResymnetShaper,
-    RewardShaper,
-    Transition,
-    UniformShaper,
-    make_shaper,
-    relabel_rewards,
-)
+The names below are imported on first access (PEP 562), so importing this package (as the config loader
+does) pulls in neither torch nor Lightning.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "build_features": "prism.data.features",
+    "dense_channels": "prism.data.features",
+    "feature_dim": "prism.data.features",
+    "RewardConfig": "prism.reward.config",
+    "pearson_correlation": "prism.reward.losses",
+    "segment_sums": "prism.reward.losses",
+    "trajectory_sum_loss": "prism.reward.losses",
+    "ReSymNetEnsemble": "prism.reward.resymnet",
+    "RewardEnsemble": "prism.reward.resymnet",
+    "PassThroughShaper": "prism.reward.shaping",
+    "RandomShaper": "prism.reward.shaping",
+    "ResymnetShaper": "prism.reward.shaping",
+    "RewardShaper": "prism.reward.shaping",
+    "Transition": "prism.reward.shaping",
+    "UniformShaper": "prism.reward.shaping",
+    "make_shaper": "prism.reward.shaping",
+    "relabel_rewards": "prism.reward.shaping",
+    "RewardModelModule": "prism.reward.module",
+    "fit_reward_model": "prism.reward.module",
+    "FitSummary": "prism.reward.module",
+    "evaluate_segments": "prism.reward.module",
+}
+"""Public name -> the module defining it (imported on first access)."""
 
 
-def __getattr__(name: str):
-    # The Lightning side is imported lazily so `import prism.reward` (e.g. by the config loader) stays light.
-    if name in ("RewardModelModule", "fit_reward_model", "FitSummary", "evaluate_segments"):
-        from prism.reward import module
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return getattr(module, name)
-    raise AttributeError(name)
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 from torch import Tensor
 
@@ -101,6 +102,7 @@ def fit_reward_model(
     log_prefix: str = "reward_fit",
     device: str | torch.device = "cpu",
     layout: str = "auto",
+    callbacks: Sequence[Callback] = (),
 ) -> RewardEnsemble:
     """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode).
 
@@ -116,6 +118,8 @@ def fit_reward_model(
         layout: training-batch layout, ``ragged`` or ``padded`` (see the module docstring; same maths);
             ``auto`` = ragged on a CPU, padded on a GPU. ``padded`` is the reference the benchmark and the
             equivalence tests compare against.
+        callbacks: Lightning callbacks for the fit's Trainer (e.g. a run's progress bar over epochs); they
+            must not draw random numbers.
     """
     config.validate()
     if layout not in ("auto", "ragged", "padded"):
@@ -155,6 +159,7 @@ def fit_reward_model(
             enable_model_summary=False,
             num_sanity_val_steps=0,
             log_every_n_steps=1,
+            callbacks=list(callbacks),
         )
         try:
             trainer.fit(module, datamodule=dm)

@@ -1,0 +1,100 @@
+"""Config files: reading one YAML layer (one-line errors with line and column), writing a run's config.yaml
+(with the ``resolved:`` record), the default ``run_dir``'s folder name, and the keys of older config.yaml
+files. Imports nothing heavy, so a bad config file is reported before torch or Lightning is imported.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from prism.errors import ConfigError
+
+
+def _seed_dir(seed: int, seeds: Any) -> str:
+    """The last folder of the default ``run_dir``: ``seed<N>``, or ``seeds<A>-<B>-…`` for a population."""
+    if seeds is None:
+        return f"seed{seed}"
+    return "seeds" + "-".join(str(s) for s in seeds)
+
+
+def _register(name: str, resolver: Any) -> None:
+    # OmegaConf 2.4 renamed register_new_resolver (now deprecated) to register_resolver; 2.3 has only the former.
+    register = getattr(OmegaConf, "register_resolver", None)
+    if register is not None and "annotation_validation" in inspect.signature(register).parameters:
+        register(name, resolver, annotation_validation="off")
+    else:
+        OmegaConf.register_new_resolver(name, resolver)
+
+
+if not OmegaConf.has_resolver("prism_seed_dir"):
+    _register("prism_seed_dir", _seed_dir)
+
+RESOLVED_KEY = "resolved"
+"""The block at the end of a run folder's config.yaml recording what the run resolved at start (values left
+``null`` / ``auto``, the prism version): for readers only; the loader drops it."""
+
+
+def _yaml_error(path: Path, err: Exception) -> str:
+    """A YAML syntax error in one line, with the line and column (1-based) where the parser stopped."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or (str(err).strip().splitlines() or [type(err).__name__])[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"--config: {str(path)!r} is not valid YAML{where}: {problem}"
+
+
+def load_layer(path: Path) -> DictConfig:
+    """One config file as a DictConfig; a missing, unreadable, invalid, empty or non-mapping file is a
+    :class:`ConfigError`. (An empty file used to start the full default run: it is refused, since a config
+    file that sets nothing is almost always the wrong file.)"""
+    if not path.is_file():
+        raise ConfigError(f"--config: file {str(path)!r} does not exist")
+    try:
+        layer = OmegaConf.load(path)
+    except OSError as err:
+        raise ConfigError(f"--config: cannot read {str(path)!r}: {err.strerror}") from None
+    except Exception as err:  # YAML syntax errors come in several types
+        raise ConfigError(_yaml_error(path, err)) from None
+    if not isinstance(layer, DictConfig):
+        raise ConfigError(f"--config: {str(path)!r} must hold a mapping of keys, not a list")
+    if len(layer) == 0:
+        raise ConfigError(
+            f"--config: {str(path)!r} is empty (sets no key); give a config file that sets at least one key, "
+            "e.g. conf/quickstart.yaml"
+        )
+    return layer
+
+
+RUN_LEVEL_KEYS = {
+    "agent.seed": "agent.seed: not an agent key; set the run's top-level `seed` (or `seeds`), which seeds the "
+    "agent too",
+    "agent.device": "agent.device: not an agent key; set the run's top-level `device` (one device for the "
+    "whole run)",
+}
+"""Keys that older configs had under ``agent:`` and that belong to the run: the error says where they went."""
+
+
+def to_yaml(config: Any, resolved: dict[str, Any] | None = None) -> str:
+    """The config as YAML with every key (what a run folder's config.yaml holds); a population's leaves out
+    ``seed``, which it does not use. With ``resolved`` (see :func:`resolved_values`), a commented
+    ``resolved:`` block follows."""
+    data = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
+    if getattr(config, "seeds", None) is not None:
+        del data["seed"]
+    text = OmegaConf.to_yaml(data)
+    if resolved:
+        text += (
+            "# What this run resolved at start for the keys above left null / auto, and the prism version that\n"
+            "# wrote the file. For reading only: prism reads the keys above and ignores this block.\n"
+            + OmegaConf.to_yaml({RESOLVED_KEY: resolved})
+        )
+    return text
+
+
+def same_run(a: Any, b: Any) -> bool:
+    """Whether two configs describe the same run (as their config.yaml would say: ``seed`` is ignored in a
+    population, which does not use it)."""
+    return to_yaml(a) == to_yaml(b)

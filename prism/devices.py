@@ -1,0 +1,40 @@
+"""The run's ``device`` key on this machine: checked, resolved to a torch device and to Lightning's accelerator."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prism.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+
+def check_cuda_device(device: str) -> None:
+    """``device: cuda`` (or ``cuda:N``) must name a GPU torch can use on this machine."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"device: {device!r} requested but CUDA is not available on this machine "
+            f"(torch {torch.__version__}); use device=cpu or device=auto"
+        )
+    if ":" in device:
+        index = device.split(":", 1)[1]
+        count = torch.cuda.device_count()
+        if not index.isdigit() or int(index) >= count:
+            raise ConfigError(f"device: {device!r} is not one of this machine's {count} CUDA device(s)")
+
+
+def torch_device(device: str) -> torch.device:
+    """The torch device the run's ``device`` resolves to on this machine (``auto``: CUDA when available)."""
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def accelerator(device: str) -> str:
+    """The Lightning ``Trainer(accelerator=...)`` value of the run's ``device``."""
+    return "gpu" if torch_device(device).type == "cuda" else "cpu"

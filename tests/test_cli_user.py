@@ -1,0 +1,190 @@
+"""The command line as a user meets it (issue 21): Ctrl-C, fast config errors, introspection, error edges.
+
+Subprocess tests on the toy env: each either ends at once (a config error) or runs a tiny toy run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from subprocess_runs import subprocess_env
+from toy_runs import KILLABLE, toy_run
+
+import prism
+from prism.config import load_config, resolved_values, same_run, to_yaml
+from prism.loop.checkpoint_io import read_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+PRISM = [sys.executable, "-m", "prism.cli"]
+
+
+def _prism(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*PRISM, *args], env=subprocess_env(), capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+def test_sigint_during_a_fit_exits_130_and_keeps_the_checkpoint(tmp_path):
+    """Ctrl-C mid-run: `prism: interrupted`, exit 130 (Lightning alone gives exit 1 and no word), and the
+    checkpoint on disk is whole (the kill-and-resume tests of test_reliability.py show that resuming from
+    such a checkpoint is byte-identical)."""
+    run_dir = tmp_path / "run"
+    checkpoint = run_dir / "checkpoints" / "last.pt"
+    cmd = [*PRISM, "fit", "--config", str(CONF / "quickstart.yaml"), *toy_run(KILLABLE), f"run_dir={run_dir}"]
+    process = subprocess.Popen(
+        cmd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 300
+    while not (checkpoint.is_file() and (run_dir / "eval.csv").is_file()):
+        assert process.poll() is None, process.stderr.read()[-2000:]
+        assert time.monotonic() < deadline, "no checkpoint was written"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == "prism: interrupted"
+    assert not (run_dir / "summary.json").exists()
+    state = read_checkpoint(checkpoint)  # raises on a damaged file
+    assert (
+        state["env_steps"] >= 150
+    )  # saved mid-RL (loop.checkpoint_every = 150), before the first evaluation
+    # config.yaml records what the run resolved and the prism version (issue 21, item 10)
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["resolved"]["prism_version"] == prism.__version__
+    assert (
+        saved["resolved"]["device"] == "cpu" and saved["resolved"]["env.sparse_channel"] == 0
+    )  # the toy spec's
+
+
+_IMPORTS_AFTER = """
+import sys
+from prism.cli import main
+code = main(sys.argv[1:])
+print(code, "lightning" in sys.modules, "lightning.pytorch" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["fit", "--config", "conf/nonexist.yaml"],
+        ["fit", "--config", "conf/quickstart.yaml", "loop.cycles=abc"],
+        ["fit", "--config", "conf/quickstart.yaml", "env.id=no-such-env-v0"],
+        ["config", "--config", "conf/quickstart.yaml", "loop.cycles=0"],
+    ],
+)
+def test_a_config_error_is_reported_before_lightning_is_imported(args):
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER, *args],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert result.stdout.split() == ["2", "False", "False"], result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("prism: error: ")
+
+
+def test_version():
+    result = _prism("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"prism {prism.__version__}"
+
+
+def test_prism_config_prints_every_key_and_what_it_resolves_without_training(tmp_path):
+    run_dir = tmp_path / "never"
+    result = _prism("config", "--config", "conf/quickstart.yaml", "seeds=[1,2]", f"run_dir={run_dir}")
+    assert result.returncode == 0, result.stderr
+    printed = yaml.safe_load(result.stdout)
+    assert not run_dir.exists()  # nothing ran
+    assert printed["eval"]["final"] == {"num_weights": 100, "episodes": 5}  # defaults a file did not set
+    assert printed["agent"]["name"] == "capql" and "seed" not in printed and printed["seeds"] == [1, 2]
+    resolved = printed["resolved"]
+    assert resolved["prism_version"] == prism.__version__ and resolved["device"] == "cpu"
+    assert set(resolved["eval.seed"]) == {"seed1", "seed2"}
+    # the printed text is a config file: it loads to the config it shows (the resolved block is ignored)
+    saved = tmp_path / "printed.yaml"
+    saved.write_text(result.stdout)
+    assert same_run(
+        load_config([saved]), load_config([CONF / "quickstart.yaml"], ["seeds=[1,2]", f"run_dir={run_dir}"])
+    )
+
+
+def test_config_yaml_with_and_without_the_resolved_block_loads_the_same(tmp_path):
+    """--resume and prism evaluate read config.yaml: a new one (with `resolved:`) and an old one (without)."""
+    config = load_config([CONF / "quickstart.yaml"], toy_run())
+    new, old = tmp_path / "new.yaml", tmp_path / "old.yaml"
+    new.write_text(to_yaml(config, resolved_values(config)))
+    old.write_text(to_yaml(config))
+    assert "resolved:" in new.read_text() and "resolved:" not in old.read_text()
+    assert load_config([new]) == load_config([old]) == config
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "is empty (sets no key)"),
+        ("# only a comment\n", "is empty (sets no key)"),
+        ("loop:\n  cycles: [1\nseed: 2\n", "is not valid YAML at line 3, column 5"),
+    ],
+)
+def test_empty_or_invalid_config_file_is_one_line_exit_2(tmp_path, text, expected):
+    path = tmp_path / "user.yaml"
+    path.write_text(text)
+    result = _prism("fit", "--config", str(path), f"run_dir={tmp_path / 'run'}")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prism: error: --config: ") and expected in lines[0], lines
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_missing_equals_sign_is_named_as_such():
+    result = _prism("fit", "--config", "conf/quickstart.yaml", "loop.cycles", "3")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "prism: error: loop.cycles: not a config file and not key=value; overrides take the form key=value; "
+        "did you mean loop.cycles=3?"
+    ]
+
+
+def test_an_unusable_gymnasium_env_is_one_line_without_library_warnings(tmp_path):
+    result = _prism(
+        "fit", "--config", "conf/quickstart.yaml", "env.id=mo-mountaincar-v0", f"run_dir={tmp_path}"
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "prism: error: env.id: mo-mountaincar-v0 has a Discrete action space; prism needs a Box"
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["eval.num_weights=7"],
+            "eval.num_weights: sets the periodic protocol, and prism evaluate uses the final one",
+        ),
+        (["eval.final.episodes=2", "--protocol", "periodic"], "eval.final.episodes: sets the final protocol"),
+    ],
+)
+def test_evaluate_refuses_the_other_protocols_counts(tmp_path, args, message):
+    (tmp_path / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"])))
+    result = _prism("evaluate", str(tmp_path), *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"prism: error: {message}"), lines
+
+
+def test_prism_config_alone_lists_every_default():
+    result = _prism("config")
+    assert result.returncode == 0, result.stderr
+    printed = yaml.safe_load(result.stdout)
+    assert (
+        printed["run_dir"] == "runs/mo-hopper-v5/prism/seed0" and printed["loop"]["initial_episodes"] == 1000
+    )
