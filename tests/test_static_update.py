@@ -62,9 +62,7 @@ class Reference:
     def __init__(self, agent: CAPQLModule):
         seeds, device = agent.seeds, agent.device
         self.actor, self.critic, self.target = agent.actor, agent.critic, agent.critic_target
-        self.replay = [
-            torch.Generator(device=device).manual_seed(derive_seed(s, "replay")) for s in seeds
-        ]
+        self.replay = [torch.Generator(device=device).manual_seed(derive_seed(s, "replay")) for s in seeds]
         self.noise = torch.Generator(device=device).manual_seed(population_seed(seeds, "update"))
         self.actor_opt = torch.optim.Adam(list(self.actor.parameters()), lr=agent.config.lr, fused=True)
         self.critic_opt = torch.optim.Adam(list(self.critic.parameters()), lr=agent.config.lr, fused=True)
@@ -74,7 +72,9 @@ class Reference:
         buffer = self.agent.buffer
         index = torch.stack(
             [
-                torch.randint(int(buffer.sizes[s]), (self.agent.batch_size,), generator=g, device=buffer.device)
+                torch.randint(
+                    int(buffer.sizes[s]), (self.agent.batch_size,), generator=g, device=buffer.device
+                )
                 + s * buffer.capacity
                 for s, g in enumerate(self.replay)
             ]
@@ -163,7 +163,9 @@ def test_static_draw_is_randint_draw_for_draw():
         )
         assert torch.equal(runner.draw.index, expected)
     batch = runner.draw.gather()
-    assert torch.equal(batch.obs, agent.buffer._split(agent.buffer.storage.view(-1, agent.buffer.width)[expected]).obs)
+    assert torch.equal(
+        batch.obs, agent.buffer._split(agent.buffer.storage.view(-1, agent.buffer.width)[expected]).obs
+    )
 
 
 def test_static_update_rebuilds_when_optimiser_state_is_loaded():

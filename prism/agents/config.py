@@ -135,7 +135,9 @@ class CAPQLConfig(OffPolicyConfig):
         checks.sizes("agent.actor_hidden", self.actor_hidden)
         checks.sizes("agent.critic_hidden", self.critic_hidden)
         checks.positive("agent.n_critics", self.n_critics)
-        checks.require("agent.cuda_graph", isinstance(self.cuda_graph, bool), "be true or false", self.cuda_graph)
+        checks.require(
+            "agent.cuda_graph", isinstance(self.cuda_graph, bool), "be true or false", self.cuda_graph
+        )
         if self.symreg_lambda is not None:
             checks.non_negative("agent.symreg_lambda", self.symreg_lambda)
         checks.require(

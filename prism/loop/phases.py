@@ -220,11 +220,18 @@ class PrismLoopCallback(Callback):
     def _fit(self, agent, trainer) -> None:
         s = self.settings
         models = []
-        fit_model = REWARD_MODELS.entry("reward.name", s.reward_model).fit_fn()
+        entry = REWARD_MODELS.entry("reward.name", s.reward_model)
+        fit_model, fit_together = entry.fit_fn(), entry.fit_population_fn()
+        device = getattr(agent, "device", "cpu")
+        stacked = None
+        if getattr(s.reward, "stacked_fit", False) and len(s.member_seeds) > 1 and fit_together is not None:
+            # Every member's model in one stacked fit (each equal to its own fit; no per-epoch curves).
+            seeds = [seed * 1_000 + self.state.fits for seed in s.member_seeds]
+            stacked = fit_together(self.stores, s.reward, seeds=seeds, device=device)
         for m, (seed, logger) in enumerate(zip(s.member_seeds, self._loggers(trainer))):
             fit_logger = None
             member_dir = s.member_dir(m)
-            if trainer is not None and member_dir is not None:
+            if trainer is not None and member_dir is not None and stacked is None:
                 from lightning.pytorch.loggers import TensorBoardLogger
 
                 # Per-epoch reward-model curves go to their own TensorBoard run (x-axis = epoch); summaries go
@@ -233,12 +240,16 @@ class PrismLoopCallback(Callback):
                     str(member_dir), name="tb", version=f"reward_fit_cycle{self.state.cycle}"
                 )
             # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
-            model = fit_model(
-                self.stores[m],
-                s.reward,
-                logger=fit_logger,
-                seed=seed * 1_000 + self.state.fits,
-                device=getattr(agent, "device", "cpu"),
+            model = (
+                stacked[m]
+                if stacked is not None
+                else fit_model(
+                    self.stores[m],
+                    s.reward,
+                    logger=fit_logger,
+                    seed=seed * 1_000 + self.state.fits,
+                    device=device,
+                )
             )
             models.append(model)
             summary = getattr(model, "fit_summary", None)  # a reward model may not report one
