@@ -12,7 +12,8 @@ from prism.reward.module import fit_reward_model, member_seeds
 from prism.reward.stacked import MemberAdamW, StackedRewardModule, fit_reward_models_stacked, stacked_data
 from prism.reward.training import RewardModelModule
 
-TRAINER = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+# On the CPU even on a GPU machine: the equality needs the lone fit's CPU dropout draws.
+TRAINER = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                num_sanity_val_steps=0)  # fmt: skip
 
 
@@ -39,7 +40,7 @@ def to_float64(dm: TrajectorySumDataModule) -> None:
     dm._val_batches = dm._build_val_batches()
 
 
-def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int) -> RewardModelModule:
+def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int, **trainer) -> RewardModelModule:
     """A member's own fit, as fit_reward_model runs it with the padded layout, in float64."""
     k = cfg.ensemble_size
     dm = TrajectorySumDataModule(store, batch_size=cfg.batch_size, val_fraction=cfg.val_fraction, seed=seed,
@@ -48,8 +49,18 @@ def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int) -> RewardModelMo
     to_float64(dm)
     torch.manual_seed(seed)
     module = RewardModelModule(dm.in_features, cfg, member_seeds(seed, k)).double()
-    L.Trainer(max_epochs=cfg.max_epochs, **TRAINER).fit(module, datamodule=dm)
+    L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(module, datamodule=dm)
     return module
+
+
+def stacked_fit(stores, cfg: RewardConfig, seeds, **trainer):
+    """The stacked fit of ``stores`` in float64 (data modules as fit_reward_models_stacked builds them)."""
+    data = stacked_data(stores, cfg, seeds)
+    for dm in data.dms:
+        to_float64(dm)
+    stacked = StackedRewardModule(data.dms[0].in_features, cfg, seeds).double()
+    L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(stacked, datamodule=data)
+    return stacked, data
 
 
 def test_stacked_fit_equals_the_members_own_fits_in_float64():
@@ -58,12 +69,8 @@ def test_stacked_fit_equals_the_members_own_fits_in_float64():
     stores = [make_store(45, 1), make_store(60, 2), make_store(75, 3)]
     seeds = [11, 2_007, 40_003]
     cfg = RewardConfig(hidden=16, dropout=0.3, ensemble_size=2, batch_size=8, max_epochs=14, patience=2)
-    data = stacked_data(stores, cfg, seeds)
+    stacked, data = stacked_fit(stores, cfg, seeds)
     assert [len(dm.train_dataloader()) for dm in data.dms] == [5, 6, 8]
-    for dm in data.dms:
-        to_float64(dm)
-    stacked = StackedRewardModule(data.dms[0].in_features, cfg, seeds).double()
-    L.Trainer(max_epochs=cfg.max_epochs, **TRAINER).fit(stacked, datamodule=data)
 
     alone = [lone_fit(store, cfg, seed) for store, seed in zip(stores, seeds)]
     k = cfg.ensemble_size

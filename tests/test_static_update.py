@@ -187,3 +187,16 @@ def test_update_terms_land_in_the_static_buffer_without_host_reads(monkeypatch):
     out = [agent.update_step() for _ in range(3)]
     assert reads == []
     assert all(t is out[0] for t in out)  # one static buffer, overwritten each update
+
+
+def test_graph_check_tool_runs_the_same_update_on_cpu_with_the_graph_flag_ignored():
+    """tools/graph_check.py (what gpu_check.sh runs on CUDA): on a CPU ``cuda_graph: true`` is ignored, so
+    both of its agents run the same eager static update and must agree exactly."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "graph_check.py"
+    spec = importlib.util.spec_from_file_location("prism_graph_check", path)
+    gc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gc)
+    assert gc.compare((0, 1), 12, "cpu") == (0.0, 0.0, 0)
