@@ -262,18 +262,23 @@ class StackedRewardModule(RewardModelModule):
         self._val_count = 1
         super().on_validation_epoch_end()
 
-    def ensembles(self, dms: Sequence[TrajectorySumDataModule]) -> list[RewardEnsemble]:
-        """Store s's K networks as a lone fit's :class:`RewardEnsemble` (on CPU, eval mode, its scaler)."""
+    def ensembles(
+        self, dms: Sequence[TrajectorySumDataModule], device: str | torch.device = "cpu"
+    ) -> list[RewardEnsemble]:
+        """Store s's K networks as a lone fit's :class:`RewardEnsemble` (eval mode, its scaler) on ``device``."""
         out = []
-        state = {n: p.detach().cpu() for n, p in self.net.named_parameters()}
+        state = {n: p.detach() for n, p in self.net.named_parameters()}
+        dtype = state["inp.weight"].dtype
         for s, dm in enumerate(dms):
             lo, hi = s * self.k, (s + 1) * self.k
             net = ReSymNetEnsemble(
                 self.k, self.net.in_features, self.net.hidden, self.net.dropout, self.net.residual,
                 self.net.member_seeds[lo:hi],
-            ).to(state["inp.weight"].dtype)  # fmt: skip
+            ).to(device=device, dtype=dtype)  # fmt: skip
             net.load_state_dict({n: t[lo:hi] for n, t in state.items()})
-            model = RewardEnsemble(net, use_dense_features=dm.use_dense_features).to(net.inp.weight.dtype)
+            model = RewardEnsemble(net, use_dense_features=dm.use_dense_features).to(
+                device=device, dtype=dtype
+            )
             model.set_scaler(dm.feature_mean, dm.feature_scale)
             out.append(model.eval())
         return out
@@ -316,12 +321,15 @@ def fit_reward_models_stacked(
             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         )  # fmt: skip
         trainer.fit(module, datamodule=data)
-    models = module.ensembles(data.dms)
-    elapsed = time.perf_counter() - start
+    # The fit summaries' validation pass runs where the fit ran; the models are then handed over on the CPU,
+    # as fit_reward_model hands its model over.
+    models = module.ensembles(data.dms, device=device)
     per_epoch = float(torch.tensor(module.epoch_seconds).median()) if module.epoch_seconds else 0.0
-    for s, (model, dm) in enumerate(zip(models, data.dms)):
+    reports = [evaluate_segments(model, dm) for model, dm in zip(models, data.dms)]
+    models = [model.cpu() for model in models]
+    elapsed = time.perf_counter() - start
+    for s, (model, dm, report) in enumerate(zip(models, data.dms, reports)):
         lo, hi = s * module.k, (s + 1) * module.k
-        report = evaluate_segments(model, dm)
         rel = (report["segment_sums"] - report["targets"]).abs() / report["targets"].abs().clamp_min(1e-8)
         model.fit_summary = FitSummary(
             epochs_run=module.epochs_run[lo:hi].tolist(),
