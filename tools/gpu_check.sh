@@ -18,7 +18,8 @@
 #   bench_reward_fit_stacked   bench_reward_fit.py --device cuda --stacked 10 (S = 10 stores of ~122 000 steps)
 #   bench_train_eager          bench_train.py --device cuda --quick (graph off: the default)
 #   quickstart_population      prism fit, conf/quickstart.yaml shortened, seeds [0,1,2,3], device=cuda, graph on
-# and last `verdicts` (tools/gpu_check_verdicts.py), also printed. Steps are ordered by the goals they decide;
+# and last `verdicts` (tools/gpu_check_verdicts.py), also printed. The population benches time one block per
+# side (each Trainer.fit builds new optimisers, so the graph is captured again: one capture per side). Steps are ordered by the goals they decide;
 # one that would start with under 15 s of the deadline left is skipped (its verdict reads MISSING).
 set -u
 DRY=0
@@ -76,8 +77,8 @@ else
   step graph_check 60 $PY tools/graph_check.py --device cuda --updates 100 --seeds 1 8
   step cuda_tests 120 $PY -m pytest -q -m cuda -rs tests/test_cuda.py
   step bench_train_graph 110 $PY tools/bench_train.py --device cuda --quick --cuda-graph
-  step bench_population_s8 80 $PY tools/bench_population.py --device cuda --quick --seeds 8 --cuda-graph
-  step bench_population_s32 60 $PY tools/bench_population.py --device cuda --quick --seeds 32 --steps 200 --block 100 --cuda-graph --no-solo
+  step bench_population_s8 80 $PY tools/bench_population.py --device cuda --quick --seeds 8 --block 300 --cuda-graph
+  step bench_population_s32 60 $PY tools/bench_population.py --device cuda --quick --seeds 32 --steps 200 --block 200 --cuda-graph --no-solo
   step bench_reward_fit 60 $PY tools/bench_reward_fit.py --device cuda --quick
   step bench_reward_fit_stacked 100 $PY tools/bench_reward_fit.py --device cuda --stacked 10 --epochs 3
   step bench_train_eager 90 $PY tools/bench_train.py --device cuda --quick

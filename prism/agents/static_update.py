@@ -15,8 +15,9 @@ as ``update(buffer.sample_members(...))``: the same draws from the same generato
 ``torch.randint(n) + lo`` draw for draw), the same gathered values, the same update
 (``tests/test_static_update.py`` checks it bit for bit against a reference written from the pure losses).
 With ``agent.cuda_graph: true`` on CUDA, the first ``warmup`` updates run eagerly on a side stream (they are real
-updates: they also allocate the optimiser state), the next one is captured with :func:`torch.cuda.graph` and
-every update from then on is one ``graph.replay()``; the graph is dropped (and re-captured) whenever what it
+updates: they also allocate the optimiser state), the next one is captured into a ``torch.cuda.CUDAGraph`` (as
+:func:`torch.cuda.graph` captures: a side stream, the graph's private memory pool) and every update from then on
+is one ``graph.replay()``; the graph is dropped (and re-captured) whenever what it
 points at changes (a new buffer or optimiser state, a relabel function, which always runs eagerly).
 """
 
@@ -101,8 +102,14 @@ class StaticUpdate:
         self.warmup = warmup
         self.graph: torch.cuda.CUDAGraph | None = None
         self._eager_done = 0
+        self._side: torch.cuda.Stream | None = None
         self.captures = 0
         """How many times the body was captured (a test checks that shapes trigger exactly one capture)."""
+
+    def _side_stream(self) -> torch.cuda.Stream:
+        if self._side is None:
+            self._side = torch.cuda.Stream(device=self.draw.buffer.device)
+        return self._side
 
     def invalidate(self) -> None:
         """Drop the graph (what it points at changed); the next graphed update warms up and re-captures."""
@@ -131,7 +138,7 @@ class StaticUpdate:
         elif self._eager_done < self.warmup:
             # Warm-up on a side stream (as torch.cuda.graph's docs ask): real updates, which also allocate
             # the optimiser state the capture then points at.
-            side = torch.cuda.Stream()
+            side = self._side_stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 self._body(None)
@@ -141,8 +148,18 @@ class StaticUpdate:
             graph = torch.cuda.CUDAGraph()
             for generator in self.graph_generators:
                 graph.register_generator_state(generator)
-            with torch.cuda.graph(graph):
-                self._body(None)  # recorded, not run: the replay below is this update
+            # What torch.cuda.graph does (capture on a side stream into the graph's private memory pool),
+            # without its gc.collect() and empty_cache(): a re-capture (new optimisers at every Trainer.fit)
+            # then costs one update's Python time, not a garbage collection of the whole process.
+            side = self._side_stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                graph.capture_begin()
+                try:
+                    self._body(None)  # recorded, not run: the replay below is this update
+                finally:
+                    graph.capture_end()
+            torch.cuda.current_stream().wait_stream(side)
             self.graph = graph
             self.captures += 1
             graph.replay()
