@@ -142,6 +142,7 @@ class MemberAdamW(torch.optim.Optimizer):
         active = [True] * self.members if self.active is None else list(self.active)
         self.steps = [n + 1 if a else n for n, a in zip(self.steps, active)]
         counts = [max(n, 1) for n in self.steps]
+        every = all(active)
         per_device: dict = {}
         for group in self.param_groups:
             lr, wd, (beta1, beta2), eps = group["lr"], group["weight_decay"], group["betas"], group["eps"]
@@ -166,15 +167,18 @@ class MemberAdamW(torch.optim.Optimizer):
                     state["exp_avg_sq"] = torch.zeros_like(p)
                 grad, m, v = p.grad, state["exp_avg"], state["exp_avg_sq"]
                 # Member by member what torch.optim.AdamW's single-tensor step computes with its own count.
-                new_p = p * (1 - lr * wd)
-                new_m = m.lerp(grad, 1 - beta1)
-                new_v = (v * beta2).addcmul_(grad, grad, value=1 - beta2)
+                if every:  # in place, the same arithmetic: no copies when no member sits the step out
+                    new_p, new_m, new_v = p.mul_(1 - lr * wd), m.lerp_(grad, 1 - beta1), v.mul_(beta2)
+                else:
+                    new_p, new_m, new_v = p * (1 - lr * wd), m.lerp(grad, 1 - beta1), v * beta2
+                new_v.addcmul_(grad, grad, value=1 - beta2)
                 denom = (new_v.sqrt() / bc2_sqrt).add_(eps)
                 new_p.addcdiv_(new_m * step_size, denom, value=-1.0)
-                keep = on.bool()
-                p.copy_(torch.where(keep, new_p, p))
-                m.copy_(torch.where(keep, new_m, m))
-                v.copy_(torch.where(keep, new_v, v))
+                if not every:
+                    keep = on.bool()
+                    p.copy_(torch.where(keep, new_p, p))
+                    m.copy_(torch.where(keep, new_m, m))
+                    v.copy_(torch.where(keep, new_v, v))
         return loss
 
 
