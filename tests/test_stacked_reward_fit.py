@@ -135,7 +135,8 @@ def test_population_loop_fits_its_members_in_one_stacked_fit(tmp_path):
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
 
     def first_models(*overrides: str):
-        config = load_config([conf], [*toy_run({}), *overrides, f"run_dir={tmp_path / 'x'}"])
+        # device=cpu: the equality needs the CPU dropout draws (also on a machine with a GPU).
+        config = load_config([conf], [*toy_run({}), *overrides, "device=cpu", f"run_dir={tmp_path / 'x'}"])
         run = build_run(config, progress_bar=False)
         run.loop._advance(run.agent, None)  # collect, fit, stop at RL
         return run.loop.models

@@ -66,7 +66,7 @@ def max_diff(a: CAPQLModule, b: CAPQLModule) -> float:
     for opt_a, opt_b in zip(a._raw_optimizers, b._raw_optimizers):
         for p, q in zip(opt_a.param_groups[0]["params"], opt_b.param_groups[0]["params"]):
             pairs += [(opt_a.state[p][k], opt_b.state[q][k]) for k in ("exp_avg", "exp_avg_sq", "step")]
-    return max(float((x.float() - y.float()).abs().max()) for x, y in pairs)
+    return max(float((x.detach().float() - y.detach().float()).abs().max()) for x, y in pairs)
 
 
 def compare(seeds, updates: int, device: str) -> tuple[float, float, int]:
