@@ -26,6 +26,7 @@ def register() -> None:
         "resymnet",
         fit="prism.reward.module:fit_reward_model",
         load="prism.reward.resymnet:RewardEnsemble.from_dict",
+        fit_population="prism.reward.stacked:fit_reward_models_stacked",
     )
 
     # ---- reward methods without a learned model (reward.name) -------------------------------------------

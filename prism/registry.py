@@ -166,9 +166,17 @@ class RewardModelEntry:
     name: str
     fit: Target
     load: Target
+    fit_population: Target | None = None
+    """Optional ``fit_population(stores, reward_config, *, seeds, device) -> [model]``: every member's model of
+    a population in one go (``reward.stacked_fit``), equal to ``fit`` per store."""
 
     def fit_fn(self, key: str = "reward.name") -> Callable[..., Any]:
         return resolve(key, "reward model fit", self.fit)
+
+    def fit_population_fn(self, key: str = "reward.name") -> Callable[..., Any] | None:
+        if self.fit_population is None:
+            return None
+        return resolve(key, "reward model population fit", self.fit_population)
 
     def load_fn(self, key: str = "reward.name") -> Callable[..., Any]:
         return resolve(key, "reward model loader", self.load)
@@ -296,12 +304,19 @@ PREDICTED_SHAPER = "prism.reward.shaping:predicted_shaper"
 """The shaper of a learned reward model's method: the model's per-step prediction replaces the channel."""
 
 
-def register_reward_model(name: str, *, fit: Target, load: Target, shaper: Target = PREDICTED_SHAPER) -> None:
+def register_reward_model(
+    name: str,
+    *,
+    fit: Target,
+    load: Target,
+    shaper: Target = PREDICTED_SHAPER,
+    fit_population: Target | None = None,
+) -> None:
     """Register a learned reward model and the reward method of the same name that shapes with it.
 
     One call: ``REWARD_MODELS[name] = (fit, load)`` and ``REWARDS[name] = (shaper, model=name)``, so
     ``reward.name=<name>`` collects segments, fits the model every cycle and replaces the sparse channel by
     its per-step prediction (the shaper may be replaced, e.g. by one that post-processes the prediction).
     """
-    REWARD_MODELS.register(name, fit=fit, load=load)
+    REWARD_MODELS.register(name, fit=fit, load=load, fit_population=fit_population)
     REWARDS.register(name, shaper=shaper, model=name)

@@ -7,7 +7,12 @@ changes on a shared machine hit both alike. Only the training loop is timed (fro
 ``on_train_start`` to ``on_train_end``: env stepping, updates and Lightning's per-batch cost), not building a
 Trainer.
 
-    python tools/bench_population.py [--quick] [--device cpu|cuda] [--seeds 5] [--threads N]
+    python tools/bench_population.py [--quick] [--device cpu|cuda] [--seeds 5] [--threads N] [--cuda-graph]
+        [--no-solo]
+
+``--cuda-graph`` runs both sides with ``agent.cuda_graph: true``; ``--no-solo`` times the population alone
+(``tools/gpu_check.sh`` compares it with morl-baselines' single run instead: S solo runs of S = 32 would take
+most of a device session).
 
 The last line is ``aggregate_speedup_vs_solo: <x>x`` = (population env-steps/s summed over members) ÷
 (env-steps/s of the solo runs one after another).
@@ -72,6 +77,8 @@ def main() -> None:
     parser.add_argument("--env", default="mo-hopper-v5")
     parser.add_argument("--steps", type=int, default=None, help="timed env steps per member")
     parser.add_argument("--block", type=int, default=None, help="env steps per alternation block")
+    parser.add_argument("--cuda-graph", action="store_true", help="agent.cuda_graph: true on both sides")
+    parser.add_argument("--no-solo", action="store_true", help="time the population only")
     parser.add_argument(
         "--steps-per-batch",
         type=int,
@@ -96,6 +103,7 @@ def main() -> None:
         learning_starts=learning_starts,
         buffer_size=100_000,
         log_every=10**9,
+        cuda_graph=args.cuda_graph,
         **({} if args.steps_per_batch is None else {"steps_per_batch": args.steps_per_batch}),
     )  # the device is the Trainer's accelerator (_fit)
     seeds = list(range(args.seeds))
@@ -104,7 +112,7 @@ def main() -> None:
         return CAPQLModule(config, spec, lambda member: make_env(spec), seeds=member_seeds)
 
     population = agent(seeds)
-    solos = [agent([s]) for s in seeds]
+    solos = [] if args.no_solo else [agent([s]) for s in seeds]
     # untimed warm-up: the random-action steps before learning starts, and one first update each
     for a in [population, *solos]:
         _fit(a, learning_starts + 1, accelerator)
@@ -117,20 +125,22 @@ def main() -> None:
         timed["population"] += _fit(population, target, accelerator)
         timed["solo"] += sum(_fit(a, target, accelerator) for a in solos)
         done += n
+        solo = f"solo {args.seeds * done / timed['solo']:.1f}" if solos else "solo not run"
         print(
             f"{done:>6d} steps/member: population {args.seeds * done / timed['population']:.1f}, "
-            f"solo {args.seeds * done / timed['solo']:.1f} aggregate env-steps/s",
+            f"{solo} aggregate env-steps/s",
             flush=True,
         )
     pop_rate = args.seeds * steps / timed["population"]
-    solo_rate = args.seeds * steps / timed["solo"]
     print(
         f"device={args.device} threads={args.threads} S={args.seeds} env={args.env} steps/member={steps} "
-        f"steps_per_batch={config.steps_per_batch} torch={torch.__version__}"
+        f"steps_per_batch={config.steps_per_batch} cuda_graph={args.cuda_graph} torch={torch.__version__}"
     )
     print(f"population_env_steps_per_s: {pop_rate:.1f}")
-    print(f"solo_env_steps_per_s: {solo_rate:.1f}")
-    print(f"aggregate_speedup_vs_solo: {pop_rate / solo_rate:.2f}x")
+    if solos:
+        solo_rate = args.seeds * steps / timed["solo"]
+        print(f"solo_env_steps_per_s: {solo_rate:.1f}")
+        print(f"aggregate_speedup_vs_solo: {pop_rate / solo_rate:.2f}x")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,12 @@ within each of R rounds:
 
 Seconds per epoch are each fit's median epoch (training + validation); the last line is the ratio of the
 medians over rounds, ``epoch_speedup: <x>x``.
+
+``--stacked S``: a population's refit: S stores shaped like ``--long``'s (one per member, seeds differ) fitted
+in one stacked S × K fit (``reward.stacked_fit``, prism/reward/stacked.py) vs the S members' fits one after
+the other (``fit_reward_model``, the run's default), E epochs each, early stopping out of reach; the last
+line is the wall-time ratio, ``stacked_speedup_vs_sequential: <x>x``. The issue's GPU goal is S = 10 on
+~122 000 steps per member (the ``--long`` defaults).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.reward.config import RewardConfig
 from prism.reward.module import fit_reward_model
+from prism.reward.stacked import fit_reward_models_stacked
 
 # mo-hopper-v5: 11 observation, 3 action, 2 dense-reward columns (channel 0 sparse).
 HOPPER_WIDTHS = (11, 3, 2)
@@ -110,6 +117,37 @@ def bench_long(args: argparse.Namespace) -> None:
     print(f"epoch_speedup: {med['before'] / med['after']:.2f}x")
 
 
+def bench_stacked(args: argparse.Namespace) -> None:
+    members = args.stacked
+    stores = [
+        synthetic_hopper_store(args.long_segments, args.short_segments, seed=args.seed + s)
+        for s in range(members)
+    ]
+    seeds = [args.seed * 1_000 + s for s in range(members)]
+    epochs = args.epochs or 2
+    cfg = RewardConfig(ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1)
+    print(
+        f"data: {members} synthetic hopper-width stores of {len(stores[0])} steps each "
+        f"({stores[0].num_segments} segments); epochs={epochs}, K={args.members}, hidden=256, batch=32, "
+        f"device={args.device}; cpus={os.cpu_count()}, load={os.getloadavg()[0]:.2f}"
+    )
+    # Warm-up (allocator, kernels, Trainer imports) so neither arm pays it alone.
+    warm = RewardConfig(ensemble_size=args.members, max_epochs=1, patience=2)
+    fit_reward_models_stacked(stores[:2] if members > 1 else stores, warm, seeds[:2], device=args.device)
+    t0 = time.perf_counter()
+    stacked = fit_reward_models_stacked(stores, cfg, seeds, device=args.device)
+    t_stacked = time.perf_counter() - t0
+    assert all(m.fit_summary.epochs_run == [epochs] * args.members for m in stacked)
+    t0 = time.perf_counter()
+    for store, seed in zip(stores, seeds):
+        fit_reward_model(store, cfg, seed=seed, device=args.device)
+    t_seq = time.perf_counter() - t0
+    print(
+        f"stacked S={members} x K={args.members}: wall {t_stacked:.2f}s; sequential {members} fits: wall {t_seq:.2f}s"
+    )
+    print(f"stacked_speedup_vs_sequential: {t_seq / t_stacked:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -125,9 +163,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="--long: alternating rounds")
     parser.add_argument("--long-segments", type=int, default=100, help="--long: segments of 975-1000 steps")
     parser.add_argument("--short-segments", type=int, default=1000, help="--long: segments of 8-39 steps")
+    parser.add_argument("--stacked", type=int, default=0, help="S: stacked S x K refit vs S fits in sequence")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench_reward_fit: --device cuda but CUDA is not available")
+    if args.stacked:
+        bench_stacked(args)
+        return
     if args.long:
         bench_long(args)
         return

@@ -11,6 +11,11 @@ sides' blocks between prism's blocks and is excluded from prism's timing.
 
 The last two lines are ``overhead_vs_bare_torch: <y>x`` (prism time per step ÷ bare time per step) and
 ``speedup_vs_morl_baselines: <x>x`` (prism env-steps/s ÷ morl-baselines env-steps/s).
+
+``--cuda-graph``: prism runs with ``agent.cuda_graph: true`` and a fourth side joins, the bare loop with its
+update captured in one CUDA graph (static replay rows, capturable fused Adam; on a CPU the same static update
+runs eagerly), reported as ``overhead_vs_bare_graph: <z>x`` (prism ÷ bare graph, per step) just before the
+last two lines.
 """
 
 from __future__ import annotations
@@ -48,9 +53,10 @@ class BareCAPQL:
     with detached weights in the actor loss, one fused Polyak lerp), so the ratio measures prism's overhead.
     """
 
-    def __init__(self, env, seed: int = 0, device: str = "cpu"):
+    def __init__(self, env, seed: int = 0, device: str = "cpu", graph: bool = False):
         self.env = env
         self.device = torch.device(device)
+        self.graph_mode = graph
         o, a = env.observation_space.shape[0], env.action_space.shape[0]
         n_obj = env.unwrapped.reward_space.shape[0]
         self.o, self.a, self.L = o, a, n_obj
@@ -70,9 +76,14 @@ class BareCAPQL:
         self.cb = [torch.zeros(2, 1, j, device=self.device, requires_grad=True) for j in dims[1:]]
         self.tw = [w.detach().clone() for w in self.cw]
         self.tb = [b.detach().clone() for b in self.cb]
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=LR, fused=True)
-        self.critic_opt = torch.optim.Adam(self.cw + self.cb, lr=LR, fused=True)
+        extra = {"capturable": True} if graph and self.device.type == "cuda" else {}
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=LR, fused=True, **extra)
+        self.critic_opt = torch.optim.Adam(self.cw + self.cb, lr=LR, fused=True, **extra)
         self.width = 2 * o + a + 2 * n_obj + 1
+        self._index = torch.zeros(BATCH, dtype=torch.long, device=self.device)  # static, for the graph
+        self._rows = torch.zeros(BATCH, self.width, device=self.device)
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._warm = 0
         self.storage = torch.zeros(BUFFER, self.width, device=self.device)
         self.ptr = self.size = self.steps = 0
         self.obs, _ = env.reset(seed=seed)
@@ -121,8 +132,33 @@ class BareCAPQL:
             self.update()
 
     def update(self) -> None:
+        if not self.graph_mode:
+            self._update_rows(self.storage[torch.randint(self.size, (BATCH,), device=self.device)])
+            return
+        self._index.random_(0, self.size)  # eager: the size changes every step
+        if self.device.type != "cuda":
+            self._static_update()
+        elif self._graph is not None:
+            self._graph.replay()
+        elif self._warm < 3:  # real updates on a side stream, then capture
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self._static_update()
+            torch.cuda.current_stream().wait_stream(side)
+            self._warm += 1
+        else:
+            self._graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self._graph):
+                self._static_update()
+            self._graph.replay()
+
+    def _static_update(self) -> None:
+        torch.index_select(self.storage, 0, self._index, out=self._rows)
+        self._update_rows(self._rows)
+
+    def _update_rows(self, rows: torch.Tensor) -> None:
         o, a, n_obj = self.o, self.a, self.L
-        rows = self.storage[torch.randint(self.size, (BATCH,), device=self.device)]
         s, act, r = rows[:, :o], rows[:, o : o + a], rows[:, o + a : o + a + n_obj]
         s2 = rows[:, o + a + n_obj : 2 * o + a + n_obj]
         done, w = rows[:, 2 * o + a + n_obj], rows[:, 2 * o + a + n_obj + 1 :]
@@ -150,10 +186,13 @@ class BareCAPQL:
 class _Alternate(L.Callback):
     """Runs morl-baselines and bare blocks between prism's timed blocks; records each side's block times."""
 
-    def __init__(self, block: int, rounds: int, morl, bare: BareCAPQL, ref_point: np.ndarray):
+    def __init__(
+        self, block: int, rounds: int, morl, bare: BareCAPQL, ref_point: np.ndarray, bare_graph=None
+    ):
         self.block, self.rounds = block, rounds
-        self.morl, self.bare, self.ref_point = morl, bare, ref_point
-        self.times: dict[str, list[float]] = {"prism": [], "morl": [], "bare": []}
+        self.morl, self.ref_point = morl, ref_point
+        self.bares = {"bare": bare, **({"bare_graph": bare_graph} if bare_graph is not None else {})}
+        self.times: dict[str, list[float]] = {"prism": [], "morl": [], **{k: [] for k in self.bares}}
         self._mark: float | None = None
 
     def on_train_start(self, trainer, module) -> None:
@@ -170,19 +209,21 @@ class _Alternate(L.Callback):
             return
         if self._mark is None:  # prism just finished its random phase: warm the others up, untimed
             self._morl_steps(LEARNING_STARTS)
-            while self.bare.steps < LEARNING_STARTS:
-                self.bare.step()
+            for bare in self.bares.values():
+                while bare.steps < LEARNING_STARTS:
+                    bare.step()
         else:
             self.times["prism"].append(time.perf_counter() - self._mark)
-            # Swap the order of the other two every round so neither always runs right after prism.
-            others = ("morl", "bare") if len(self.times["prism"]) % 2 else ("bare", "morl")
-            for name in others:
+            # Rotate the order of the others every round so none always runs right after prism.
+            others = ["morl", *self.bares]
+            shift = len(self.times["prism"]) % len(others)
+            for name in others[shift:] + others[:shift]:
                 t = time.perf_counter()
                 if name == "morl":
                     self._morl_steps(self.block)
                 else:
                     for _ in range(self.block):
-                        self.bare.step()
+                        self.bares[name].step()
                 self.times[name].append(time.perf_counter() - t)
             print(
                 f"  round {len(self.times['prism'])}/{self.rounds}: ms/step "
@@ -205,6 +246,11 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=None, help="env steps per alternation block")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="all three sides run there")
+    parser.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        help="prism with agent.cuda_graph: true, plus a bare side with its update in one CUDA graph",
+    )
     parser.add_argument(
         "--steps-per-batch",
         type=int,
@@ -240,6 +286,9 @@ def main() -> None:
         device=args.device,
     )
     bare = BareCAPQL(make_env(spec), seed=args.seed, device=args.device)
+    bare_graph = (
+        BareCAPQL(make_env(spec), seed=args.seed, device=args.device, graph=True) if args.cuda_graph else None
+    )
     config = CAPQLConfig(
         learning_starts=LEARNING_STARTS,
         batch_size=BATCH,
@@ -252,6 +301,7 @@ def main() -> None:
         critic_hidden=[HIDDEN, HIDDEN],
         symmetry_mode="none",  # plain CAPQL, as morl-baselines
         log_every=1000,
+        cuda_graph=args.cuda_graph,
         **({} if args.steps_per_batch is None else {"steps_per_batch": args.steps_per_batch}),
     )
     module = CAPQLModule(
@@ -261,11 +311,11 @@ def main() -> None:
         seeds=(args.seed,),
         target_env_steps=LEARNING_STARTS + rounds * block,
     )
-    alternate = _Alternate(block, rounds, morl, bare, np.full(spec.n_objectives, -100.0))
+    alternate = _Alternate(block, rounds, morl, bare, np.full(spec.n_objectives, -100.0), bare_graph)
     print(
         f"env {args.env}, torch threads {args.threads}, device {args.device}, {rounds * block} timed env steps per side "
         f"after {LEARNING_STARTS} random ones, alternating in blocks of {block}, prism steps_per_batch "
-        f"{config.steps_per_batch}",
+        f"{config.steps_per_batch}, cuda_graph {args.cuda_graph}, torch {torch.__version__}",
         flush=True,
     )
     L.Trainer(
@@ -280,7 +330,8 @@ def main() -> None:
     ).fit(module)
 
     per_step = {k: sum(v) / (len(v) * block) for k, v in alternate.times.items()}
-    for name, label in (("prism", "prism_capql"), ("morl", "morl_baselines_capql"), ("bare", "bare_torch")):
+    labels = [("prism", "prism_capql"), ("morl", "morl_baselines_capql"), ("bare", "bare_torch")]
+    for name, label in labels + ([("bare_graph", "bare_torch_graph")] if bare_graph is not None else []):
         print(f"{label}: {1 / per_step[name]:.1f} env-steps/s ({1e3 * per_step[name]:.2f} ms/step)")
     medians = {
         "overhead": statistics.median(
@@ -291,6 +342,8 @@ def main() -> None:
         ),
     }
     print(f"median over rounds: overhead {medians['overhead']:.3f}x, speedup {medians['speedup']:.2f}x")
+    if bare_graph is not None:
+        print(f"overhead_vs_bare_graph: {per_step['prism'] / per_step['bare_graph']:.3f}x")
     print(f"overhead_vs_bare_torch: {per_step['prism'] / per_step['bare']:.3f}x")
     print(f"speedup_vs_morl_baselines: {per_step['morl'] / per_step['prism']:.2f}x")
 

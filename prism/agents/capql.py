@@ -20,6 +20,7 @@ from prism.agents.config import CAPQLConfig
 from prism.agents.losses import capql_actor_loss, capql_critic_loss
 from prism.agents.networks import GaussianActor, VectorCriticEnsemble, sample_tanh_gaussian
 from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
+from prism.agents.static_update import StaticReplayDraw, StaticUpdate
 from prism.agents.symmetry import OrbitAveragedActor, reflection_from_spec
 from prism.data.replay import ReplayBatch
 from prism.envs.spec import EnvSpec
@@ -202,11 +203,45 @@ class CAPQLModule(OffPolicyAgent):
 
     # ---- learning -------------------------------------------------------------------------------------
     def configure_optimizers(self):
-        return adam(self.actor.parameters(), self.config.lr), adam(self.critic.parameters(), self.config.lr)
+        # Capturable on CUDA when the update is graphed (the fused kernel's maths is the same either way; only
+        # a capturable optimiser may be captured). Never on the CPU, where the optimiser stays as it was.
+        capturable = self.config.cuda_graph and self.device.type == "cuda"
+        return (
+            adam(self.actor.parameters(), self.config.lr, capturable=capturable),
+            adam(self.critic.parameters(), self.config.lr, capturable=capturable),
+        )
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
         self._polyak = (list(self.critic_target.parameters()), list(self.critic.parameters()))
+        self._static = None  # the optimisers / buffer may be new: build (and capture) again
+
+    def update_step(self) -> torch.Tensor:
+        """One update of every member through :class:`~prism.agents.static_update.StaticUpdate`: the replay
+        draw into static buffers, then the body, eager or replayed from a CUDA graph (``agent.cuda_graph``)."""
+        return self.static_update()(self._replay_generators, self.relabel_fn)
+
+    def static_update(self) -> StaticUpdate:
+        """The static-buffer update of the current buffer, generators and optimisers: rebuilt when any of them
+        is replaced, and dropped when an optimiser loads a state (that replaces its state tensors, which a
+        captured graph points at)."""
+        assert self.buffer is not None and self._update_generator is not None
+        key = (self.buffer, self._update_generator, *self._raw_optimizers)
+        runner = getattr(self, "_static", None)
+        if runner is None or self._static_key != key:
+            runner = StaticUpdate(
+                StaticReplayDraw(self.buffer, self.batch_size),
+                self.update,
+                len(self.train_keys),
+                cuda_graph=self.config.cuda_graph,
+                graph_generators=[self._update_generator],
+            )
+            for opt in self._raw_optimizers:
+                if not getattr(opt, "_prism_drops_static", False):
+                    opt.register_load_state_dict_post_hook(lambda _opt: setattr(self, "_static", None))
+                    opt._prism_drops_static = True
+            self._static, self._static_key = runner, key
+        return runner
 
     def update(self, batch: ReplayBatch) -> torch.Tensor:
         return capql_update(

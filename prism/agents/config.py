@@ -120,6 +120,12 @@ class CAPQLConfig(OffPolicyConfig):
     """``regularise``: add λ·L_eq to the actor loss; ``exact``: orbit-average the actor so it is exactly
     equivariant (SymReg is then identically 0 and skipped); ``none``: no symmetry at all (plain CAPQL)."""
 
+    cuda_graph: bool = False
+    """On CUDA, capture the update (static replay buffers, capturable fused Adam, in-place Polyak) once in a
+    CUDA graph and replay it (prism/agents/static_update.py); re-captured when what it points at changes. The
+    replay draw and a ``reward.relabel`` function stay eager. Ignored on the CPU, where the same static-buffer
+    update runs eagerly. Off until ``tools/gpu_check.sh`` has passed on a GPU (docs/benchmarks.md)."""
+
     def validate(self) -> None:
         super().validate()
         checks.require("agent.gamma", 0.0 < self.gamma <= 1.0, "lie in (0, 1]", self.gamma)
@@ -129,6 +135,9 @@ class CAPQLConfig(OffPolicyConfig):
         checks.sizes("agent.actor_hidden", self.actor_hidden)
         checks.sizes("agent.critic_hidden", self.critic_hidden)
         checks.positive("agent.n_critics", self.n_critics)
+        checks.require(
+            "agent.cuda_graph", isinstance(self.cuda_graph, bool), "be true or false", self.cuda_graph
+        )
         if self.symreg_lambda is not None:
             checks.non_negative("agent.symreg_lambda", self.symreg_lambda)
         checks.require(

@@ -17,9 +17,14 @@ class LogWindowMixin:
     """Non-finite checks and per-window logging of :class:`~prism.agents.off_policy.OffPolicyAgent` (it owns
     every attribute used here: ``_train_sums``, ``_updates_in_window``, ``_window_start``, ``_finished``, …)."""
 
+    def update_step(self) -> torch.Tensor:
+        """One update of every member on a fresh replay batch: ``update(sample_batch())``. A backbone may run
+        the same over static buffers (CAPQL: :mod:`prism.agents.static_update`)."""
+        return self.update(self.sample_batch())
+
     def _update_and_accumulate(self) -> None:
         """One update on a fresh replay batch; its training terms join the window's sums (no host sync)."""
-        terms = self.update(self.sample_batch())
+        terms = self.update_step()
         self._train_sums.add_(terms)
         self._updates_in_window += 1
         self._n_updates += 1

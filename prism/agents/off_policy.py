@@ -43,6 +43,7 @@ from prism.agents.builders import MemberEnvFactory, member_factory
 from prism.agents.log_window import LogWindowMixin
 from prism.agents.preferences import cone_weights
 from prism.agents.runtime_state import RuntimeStateMixin
+from prism.agents.transfer import StepTransferMixin
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
 from prism.errors import NonFiniteError
@@ -60,7 +61,7 @@ class _Forever(IterableDataset):
             yield 0
 
 
-class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
+class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, StepTransferMixin, L.LightningModule):
     """Base of off-policy population agents (see the module docstring). Subclasses implement
     ``configure_optimizers``, :meth:`act`, :meth:`act_member`, :meth:`policy_mean_member` and :meth:`update`,
     and name their logged training terms in ``train_keys``.
@@ -344,8 +345,7 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
             actions = np.stack([env.action_space.sample() for env in self.envs]).astype(np.float32)
         else:
             # Deterministic action: exploration comes from the per-step preference w (docs/method.md §6).
-            obs_t = torch.as_tensor(obs, device=self.device).unsqueeze(1)
-            actions = self.act(obs_t, weight_t)[:, 0].cpu().numpy()
+            actions = self.act(self._device_obs(obs), weight_t)[:, 0].cpu().numpy()  # the one copy out
             if not np.isfinite(actions).all():  # host-side numpy check: the actions are on the host anyway
                 bad = float(actions[~np.isfinite(actions)][0])
                 raise self._root_cause(NonFiniteError("policy/action", bad, self._steps))
@@ -378,8 +378,7 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, L.LightningModule):
                 self._episode_length[m] = 0
                 next_obs, _ = env.reset()
             next_obs_all[m] = next_obs
-        if rows:
-            self.buffer.add_rows(np.asarray(members), np.stack(rows))
+        self._store_step(members, rows, next_obs_all)  # rows and next observations: the one copy in
         self._obs = next_obs_all
         self._steps += 1
         self.env_steps.fill_(self._steps)

@@ -92,23 +92,28 @@ class ReplayBuffer:
         self.add_rows(np.array([member]), self.row(obs, action, reward, next_obs, done, weight)[None])
 
     def add_rows(self, members: np.ndarray, rows: np.ndarray) -> None:
-        """Store ``rows [n, D]`` (float32), row j for member ``members[j]``, in order: one host-to-device copy.
+        """Store ``rows [n, D]`` (float32), row j for member ``members[j]``, in order: one host-to-device copy
+        of the rows (and one of their slots; an agent's env step sends both with its observations in one,
+        :mod:`prism.agents.transfer`).
 
         A member's rings wrap around like a single buffer's; if one call brings more than ``capacity`` rows for
         a member only its newest ``capacity`` survive."""
         if len(rows) == 0:
             return
+        index, rows = self.plan_rows(members, rows)
+        self.write_rows(torch.from_numpy(index).to(self.device), torch.from_numpy(rows).to(self.device))
+
+    def plan_rows(self, members: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The host half of :meth:`add_rows`: moves the rings on (positions, sizes) and returns the flat
+        storage slots (int64 ``[n']``) and the rows (float32 ``[n', D]``) to write there."""
         members = np.asarray(members, dtype=np.int64)
-        flat = self.storage.view(self.members * self.capacity, self.width)
         if len(rows) == 1 or len(np.unique(members)) == len(members):
             # The common case (each member stored at most one transition this step): no ring can wrap onto
             # itself within the call, so the slots are the members' write positions.
             slots = self.positions[members]
             self.positions[members] = (slots + 1) % self.capacity
             self.sizes[members] = np.minimum(self.sizes[members] + 1, self.capacity)
-            index = torch.from_numpy(members * self.capacity + slots).to(self.device)
-            flat[index] = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).to(self.device)
-            return
+            return members * self.capacity + slots, np.ascontiguousarray(rows, dtype=np.float32)
         slots = np.empty(len(rows), dtype=np.int64)
         for m in np.unique(members):
             mine = np.flatnonzero(members == m)
@@ -116,8 +121,11 @@ class ReplayBuffer:
             self.positions[m] = (self.positions[m] + len(mine)) % self.capacity
             self.sizes[m] = min(self.sizes[m] + len(mine), self.capacity)
         keep = _last_write_wins(members * self.capacity + slots)
-        index = torch.from_numpy((members * self.capacity + slots)[keep]).to(self.device)
-        flat[index] = torch.from_numpy(np.ascontiguousarray(rows[keep], dtype=np.float32)).to(self.device)
+        return (members * self.capacity + slots)[keep], np.ascontiguousarray(rows[keep], dtype=np.float32)
+
+    def write_rows(self, index: torch.Tensor, rows: torch.Tensor) -> None:
+        """The device half of :meth:`add_rows`: ``rows`` into the flat storage slots ``index`` (on the device)."""
+        self.storage.view(self.members * self.capacity, self.width)[index] = rows
 
     def add_batch(self, batch: ReplayBatch, member: int = 0) -> None:
         """Store a batch of transitions given as tensors ``[n, ...]`` (any device) for ``member``."""

@@ -234,11 +234,18 @@ class PrismLoopCallback(Callback):
     def _fit(self, agent, trainer) -> None:
         s = self.settings
         models = []
-        fit_model = REWARD_MODELS.entry("reward.name", s.reward_model).fit_fn()
+        entry = REWARD_MODELS.entry("reward.name", s.reward_model)
+        fit_model, fit_together = entry.fit_fn(), entry.fit_population_fn()
+        device = getattr(agent, "device", "cpu")
+        stacked = None
+        if getattr(s.reward, "stacked_fit", False) and len(s.member_seeds) > 1 and fit_together is not None:
+            # Every member's model in one stacked fit (each equal to its own fit; no per-epoch curves).
+            seeds = [seed * 1_000 + self.state.fits for seed in s.member_seeds]
+            stacked = fit_together(self.stores, s.reward, seeds=seeds, device=device)
         for m, (seed, logger) in enumerate(zip(s.member_seeds, self._loggers(trainer))):
             fit_logger = None
             member_dir = s.member_dir(m)
-            if trainer is not None and member_dir is not None:
+            if trainer is not None and member_dir is not None and stacked is None:
                 from lightning.pytorch.loggers import TensorBoardLogger
 
                 # Per-epoch curves (reward_fit/*, x-axis = epoch) go to a TensorBoard run of this fit's own,
@@ -252,16 +259,24 @@ class PrismLoopCallback(Callback):
             # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads. A fit
             # function that takes Lightning callbacks gets the progress bar of its epochs.
             extra = {}
-            if self.progress is not None and "callbacks" in inspect.signature(fit_model).parameters:
+            if (
+                stacked is None
+                and self.progress is not None
+                and "callbacks" in inspect.signature(fit_model).parameters
+            ):
                 desc = f"reward fit{self._who(m)} (cycle {self.state.cycle + 1}/{s.cycles})"
                 extra["callbacks"] = [RewardFitProgress(self.progress, desc, s.reward.max_epochs)]
-            model = fit_model(
-                self.stores[m],
-                s.reward,
-                logger=fit_logger,
-                seed=seed * 1_000 + self.state.fits,
-                device=getattr(agent, "device", "cpu"),
-                **extra,
+            model = (
+                stacked[m]
+                if stacked is not None
+                else fit_model(
+                    self.stores[m],
+                    s.reward,
+                    logger=fit_logger,
+                    seed=seed * 1_000 + self.state.fits,
+                    device=device,
+                    **extra,
+                )
             )
             models.append(model)
             summary = getattr(model, "fit_summary", None)  # a reward model may not report one

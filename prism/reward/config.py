@@ -55,6 +55,12 @@ class RewardConfig:
     ``threads``). On one thread the fit already keeps a second core busy drawing dropout masks ahead, so more
     threads pay only on an otherwise idle machine: OpenMP threads that share cores with other jobs stall
     each other (measured 3× *slower* with 2 threads on a loaded 2-core machine)."""
+    stacked_fit: bool = False
+    """Population runs: fit every member's ensemble in one stacked S × K fit (one Trainer on the run's device,
+    padded layout; prism/reward/stacked.py) instead of one fit per member. Each member's model is the one its
+    own padded-layout fit would give (on a CPU the per-member fits take the ragged layout: equal up to float
+    rounding). Meant for a GPU, where the per-member fits are launch-bound; off keeps the per-member fits."""
+
     relabel: bool = False
     """Also relabel the sparse channel of replay samples with the current model at update time (not the
     paper's default, which shapes once at env-step time)."""
@@ -81,3 +87,6 @@ class RewardConfig:
         checks.positive("reward.patience", self.patience)
         checks.in_open_unit_interval("reward.val_fraction", self.val_fraction)
         checks.non_negative("reward.threads", self.threads)
+        checks.require(
+            "reward.stacked_fit", isinstance(self.stacked_fit, bool), "be true or false", self.stacked_fit
+        )

@@ -93,16 +93,23 @@ class ReSymNetEnsemble(nn.Module):
             block["ln2"].reset_member(k)
         self.out.reset_member(k, g, "output")
 
-    def forward(self, x: Tensor, *, dropout: bool | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, *, dropout: bool | None = None, noise: Sequence[Tensor] | None = None
+    ) -> Tensor:
         """Per-step rewards ``[K, N]`` from standardised inputs ``x`` (``[N, F]`` shared or ``[K, N, F]``).
 
-        ``dropout=None`` follows ``self.training``; prediction passes ``False``.
+        ``dropout=None`` follows ``self.training``; prediction passes ``False``. ``noise`` (one ``[K, N, H]``
+        of ``{0, 1/(1 − p)}`` per residual block) replaces the dropout draws: ``F.dropout`` on a CPU is
+        ``z · noise`` with such a tensor (the stacked population fit draws it per store).
         """
         active = self.training if dropout is None else dropout
         h = F.relu(self.ln_in(self.inp(x)))
-        for block in self.blocks:
+        for b, block in enumerate(self.blocks):
             z = F.relu(block["ln1"](block["fc1"](h)))
-            z = F.dropout(z, self.dropout, training=active and self.dropout > 0)
+            if noise is not None:
+                z = z * noise[b]
+            else:
+                z = F.dropout(z, self.dropout, training=active and self.dropout > 0)
             h = F.relu(h + block["ln2"](block["fc2"](z)))
         return self.out(h).squeeze(-1)
 

@@ -163,6 +163,9 @@ class RewardModelModule(L.LightningModule):
     def on_validation_epoch_start(self) -> None:
         self.val_mse.reset()
         self.val_corr.reset()
+        # Metric states keep float32 through module.double(); accumulate in the networks' own dtype.
+        self.val_mse.set_dtype(self.dtype)
+        self.val_corr.set_dtype(self.dtype)
 
     def validation_step(self, batch: SegmentBatch, batch_idx: int) -> None:
         if self._ragged:  # the same kernels as training (oneDNN GEMMs, fused LayerNorm)
@@ -175,18 +178,29 @@ class RewardModelModule(L.LightningModule):
         self.val_mse.update(sums.T, batch.targets.unsqueeze(-1).expand(-1, self.n_members))
         self.val_corr.update(pred.mean(dim=0), batch.true_sparse)
 
-    def on_validation_epoch_end(self) -> None:
-        if self.trainer.sanity_checking or not self.val_mse.update_called:
-            return
-        self.epoch_seconds.append(time.perf_counter() - self._epoch_start)
-        val = self.val_mse.compute().reshape(self.n_members)  # [K] validation MSE of segment sums
+    def _validation_correlation(self) -> Tensor:
+        """The epoch's Pearson correlation of the ensemble's per-step prediction with the true hidden reward."""
         with warnings.catch_warnings():
             # A constant side (e.g. a hidden channel that is 0 on every validation step) has no correlation:
             # torchmetrics warns and returns NaN; it is logged as 0, as before, without the warning.
             warnings.filterwarnings(
                 "ignore", message="The variance of predictions or target is close to zero"
             )
-            corr = torch.nan_to_num(self.val_corr.compute(), nan=0.0)
+            return torch.nan_to_num(self.val_corr.compute(), nan=0.0)
+
+    def _validation_results(self) -> tuple[Tensor, Tensor] | None:
+        """``(validation MSE of segment sums per network [K], ensemble correlation)`` of the epoch, or None
+        when nothing was validated."""
+        if not self.val_mse.update_called:
+            return None
+        return self.val_mse.compute().reshape(self.n_members), self._validation_correlation()
+
+    def on_validation_epoch_end(self) -> None:
+        results = None if self.trainer.sanity_checking else self._validation_results()
+        if results is None:
+            return
+        val, corr = results
+        self.epoch_seconds.append(time.perf_counter() - self._epoch_start)
         self.val_history.append(val.detach().cpu())
         self.corr_history.append(float(corr))
         epoch = self.current_epoch

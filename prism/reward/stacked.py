@@ -1,0 +1,358 @@
+"""A population's reward fits as one stacked fit: S stores × K members in one ensemble, one Trainer.
+
+A population of S members refits S ReSymNet ensembles of K each (one per member's segment store). Fitted one
+after the other, each is a small launch-bound job on a GPU; here the S·K networks are the slices of one
+:class:`~prism.reward.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
+exactly as :func:`~prism.reward.module.fit_reward_model` fits them alone with the padded layout:
+
+- store s keeps its own data module (split, scaler, shuffle orders from its fit seed), its own initial
+  weights and its own dropout stream (a generator seeded like the global one a lone fit seeds);
+- a stacked batch is batch i of every store, each padded to the longest; a store whose epoch has fewer
+  batches sits out the rest of the epoch: its losses are masked and :class:`MemberAdamW` leaves its slices
+  (weights, moments, step counts) exactly as they were — what a lone fit does by not taking that step;
+- losses are each member's mean over its own real segments, summed (so each gradient is its own); the
+  gradient clip, early stopping and best-weight restore are per network (:class:`RewardModelModule`).
+
+``tests/test_stacked_reward_fit.py`` checks the equality in float64 on the CPU. On CUDA the dropout masks come
+from per-store CUDA generators (the same distribution; a lone CUDA fit's fused dropout draws differently).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from prism._warnings import quiet_lightning
+from prism.data.datamodule import SegmentBatch, TrajectorySumDataModule, member_shuffle_seeds
+from prism.data.segments import SegmentStore
+from prism.reward.config import RewardConfig
+from prism.reward.losses import segment_sums
+from prism.reward.module import FitSummary, evaluate_segments, member_seeds
+from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+from prism.reward.training import RewardModelModule
+
+
+class StackedBatch(NamedTuple):
+    """Batch i of S stores for S·K networks (store-major: network ``s·K + k``)."""
+
+    features: Tensor  # [S·K, N, F], each store's batch padded to the longest
+    segment_ids: Tensor  # [S·K, N] in [0, B]; B marks padding
+    targets: Tensor  # [S·K, B], zero beyond a store's own segments
+    segment_mask: Tensor  # [S·K, B] the store's real segments
+    true_sparse: Tensor  # [S·K, N]
+    store_steps: tuple[int, ...]  # padded length N_s of store s's own batch, 0 when it has none (host ints)
+
+
+def stack_batches(batches: Sequence[SegmentBatch | None], k: int) -> StackedBatch:
+    """One :class:`StackedBatch` from each store's batch (``None``: no batch; ``[N, F]`` validation batches
+    are shared by the store's K networks)."""
+    real = [b for b in batches if b is not None]
+    n = max(b.features.shape[-2] for b in real)
+    n_seg = max(b.targets.shape[-1] for b in real)
+    width, dtype = real[0].features.shape[-1], real[0].features.dtype
+    s_count = len(batches)
+    features = torch.zeros(s_count, k, n, width, dtype=dtype)
+    ids = torch.full((s_count, k, n), n_seg, dtype=torch.long)
+    targets = torch.zeros(s_count, k, n_seg, dtype=real[0].targets.dtype)
+    mask = torch.zeros(s_count, k, n_seg, dtype=torch.bool)
+    true = torch.zeros(s_count, k, n, dtype=real[0].true_sparse.dtype)
+    steps = [0] * s_count
+    for s, b in enumerate(batches):
+        if b is None:
+            continue
+        ns, bs = b.features.shape[-2], b.targets.shape[-1]
+        features[s, :, :ns] = b.features
+        # The store's own padding id is its B_s; the stacked batch's is the longest B.
+        ids[s, :, :ns] = torch.where(b.segment_ids == bs, n_seg, b.segment_ids)
+        targets[s, :, :bs] = b.targets
+        mask[s, :, :bs] = True
+        true[s, :, :ns] = b.true_sparse
+        steps[s] = ns
+    flat = lambda t: t.reshape(s_count * k, *t.shape[2:])  # noqa: E731
+    return StackedBatch(flat(features), flat(ids), flat(targets), flat(mask), flat(true), tuple(steps))
+
+
+class _StackedTrainBatches:
+    def __init__(self, data: StackedSegmentData):
+        self.data = data
+
+    def __len__(self) -> int:
+        return max(len(dm.train_dataloader()) for dm in self.data.dms)
+
+    def __iter__(self) -> Iterator[StackedBatch]:
+        iters = [iter(dm.train_dataloader()) for dm in self.data.dms]
+        for _ in range(len(self)):
+            yield stack_batches([next(it, None) for it in iters], self.data.k)
+
+
+class _Batches:
+    def __init__(self, batches: list[StackedBatch]):
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[StackedBatch]:
+        return iter(self.batches)
+
+
+class StackedSegmentData(L.LightningDataModule):
+    """The S stores' data modules (padded layout, set up) as one stream of :class:`StackedBatch`."""
+
+    def __init__(self, dms: Sequence[TrajectorySumDataModule], k: int):
+        super().__init__()
+        self.dms, self.k = list(dms), int(k)
+        if any(dm.ragged for dm in self.dms) or len({dm.in_features for dm in self.dms}) != 1:
+            raise ValueError("StackedSegmentData: padded data modules of one feature width")
+        self.val_counts = torch.tensor([dm.val_segments.shape[0] for dm in self.dms])
+
+    def train_dataloader(self) -> _StackedTrainBatches:
+        return _StackedTrainBatches(self)
+
+    def val_dataloader(self) -> _Batches:
+        vals = [dm.val_dataloader().batches for dm in self.dms]
+        count = max(len(v) for v in vals)
+        return _Batches(
+            [stack_batches([v[i] if i < len(v) else None for v in vals], self.k) for i in range(count)]
+        )
+
+
+class MemberAdamW(torch.optim.Optimizer):
+    """AdamW (torch's maths, decoupled weight decay) over parameters stacked along a leading member dimension,
+    with a step count per member. ``active`` (host bools ``[M]``, set before each step) names the members
+    that take this step; the others' weights and moments are left exactly as they were."""
+
+    def __init__(self, params, members: int, lr: float, weight_decay: float, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps))
+        self.members = members
+        self.steps = [0] * members
+        self.active: list[bool] | None = None
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        active = [True] * self.members if self.active is None else list(self.active)
+        self.steps = [n + 1 if a else n for n, a in zip(self.steps, active)]
+        counts = [max(n, 1) for n in self.steps]
+        every = all(active)
+        per_device: dict = {}
+        for group in self.param_groups:
+            lr, wd, (beta1, beta2), eps = group["lr"], group["weight_decay"], group["betas"], group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                key = (p.device, p.dtype)
+                if key not in per_device:  # one small host-to-device copy per step and device
+                    per_device[key] = torch.tensor(
+                        [
+                            [float(a), lr / (1 - beta1**c), (1 - beta2**c) ** 0.5]
+                            for a, c in zip(active, counts)
+                        ],
+                        dtype=p.dtype,
+                    ).to(p.device)
+                table = per_device[key]
+                shape = (self.members,) + (1,) * (p.dim() - 1)
+                on, step_size, bc2_sqrt = (table[:, j].view(shape) for j in range(3))
+                state = self.state[p]
+                if not state:
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                grad, m, v = p.grad, state["exp_avg"], state["exp_avg_sq"]
+                # Member by member what torch.optim.AdamW's single-tensor step computes with its own count.
+                if every:  # in place, the same arithmetic: no copies when no member sits the step out
+                    new_p, new_m, new_v = p.mul_(1 - lr * wd), m.lerp_(grad, 1 - beta1), v.mul_(beta2)
+                else:
+                    new_p, new_m, new_v = p * (1 - lr * wd), m.lerp(grad, 1 - beta1), v * beta2
+                new_v.addcmul_(grad, grad, value=1 - beta2)
+                denom = (new_v.sqrt() / bc2_sqrt).add_(eps)
+                new_p.addcdiv_(new_m * step_size, denom, value=-1.0)
+                if not every:
+                    keep = on.bool()
+                    p.copy_(torch.where(keep, new_p, p))
+                    m.copy_(torch.where(keep, new_m, m))
+                    v.copy_(torch.where(keep, new_v, v))
+        return loss
+
+
+class StackedRewardModule(RewardModelModule):
+    """:class:`RewardModelModule` over S stores × K networks (see the module docstring).
+
+    Args:
+        in_features, config: as for :class:`RewardModelModule`.
+        store_seeds: the fit seed of each store (its networks' init seeds and dropout stream derive from it).
+    """
+
+    def __init__(self, in_features: int, config: RewardConfig, store_seeds: Sequence[int]):
+        k = config.ensemble_size
+        seeds = [m for s in store_seeds for m in member_seeds(s, k)]
+        super().__init__(in_features, config, seeds)
+        self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
+        self._noise_generators: list[torch.Generator] = []
+
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        # The stream a lone fit draws its dropout from: the global generator right after manual_seed(seed).
+        self._noise_generators = [torch.Generator(self.device).manual_seed(s) for s in self.store_seeds]
+
+    def configure_optimizers(self):
+        cfg = self.config
+        opt = MemberAdamW(self.net.parameters(), self.n_members, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.lr_decay)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+    def _dropout_noise(self, store_steps: list[int], n: int) -> list[Tensor] | None:
+        """Per residual block ``[S·K, N, H]``: store s's rows drawn as its lone padded forward draws them."""
+        net = self.net
+        if not (net.training and net.dropout > 0):
+            return None
+        keep, dtype = 1.0 - net.dropout, net.ln_in.weight.dtype
+        noise = [
+            torch.zeros(self.stores, self.k, n, net.hidden, dtype=dtype, device=self.device)
+            for _ in net.blocks
+        ]
+        for s, ns in enumerate(store_steps):
+            if ns == 0:
+                continue  # no batch for this store: no forward, no draw
+            for block in noise:  # block order, as F.dropout meets them
+                mask = torch.empty(self.k, ns, net.hidden, dtype=torch.bool, device=self.device)
+                block[s, :, :ns] = (
+                    mask.bernoulli_(keep, generator=self._noise_generators[s]).to(dtype).div_(keep)
+                )
+        return [b.view(self.stores * self.k, n, net.hidden) for b in noise]
+
+    def _member_losses(self, pred: Tensor, batch: StackedBatch) -> tuple[Tensor, Tensor]:
+        """Per network: ``(mean over its real segments of (Σ r̂ − R)², Σ of the same)`` (eq. 1)."""
+        sums = segment_sums(pred, batch.segment_ids, batch.targets.shape[-1])
+        sse = ((sums - batch.targets).square() * batch.segment_mask).sum(dim=-1)
+        return sse / batch.segment_mask.sum(dim=-1).clamp_min(1), sse
+
+    def training_step(self, batch: StackedBatch, batch_idx: int) -> Tensor:
+        steps = batch.store_steps
+        pred = self.net(batch.features, noise=self._dropout_noise(steps, batch.features.shape[1]))
+        losses, _ = self._member_losses(pred, batch)
+        # A store with no batch left this epoch takes no optimiser step (host ints: no device read).
+        self.trainer.optimizers[0].active = [n > 0 for n in steps for _ in range(self.k)]
+        self._train_sse = self._train_sse + losses.detach() * batch.segment_mask.sum(dim=-1)
+        self._train_count += 1
+        return losses.sum()  # the inactive networks' terms are exact zeros (no segments)
+
+    def on_train_epoch_end(self) -> None:
+        pass  # per-network training curves are left to the lone fit
+
+    def on_validation_epoch_start(self) -> None:
+        super().on_validation_epoch_start()
+        self._val_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
+        self._val_seen = False
+
+    def validation_step(self, batch: StackedBatch, batch_idx: int) -> None:
+        pred = self.net(batch.features, dropout=False)
+        _, sse = self._member_losses(pred, batch)
+        self._val_sse += sse  # padded segments are masked out (a store's own segments only)
+        for s, ns in enumerate(batch.store_steps):
+            if ns:
+                k = self.k
+                self.val_corr.update(
+                    pred[s * k : (s + 1) * k, :ns].mean(dim=0), batch.true_sparse[s * k, :ns]
+                )
+        self._val_seen = True
+
+    def _validation_results(self) -> tuple[Tensor, Tensor] | None:
+        if not self._val_seen:
+            return None
+        counts = self.trainer.datamodule.val_counts.to(self._val_sse)
+        # A lone fit divides its summed squared errors by its own validation segments: the same here.
+        return self._val_sse / counts.repeat_interleave(self.k), self._validation_correlation()
+
+    def ensembles(
+        self, dms: Sequence[TrajectorySumDataModule], device: str | torch.device = "cpu"
+    ) -> list[RewardEnsemble]:
+        """Store s's K networks as a lone fit's :class:`RewardEnsemble` (eval mode, its scaler) on ``device``."""
+        out = []
+        state = {n: p.detach() for n, p in self.net.named_parameters()}
+        dtype = state["inp.weight"].dtype
+        for s, dm in enumerate(dms):
+            lo, hi = s * self.k, (s + 1) * self.k
+            net = ReSymNetEnsemble(
+                self.k, self.net.in_features, self.net.hidden, self.net.dropout, self.net.residual,
+                self.net.member_seeds[lo:hi],
+            ).to(device=device, dtype=dtype)  # fmt: skip
+            net.load_state_dict({n: t[lo:hi] for n, t in state.items()})
+            model = RewardEnsemble(net, use_dense_features=dm.use_dense_features).to(
+                device=device, dtype=dtype
+            )
+            model.set_scaler(dm.feature_mean, dm.feature_scale)
+            out.append(model.eval())
+        return out
+
+
+def stacked_data(
+    stores: Sequence[SegmentStore], config: RewardConfig, seeds: Sequence[int]
+) -> StackedSegmentData:
+    """Each store's data module exactly as :func:`fit_reward_model` builds it (padded layout), stacked."""
+    k, dms = config.ensemble_size, []
+    for store, seed in zip(stores, seeds):
+        dm = TrajectorySumDataModule(
+            store, batch_size=config.batch_size, val_fraction=config.val_fraction, seed=seed, n_members=k,
+            shuffle_seeds=member_shuffle_seeds(seed, k), use_dense_features=config.use_dense_features,
+        )  # fmt: skip
+        dm.setup("fit")
+        dms.append(dm)
+    return StackedSegmentData(dms, k)
+
+
+def fit_reward_models_stacked(
+    stores: Sequence[SegmentStore],
+    config: RewardConfig,
+    seeds: Sequence[int],
+    *,
+    device: str | torch.device = "cpu",
+) -> list[RewardEnsemble]:
+    """Fit one ReSymNet ensemble per store (store s with fit seed ``seeds[s]``) in one stacked fit on
+    ``device``; returns them as :func:`fit_reward_model` would, one after the other, with the padded layout."""
+    config.validate()
+    device = torch.device(device)
+    start = time.perf_counter()
+    data = stacked_data(stores, config, seeds)
+    with quiet_lightning(), torch.random.fork_rng(devices=[]):
+        module = StackedRewardModule(data.dms[0].in_features, config, seeds)
+        trainer = L.Trainer(
+            accelerator="gpu" if device.type == "cuda" else device.type,
+            devices=[device.index or 0] if device.type == "cuda" else 1,
+            max_epochs=config.max_epochs, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        )  # fmt: skip
+        trainer.fit(module, datamodule=data)
+    # The fit summaries' validation pass runs where the fit ran; the models are then handed over on the CPU,
+    # as fit_reward_model hands its model over.
+    models = module.ensembles(data.dms, device=device)
+    per_epoch = float(torch.tensor(module.epoch_seconds).median()) if module.epoch_seconds else 0.0
+    reports = [evaluate_segments(model, dm) for model, dm in zip(models, data.dms)]
+    models = [model.cpu() for model in models]
+    elapsed = time.perf_counter() - start
+    for s, (model, dm, report) in enumerate(zip(models, data.dms, reports)):
+        lo, hi = s * module.k, (s + 1) * module.k
+        rel = (report["segment_sums"] - report["targets"]).abs() / report["targets"].abs().clamp_min(1e-8)
+        model.fit_summary = FitSummary(
+            epochs_run=module.epochs_run[lo:hi].tolist(),
+            best_epoch=module.best_epoch[lo:hi].tolist(),
+            best_val_loss=module.best_val_loss[lo:hi].tolist(),
+            val_correlation=float(report["correlation"]),
+            val_segment_rel_error=float(rel.mean()),
+            wall_time_s=elapsed,  # the stacked fit's, shared by its stores
+            seconds_per_epoch=per_epoch,
+            n_train_segments=int(dm.train_segments.shape[0]),
+            n_val_segments=int(dm.val_segments.shape[0]),
+            val_segments=dm.val_segments.clone(),
+        )
+    return models
+
+
+__all__ = ["MemberAdamW", "StackedRewardModule", "fit_reward_models_stacked", "stacked_data"]

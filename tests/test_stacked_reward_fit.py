@@ -1,0 +1,152 @@
+"""The stacked S × K reward fit of a population (prism/reward/stacked.py) equals the members' own fits."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+
+from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
+from prism.data.segments import SegmentStore
+from prism.reward.config import RewardConfig
+from prism.reward.module import fit_reward_model, member_seeds
+from prism.reward.stacked import MemberAdamW, StackedRewardModule, fit_reward_models_stacked, stacked_data
+from prism.reward.training import RewardModelModule
+
+# On the CPU even on a GPU machine: the equality needs the lone fit's CPU dropout draws.
+TRAINER = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+               num_sanity_val_steps=0)  # fmt: skip
+
+
+def make_store(n_seg: int, seed: int) -> SegmentStore:
+    """Segments of 2–40 steps; per-step reward r = x0 + 0.5·x1² (obs 3, act 1, dense 1)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(2, 41, (n_seg,), generator=g)
+    n = int(lengths.sum())
+    x = torch.randn(n, 5, generator=g)
+    r = x[:, 0] + 0.5 * x[:, 1] ** 2
+    ends = torch.cumsum(lengths, 0) - 1
+    released = torch.zeros(n, dtype=torch.bool)
+    released[ends] = True
+    emitted = torch.zeros(n)
+    emitted[ends] = torch.zeros(n_seg).index_add_(0, torch.repeat_interleave(torch.arange(n_seg), lengths), r)
+    store = SegmentStore(3, 1, 1)
+    store.add_episode(x, released, emitted, r)
+    return store
+
+
+def to_float64(dm: TrajectorySumDataModule) -> None:
+    dm.features = dm.features.double()
+    dm.targets = dm.targets.double()
+    dm._val_batches = dm._build_val_batches()
+
+
+def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int, **trainer) -> RewardModelModule:
+    """A member's own fit, as fit_reward_model runs it with the padded layout, in float64."""
+    k = cfg.ensemble_size
+    dm = TrajectorySumDataModule(store, batch_size=cfg.batch_size, val_fraction=cfg.val_fraction, seed=seed,
+                                 n_members=k, shuffle_seeds=member_shuffle_seeds(seed, k))  # fmt: skip
+    dm.setup()
+    to_float64(dm)
+    torch.manual_seed(seed)
+    module = RewardModelModule(dm.in_features, cfg, member_seeds(seed, k)).double()
+    L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(module, datamodule=dm)
+    return module
+
+
+def stacked_fit(stores, cfg: RewardConfig, seeds, **trainer):
+    """The stacked fit of ``stores`` in float64 (data modules as fit_reward_models_stacked builds them)."""
+    data = stacked_data(stores, cfg, seeds)
+    for dm in data.dms:
+        to_float64(dm)
+    stacked = StackedRewardModule(data.dms[0].in_features, cfg, seeds).double()
+    L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(stacked, datamodule=data)
+    return stacked, data
+
+
+def test_stacked_fit_equals_the_members_own_fits_in_float64():
+    # Stores of different sizes: their epochs have 5, 6 and 8 batches, so stores sit out the ends of epochs;
+    # a short patience stops networks at different epochs.
+    stores = [make_store(45, 1), make_store(60, 2), make_store(75, 3)]
+    seeds = [11, 2_007, 40_003]
+    cfg = RewardConfig(hidden=16, dropout=0.3, ensemble_size=2, batch_size=8, max_epochs=14, patience=2)
+    stacked, data = stacked_fit(stores, cfg, seeds)
+    assert [len(dm.train_dataloader()) for dm in data.dms] == [5, 6, 8]
+
+    alone = [lone_fit(store, cfg, seed) for store, seed in zip(stores, seeds)]
+    k = cfg.ensemble_size
+    epochs_run = torch.cat([m.epochs_run for m in alone])
+    assert stacked.epochs_run.tolist() == epochs_run.tolist()
+    assert len(set(epochs_run.tolist())) > 1  # the networks really stopped at different epochs
+    assert stacked.best_epoch.tolist() == torch.cat([m.best_epoch for m in alone]).tolist()
+    torch.testing.assert_close(stacked.best_val_loss, torch.cat([m.best_val_loss for m in alone]),
+                               rtol=1e-10, atol=1e-12)  # fmt: skip
+    for s, module in enumerate(alone):
+        for (name, p), (_, q) in zip(stacked.net.named_parameters(), module.net.named_parameters()):
+            torch.testing.assert_close(p[s * k : (s + 1) * k], q, rtol=1e-9, atol=1e-11, msg=name)
+    # The ensembles handed back are the lone fits' (weights and each store's own scaler).
+    for s, (model, dm) in enumerate(zip(stacked.ensembles(data.dms), data.dms)):
+        torch.testing.assert_close(model.feature_mean, dm.feature_mean.to(model.feature_mean))
+        torch.testing.assert_close(model.net.out.weight, alone[s].net.out.weight, rtol=1e-9, atol=1e-11)
+
+
+def test_member_adamw_is_torch_adamw_per_member_and_skips_inactive_members():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(3, 4, 5, generator=g, dtype=torch.float64)
+    grads = [torch.randn(3, 4, 5, generator=g, dtype=torch.float64) for _ in range(6)]
+    active = [[True, True, True], [True, False, True], [False, False, True]] * 2
+    mine = torch.nn.Parameter(w.clone())
+    opt = MemberAdamW([mine], 3, lr=1e-2, weight_decay=0.1)
+    lone = [torch.nn.Parameter(w[m].clone()) for m in range(3)]
+    lone_opts = [torch.optim.AdamW([p], lr=1e-2, weight_decay=0.1) for p in lone]
+    for grad, on in zip(grads, active):
+        mine.grad = grad.clone()
+        opt.active = on
+        opt.step()
+        for m in range(3):
+            if on[m]:
+                lone[m].grad = grad[m].clone()
+                lone_opts[m].step()
+    for m in range(3):
+        torch.testing.assert_close(mine[m], lone[m], rtol=1e-12, atol=1e-14)
+    assert opt.steps == [4, 2, 6]
+
+
+def test_fit_reward_models_stacked_returns_one_ensemble_per_store():
+    stores = [make_store(30, 4), make_store(40, 5)]
+    cfg = RewardConfig(hidden=8, ensemble_size=2, batch_size=8, max_epochs=2, patience=5)
+    models = fit_reward_models_stacked(stores, cfg, [1, 2])
+    lone = fit_reward_model(stores[1], cfg, seed=2, layout="padded")
+    assert [m.n_members for m in models] == [2, 2]
+    feats = stores[1].features[:50]
+    # float32 now: the same fit up to rounding (the stacked batch pads to another length).
+    torch.testing.assert_close(models[1].predict(feats), lone.predict(feats), rtol=1e-4, atol=1e-5)
+
+
+def test_population_loop_fits_its_members_in_one_stacked_fit(tmp_path):
+    """``reward.stacked_fit: true``: the loop fits the population's models in one go, each its member's own
+    fit (the per-member CPU fit takes the ragged layout: equal up to float32 rounding over 3 epochs)."""
+    from pathlib import Path
+
+    from toy_runs import toy_run
+
+    from prism.config import load_config
+    from prism.loop.run import build_run
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
+
+    def first_models(*overrides: str):
+        # device=cpu: the equality needs the CPU dropout draws (also on a machine with a GPU).
+        config = load_config([conf], [*toy_run({}), *overrides, "device=cpu", f"run_dir={tmp_path / 'x'}"])
+        run = build_run(config, progress_bar=False)
+        run.loop._advance(run.agent, None)  # collect, fit, stop at RL
+        return run.loop.models
+
+    stacked = first_models("seeds=[3,5]", "reward.stacked_fit=true")
+    per_member = first_models("seeds=[3,5]")
+    # One fit for both: they share its wall time (per-member fits each time their own).
+    assert stacked[0].fit_summary.wall_time_s == stacked[1].fit_summary.wall_time_s
+    assert per_member[0].fit_summary.wall_time_s != per_member[1].fit_summary.wall_time_s
+    for mine, theirs in zip(stacked, per_member):
+        assert mine.fit_summary.epochs_run == theirs.fit_summary.epochs_run
+        for key, value in theirs.state_dict().items():
+            torch.testing.assert_close(mine.state_dict()[key], value, rtol=1e-3, atol=1e-4, msg=key)
