@@ -30,6 +30,7 @@ def _prism(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a subprocess fit killed mid-run (~8 s)
 def test_sigint_during_a_fit_exits_130_and_keeps_the_checkpoint(tmp_path):
     """Ctrl-C mid-run: `prism: interrupted`, exit 130 (Lightning alone gives exit 1 and no word), and the
     checkpoint on disk is whole (the kill-and-resume tests of test_reliability.py show that resuming from
@@ -163,6 +164,7 @@ def test_an_unusable_gymnasium_env_is_one_line_without_library_warnings(tmp_path
     ]
 
 
+@pytest.mark.slow  # trains a toy run first (~4 s per case)
 @pytest.mark.parametrize(
     "args, message",
     [

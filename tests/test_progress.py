@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from toy_runs import toy_run
 
 from prism.config import load_config
@@ -29,6 +30,7 @@ def test_rl_bar_refreshes_each_time_the_clock_crosses_250_steps():
     bar.on_train_end(None, module)
 
 
+@pytest.mark.slow  # a whole toy run through every phase (~5 s)
 def test_every_phase_shows_its_own_progress(tmp_path):
     from prism.loop.run import build_run
 
