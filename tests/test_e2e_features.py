@@ -27,6 +27,7 @@ from prism.config import load_config, resolve_env_spec
 from prism.envs import TOY_SPEC, EnvSpec, SparseRewardWrapper
 from prism.loop import checkpoint as checkpoint_module
 from prism.loop.run import fit_run
+from prism.seeding import derive_seed
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 QUICKSTART = str(CONF / "quickstart.yaml")
@@ -278,8 +279,13 @@ def test_class_path_plugins_for_reward_and_agent_are_used(tmp_path, monkeypatch)
     plugin = sys.modules[module_name]
     shaper, agent = run.agent.shaper, run.agent
     assert type(shaper) is plugin.ConstantShaper and type(agent) is plugin.CountingAgent
-    # built with the registry's keywords: the run's sparse channel, no model, the shaper seed (seed + 1)
-    assert (shaper.sparse_channel, shaper.model, shaper.seed) == (TOY_SPEC.sparse_channel, None, 1)
+    # built with the registry's keywords: the run's sparse channel, no model, the shaper's own derived seed
+    expected_seed = derive_seed(0, "shaper")
+    assert (shaper.sparse_channel, shaper.model, shaper.seed) == (
+        TOY_SPEC.sparse_channel,
+        None,
+        expected_seed,
+    )
     # no learned model: no collection or fit phase, every env step went through the plug-in
     assert [p for p, _, _ in run.loop.state.history].count("fit") == 0 and run.loop.store is None
     assert shaper.pushes == TOTAL and shaper.resets == 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 from toy_runs import toy_run
 
@@ -253,3 +254,22 @@ def test_member_random_redistribution_streams_are_the_solo_runs(tmp_path):
 
     member_0, member_1, alone = (draws(s) for s in (*population.agent.shapers, *solo.agent.shapers))
     _assert_member_is_solo_and_not_member_0(member_1, alone, member_0, "random redistribution draws")
+
+
+def test_the_random_redistribution_stream_is_no_other_seeds_release_stream():
+    """The ``random`` shaper of seed s and the sparse wrapper of seed s + 1 once drew the same numbers (both
+    ``default_rng(s + 1)``): runs of neighbouring seeds were not independent. Their first draws must differ."""
+    from prism.config import resolve_env_spec
+    from prism.envs import make_env
+    from prism.loop.run import build_shaper
+
+    config = load_config([CONF / "quickstart.yaml"], ["reward.name=random", "env.id=prism/Toy-v0"])
+    spec = resolve_env_spec(config)
+    for seed in (0, 3):
+        shaper_draws = build_shaper(config, 0, seed)._rng.random(8)
+        env = make_env(spec, sparse_channel=0, p_rel=0.5, seed=seed + 1)
+        while not isinstance(env, SparseRewardWrapper):
+            env = env.env
+        assert not np.allclose(shaper_draws, env._rng.random(8))
+        # and the stream is still the member's own: the same seed gives the same draws
+        assert np.array_equal(build_shaper(config, 0, seed)._rng.random(8), shaper_draws)

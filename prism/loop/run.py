@@ -53,6 +53,7 @@ from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.loop.progress import PhaseProgressBar, Progress
 from prism.registry import AGENTS, REWARDS, RewardEntry
+from prism.seeding import derive_seed
 
 
 def reward_entry(config: RunConfig) -> RewardEntry:
@@ -69,8 +70,10 @@ def build_shaper(config: RunConfig, channel: int | None, seed: int | None = None
     """The reward shaper for ``reward.name`` of the member seeded ``seed`` (default ``config.seed``); its model,
     if any, is installed by the loop after a fit."""
     seed = config.seed if seed is None else seed
-    # The shaper's own stream: seed + 1 (the run's RNGs are seeded from seed itself).
-    return reward_entry(config).shaper_factory()(sparse_channel=channel, model=None, seed=seed + 1)
+    # The shaper's own stream, derived from the member's seed (it used to be seed + 1, which is the release
+    # stream of the sparse wrapper of the member seeded seed + 1: two seeds' runs shared draws).
+    shaper_seed = derive_seed(seed, "shaper")
+    return reward_entry(config).shaper_factory()(sparse_channel=channel, model=None, seed=shaper_seed)
 
 
 def build_run(
