@@ -282,6 +282,17 @@ PRESETS = {
             Ratio("e-oracle", "r-oracle", "budget: oracle 25 000 → 50 000 steps"),
             Ratio("d-oracle-plus", "e-oracle", "agent: +1 actor layer and λ = 1, true dense reward"),
             Ratio(
+                "d-oracle-plus",
+                "r-oracle",
+                "budget and agent together: released oracle → R-PRISM's agent at 50 000",
+            ),
+            Ratio(
+                "r-uniform",
+                "d-oracle-plus",
+                "redistribution: uniform R/T vs true dense, same agent and budget",
+            ),
+            Ratio("r-prism", "r-uniform", "ReSymNet vs uniform R/T, same agent and budget"),
+            Ratio(
                 "r-prism",
                 "d-oracle-plus",
                 "redistribution: ReSymNet-shaped vs true dense, same agent and budget",
