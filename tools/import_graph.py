@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     # bottom: environments, data, metrics, the evaluation protocol's config and the small shared modules
     (
         "prism",
+        "prism._lazy",
         "prism._warnings",
         "prism.checks",
         "prism.config_files",

@@ -6,8 +6,7 @@ does) pulls in neither torch nor Lightning.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from prism._lazy import lazy_exports
 
 _LAZY = {
     "CAPQLModule": "prism.agents.capql",
@@ -37,17 +36,7 @@ _LAZY = {
 """Public name -> the module defining it (imported on first access)."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [
