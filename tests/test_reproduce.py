@@ -194,6 +194,7 @@ def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
         "r-prism": ("released", 50_000, False, "resymnet", [256, 256, 256], 1.0),
         "r-uniform": ("released", 50_000, False, "uniform", [256, 256, 256], 1.0),
         "d-oracle-plus": ("equal", 50_000, True, "none", [256, 256, 256], 1.0),
+        "d-oracle-layer": ("equal", 50_000, True, "none", [256, 256, 256], 0.0),
         "e-oracle": ("equal", 50_000, True, "none", [256, 256], 0.0),
         "e-baseline": ("equal", 50_000, False, "none", [256, 256], 0.0),
         "e-prism": ("equal", 50_000, False, "resymnet", [256, 256], None),  # None: hopper's λ = 0.01
@@ -320,5 +321,5 @@ def test_an_arm_marked_per_seed_runs_one_process_per_seed_beside_populations(tmp
     jobs = reproduce.make_jobs(cells, tmp_path, per_seed=False, per_seed_methods=per_seed)
     assert [(j.method, j.population) for j in jobs if j.method == "r-prism"] == [("r-prism", False)] * 5
     assert [j.seeds for j in jobs if j.method == "r-oracle"] == [(0, 1, 2, 3, 4)]
-    assert len(jobs) == 7 + 2 * 5
+    assert len(jobs) == (len(preset.methods) - 2) + 2 * 5  # one population per arm, one job per PRISM seed
     assert jobs[0].method == "r-oracle" and jobs[2].method == "r-prism"  # the study's order: new cells first

@@ -250,6 +250,7 @@ PRESETS = {
             "e-prism",
             "e-baseline",
             "e-uniform",
+            "d-oracle-layer",
         ),
         seeds=tuple(range(5)),
         overrides=CPU_MEDIUM_OVERRIDES,
@@ -271,6 +272,8 @@ PRESETS = {
             Arm("e-prism", "prism", "equal", per_seed=True),
             Arm("e-baseline", "baseline", "equal"),
             Arm("e-uniform", "uniform", "equal"),
+            # Splits d-oracle-plus's "agent" step: the released actor's extra layer alone, λ kept at 0.
+            Arm("d-oracle-layer", "oracle", "equal", ("agent.actor_hidden=[256,256,256]",)),
         ),
         ratios=(
             Ratio("r-prism", "r-oracle", "headline, released protocol"),
@@ -281,6 +284,8 @@ PRESETS = {
             Ratio("e-uniform", "e-oracle", "headline, equal budget"),
             Ratio("e-oracle", "r-oracle", "budget: oracle 25 000 → 50 000 steps"),
             Ratio("d-oracle-plus", "e-oracle", "agent: +1 actor layer and λ = 1, true dense reward"),
+            Ratio("d-oracle-layer", "e-oracle", "agent, layer alone: +1 actor layer, λ = 0, true dense reward"),
+            Ratio("d-oracle-plus", "d-oracle-layer", "agent, λ alone: λ = 0 → 1 with the +1-layer actor"),
             Ratio(
                 "d-oracle-plus",
                 "r-oracle",
@@ -305,7 +310,7 @@ PRESETS = {
             "25 000 steps with the paper's actor and λ = 0; PRISM and uniform train 2 × 25 000 with λ = 1 and one "
             "more actor layer); e-* arms the equal budget (50 000 steps for every method, the paper's actor, "
             "the paper's λ = 0.01 for PRISM-side arms); d-oracle-plus is R-PRISM's agent on true dense rewards "
-            "for 50 000 steps."
+            "for 50 000 steps, and d-oracle-layer the same with λ = 0 (the extra actor layer alone)."
         ),
     ),
     "smoke": Preset(
