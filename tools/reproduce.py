@@ -846,9 +846,22 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
 
     base_colours = {"oracle": "tab:green", "baseline": "tab:red", "prism": "tab:blue"}
     # The plain methods keep their colours; other arms (e.g. the protocol study's) take the default cycle.
-    colours = {m: base_colours.get(m, f"C{3 + i}") for i, m in enumerate(preset.methods)}
+    # The default cycle has 10 colours: beyond 7 extra arms they would repeat, so larger presets use tab20.
+    cycle = [f"C{3 + i}" for i in range(7)] if len(preset.methods) <= 7 else list(plt.get_cmap("tab20").colors)
+    colours = {m: base_colours.get(m, cycle[i % len(cycle)]) for i, m in enumerate(preset.methods)}
+    many = len(preset.methods) > 4  # a legend inside the axes would hide curves: put it to the right
+    width = 5 * len(preset.envs) + (1.8 if many else 0)
+
+    def add_legend(ax) -> None:
+        if not ax.get_legend_handles_labels()[0]:
+            return
+        if many:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        else:
+            ax.legend()
+
     # HV curves with a standard-error band.
-    fig, axes = plt.subplots(1, len(preset.envs), figsize=(5 * len(preset.envs), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(preset.envs), figsize=(width, 3.6), squeeze=False)
     for ax, env in zip(axes[0], preset.envs):
         for method in preset.methods:
             entry = table.get((env, method))
@@ -860,18 +873,19 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
             mean = values.mean(0)
             se = values.std(0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
             style = "--" if preset.protocol_of(method) == "released" else "-"
-            ax.plot(steps[:n], mean, style, label=method, color=colours.get(method))
-            ax.fill_between(steps[:n], mean - se, mean + se, alpha=0.25, color=colours.get(method))
+            # Lines above every band: drawn in order, later bands would wash out earlier arms' lines.
+            ax.plot(steps[:n], mean, style, label=method, color=colours.get(method), zorder=3)
+            band_alpha = 0.12 if many else 0.25
+            ax.fill_between(steps[:n], mean - se, mean + se, alpha=band_alpha, color=colours.get(method), zorder=1)
         ax.set_title(ENV_FILES[env])
         ax.set_xlabel("env steps")
         ax.set_ylabel("HV")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
+        add_legend(ax)
     fig.tight_layout()
     fig.savefig(results / "hv_curves.png", dpi=120)
     plt.close(fig)
     # Final Pareto fronts of every seed (undominated points of each run's final evaluation).
-    fig, axes = plt.subplots(1, len(preset.envs), figsize=(5 * len(preset.envs), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(preset.envs), figsize=(width, 3.8), squeeze=False)
     for ax, env in zip(axes[0], preset.envs):
         for method in preset.methods:
             first = True
@@ -904,8 +918,7 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
         ax.set_title(f"{ENV_FILES[env]}: final fronts of every seed (objectives 0, 1)", fontsize=9)
         ax.set_xlabel("discounted return, objective 0")
         ax.set_ylabel("discounted return, objective 1")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
+        add_legend(ax)
     fig.tight_layout()
     fig.savefig(results / "pareto_fronts.png", dpi=120)
     plt.close(fig)
