@@ -90,9 +90,11 @@ def build_run(
     L.seed_everything(seeds[0], verbose=False)
 
     def env_factory(member: int):
-        # Each member's training env has its release draws seeded from the member's seed (docs/method.md §3:
-        # not the env's own RNG).
-        return make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=seeds[member])
+        # Each member's training env has its release draws on a stream of the member's seed (docs/method.md §3:
+        # not the env's own RNG). A named stream, not the raw seed: default_rng(seed) is also what
+        # env.reset(seed=seed) gives the env, and what any other raw-seeded consumer would draw.
+        release_seed = derive_seed(seeds[member], "train/release")
+        return make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=release_seed)
 
     # The run's seeds and device are set once, at the top of the config: the agent gets the seeds here and
     # its device from the Trainer's accelerator below.

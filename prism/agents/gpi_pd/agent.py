@@ -132,8 +132,12 @@ class GPIPDAgent(GPIPDRuntimeStateMixin, DynaMixin, OffPolicyAgent):
 
         self._eval_env = None
         self.per: PrioritySampler | None = None
-        self.linear_support = GPILinearSupport(n_obj, rng=np.random.default_rng(self.seeds[0]))
-        self._weight_rng = np.random.default_rng([self.seeds[0], 1])
+        # Named streams of the run seed (prism.seeding), so GPI-LS's tie-breaking, the training preferences
+        # and the GPI-LS eval env never replay another consumer's draws (or another seed's).
+        self.linear_support = GPILinearSupport(
+            n_obj, rng=np.random.default_rng(derive_seed(self.seeds[0], "gpi_pd/linear_support"))
+        )
+        self._weight_rng = np.random.default_rng(derive_seed(self.seeds[0], "gpi_pd/weights"))
         self._weight = self.linear_support.next_weight(self._evaluate_gpi)  # e_1 first (priority ∞)
         self._support_t: torch.Tensor | None = None  # the CCS weight support, for GPI
         self._set_iteration_weights(
@@ -248,11 +252,16 @@ class GPIPDAgent(GPIPDRuntimeStateMixin, DynaMixin, OffPolicyAgent):
         best = int((q @ weight[0]).argmax())
         return actions[best % k].unsqueeze(0)
 
+    @property
+    def gpi_eval_seed(self) -> int:
+        """The first reset's seed of GPI-LS's eval env (its start states), a named stream of the run seed."""
+        return derive_seed(self.seeds[0], "gpi_pd/gpi_eval")
+
     def _evaluate(self, w: np.ndarray, gpi: bool) -> np.ndarray:
         """Mean discounted true return of the (GPI) policy at ``w`` over a few episodes of an eval env."""
         if self._eval_env is None:
             self._eval_env = self.env_factory(0)
-            self._eval_env.reset(seed=int(self.seeds[0]) + 7919)
+            self._eval_env.reset(seed=self.gpi_eval_seed)
         weight = torch.as_tensor(np.asarray(w, dtype=np.float32), device=self.device).unsqueeze(0)
         returns = []
         for _ in range(self.config.eval_episodes_per_weight):

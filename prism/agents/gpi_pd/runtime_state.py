@@ -76,7 +76,7 @@ class GPIPDRuntimeStateMixin:
         if gpi["eval_env"] is not None:
             self._eval_env = self.env_factory(0)
             # A reset first, so every wrapper is initialised; the saved state then overwrites what it drew.
-            self._eval_env.reset(seed=int(self.seeds[0]))
+            self._eval_env.reset(seed=self.gpi_eval_seed)
             set_env_state(self._eval_env, gpi["eval_env"])
         last_actor = gpi["last_actor"]
         self._last_actor = None if last_actor is None else last_actor.to(self.device)
