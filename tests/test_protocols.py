@@ -109,10 +109,12 @@ def test_released_actor_layer_shapes_on_hopper(tmp_path):
     assert shapes["prism"] == [(obs + objectives, 256), (256, 256), (256, 256), (256, 2 * act)]
 
 
-def _final_env_steps(run_dir: Path) -> tuple[int, list[int]]:
+def _final_env_steps(run_dir: Path) -> int:
+    """The env steps of eval.csv's last row (the final evaluation)."""
     with (run_dir / "eval.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return int(rows[-1]["env_steps"]), [int(r["env_steps"]) for r in rows]
+    assert rows[-1]["final"] == "1"
+    return int(rows[-1]["env_steps"])
 
 
 @pytest.mark.parametrize(
@@ -129,8 +131,7 @@ def test_released_runs_stop_at_m_for_oracle_and_baseline_and_at_ir_m_for_prism_s
         [*overrides, "protocol=released", f"run_dir={tmp_path / arm}", "figures=false"],
     )
     assert int(run.agent.env_step_count) == expected_steps
-    final, _ = _final_env_steps(tmp_path / arm)
-    assert final == expected_steps
+    assert _final_env_steps(tmp_path / arm) == expected_steps
 
 
 def test_equal_protocol_gives_every_arm_ir_m_steps(tmp_path):
