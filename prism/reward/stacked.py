@@ -240,12 +240,10 @@ class StackedRewardModule(RewardModelModule):
         losses, _ = self._member_losses(pred, batch)
         # A store with no batch left this epoch takes no optimiser step (host ints: no device read).
         self.trainer.optimizers[0].active = [n > 0 for n in steps for _ in range(self.k)]
-        self._train_sse = self._train_sse + losses.detach() * batch.segment_mask.sum(dim=-1)
-        self._train_count += 1
         return losses.sum()  # the inactive networks' terms are exact zeros (no segments)
 
     def on_train_epoch_end(self) -> None:
-        pass  # per-network training curves are left to the lone fit
+        pass  # per-network training curves are left to the lone fit (so no training sums are accumulated)
 
     def on_validation_epoch_start(self) -> None:
         super().on_validation_epoch_start()
