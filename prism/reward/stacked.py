@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from prism._warnings import quiet_lightning
-from prism.data.datamodule import SegmentBatch, TrajectorySumDataModule, member_shuffle_seeds
+from prism.data.datamodule import FixedBatches, SegmentBatch, TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
 from prism.reward.losses import segment_sums
@@ -90,17 +90,6 @@ class _StackedTrainBatches:
             yield stack_batches([next(it, None) for it in iters], self.data.k)
 
 
-class _Batches:
-    def __init__(self, batches: list[StackedBatch]):
-        self.batches = batches
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __iter__(self) -> Iterator[StackedBatch]:
-        return iter(self.batches)
-
-
 class StackedSegmentData(L.LightningDataModule):
     """The S stores' data modules (padded layout, set up) as one stream of :class:`StackedBatch`."""
 
@@ -114,10 +103,10 @@ class StackedSegmentData(L.LightningDataModule):
     def train_dataloader(self) -> _StackedTrainBatches:
         return _StackedTrainBatches(self)
 
-    def val_dataloader(self) -> _Batches:
+    def val_dataloader(self) -> FixedBatches[StackedBatch]:
         vals = [dm.val_dataloader().batches for dm in self.dms]
         count = max(len(v) for v in vals)
-        return _Batches(
+        return FixedBatches(
             [stack_batches([v[i] if i < len(v) else None for v in vals], self.k) for i in range(count)]
         )
 
