@@ -181,3 +181,19 @@ def test_graph_check_tool_runs_the_same_update_on_cpu_with_the_graph_flag_ignore
     """tools/graph_check.py (what gpu_check.sh runs on CUDA): on a CPU ``cuda_graph: true`` is ignored, so
     both of its agents run the same eager static update and must agree exactly."""
     assert gc.compare((0, 1), 12, "cpu") == (0.0, 0.0, 0)
+
+
+def test_graph_check_max_diff_sees_a_difference_in_targets_and_optimiser_state():
+    """The tool's comparison is not vacuous: equal agents read 0, a nudged Polyak target or Adam moment not."""
+    a, b = make_agent((0, 1)), make_agent((0, 1))
+    for agent in (a, b):
+        add_random_rows(agent, np.random.default_rng(4), 20)
+        agent.update_step()
+    assert gc.max_diff(a, b) == 0.0
+    with torch.no_grad():
+        next(b.critic_target.parameters())[1, 0].add_(0.5)
+    assert gc.max_diff(a, b) == pytest.approx(0.5)
+    b.critic_target.load_state_dict(a.critic_target.state_dict())
+    opt = b._raw_optimizers[1]
+    opt.state[opt.param_groups[0]["params"][-1]]["exp_avg_sq"].add_(0.25)
+    assert gc.max_diff(a, b) == pytest.approx(0.25)
