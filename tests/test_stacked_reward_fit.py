@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import lightning as L
 import torch
 from segment_stores import set_dtype, synthetic_store
@@ -89,9 +91,24 @@ def test_member_adamw_is_torch_adamw_per_member_and_skips_inactive_members():
     assert opt.steps == [4, 2, 6]
 
 
-def test_fit_reward_models_stacked_returns_one_ensemble_per_store():
+def test_fit_reward_models_stacked_returns_one_ensemble_per_store(monkeypatch):
     stores = [synthetic_store(30, 4), synthetic_store(40, 5)]
     cfg = RewardConfig(hidden=8, ensemble_size=2, batch_size=8, max_epochs=2, patience=5)
+    seen: list[int] = []
+    original = StackedRewardModule.on_train_epoch_start
+
+    def record(self):
+        seen.append(torch.get_num_threads())
+        original(self)
+
+    monkeypatch.setattr(StackedRewardModule, "on_train_epoch_start", record)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:  # reward.threads reaches the stacked fit as it reaches a lone one; the caller's count is restored
+        fit_reward_models_stacked(stores, dataclasses.replace(cfg, threads=2), [1, 2])
+        assert seen == [2, 2] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
     models = fit_reward_models_stacked(stores, cfg, [1, 2])
     lone = fit_reward_model(stores[1], cfg, seed=2, layout="padded")
     assert [m.n_members for m in models] == [2, 2]

@@ -32,7 +32,7 @@ from prism.data.datamodule import FixedBatches, SegmentBatch, TrajectorySumDataM
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
 from prism.reward.losses import segment_sums
-from prism.reward.module import FitSummary, evaluate_segments, member_seeds
+from prism.reward.module import FitSummary, _torch_threads, evaluate_segments, fit_threads, member_seeds
 from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
 from prism.reward.training import RewardModelModule
 
@@ -308,7 +308,7 @@ def fit_reward_models_stacked(
     device = torch.device(device)
     start = time.perf_counter()
     data = stacked_data(stores, config, seeds)
-    with quiet_lightning(), torch.random.fork_rng(devices=[]):
+    with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
         module = StackedRewardModule(data.dms[0].in_features, config, seeds)
         trainer = L.Trainer(
             accelerator="gpu" if device.type == "cuda" else device.type,
