@@ -101,11 +101,12 @@ def test_training_run_with_graph_equals_without():
 def test_stacked_reward_fit_on_cuda_equals_per_member_fits_without_dropout():
     """In float64 on the GPU, without dropout (a lone CUDA fit's fused dropout draws differently from the
     stacked fit's per-store masks: same distribution, other numbers)."""
-    from test_stacked_reward_fit import lone_fit, make_store, stacked_fit
+    from segment_stores import synthetic_store
+    from test_stacked_reward_fit import lone_fit, stacked_fit
 
     from prism.reward.config import RewardConfig
 
-    stores = [make_store(45, 1), make_store(60, 2), make_store(75, 3)]
+    stores = [synthetic_store(45, 1), synthetic_store(60, 2), synthetic_store(75, 3)]
     seeds = [11, 2_007, 40_003]
     cfg = RewardConfig(hidden=16, dropout=0.0, ensemble_size=2, batch_size=8, max_epochs=8, patience=2)
     stacked, _ = stacked_fit(stores, cfg, seeds, accelerator="gpu", devices=1)

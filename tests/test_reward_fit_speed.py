@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import lightning as L
 import pytest
 import torch
+from segment_stores import set_dtype, synthetic_store
 
 from prism.config import ConfigError, load_config
 from prism.data.datamodule import MemberBatch, TrajectorySumDataModule, member_shuffle_seeds
@@ -21,25 +22,6 @@ from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
 from prism.reward.training import RewardModelModule
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-
-
-def _store(n_seg: int = 60, seed: int = 0) -> SegmentStore:
-    """Segments of very different lengths (2–40 steps), so members' batches differ a lot in size and the
-    padded layout pads; per-step reward r = x0 + 0.5·x1² (features: obs 3, act 1, dense 1)."""
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(2, 41, (n_seg,), generator=g)
-    n = int(lengths.sum())
-    x = torch.randn(n, 5, generator=g)
-    r = x[:, 0] + 0.5 * x[:, 1] ** 2
-    ends = torch.cumsum(lengths, 0) - 1
-    released = torch.zeros(n, dtype=torch.bool)
-    released[ends] = True
-    seg = torch.repeat_interleave(torch.arange(n_seg), lengths)
-    emitted = torch.zeros(n)
-    emitted[ends] = torch.zeros(n_seg).index_add_(0, seg, r)
-    store = SegmentStore(3, 1, 1)
-    store.add_episode(x, released, emitted, r)
-    return store
 
 
 def _fit_module(
@@ -57,9 +39,7 @@ def _fit_module(
         ragged=ragged,
     )
     dm.setup()
-    dm.features = dm.features.to(dtype)
-    dm.targets = dm.targets.to(dtype)
-    dm._val_batches = dm._build_val_batches()
+    set_dtype(dm, dtype)
     torch.manual_seed(0)
     module = RewardModelModule(dm.in_features, cfg, member_seeds(0, k)).to(dtype)
     L.Trainer(
@@ -70,7 +50,7 @@ def _fit_module(
 
 
 def test_ragged_fit_equals_padded_fit_with_early_stopped_members_skipped():
-    store = _store()
+    store = synthetic_store(60)
     cfg = RewardConfig(hidden=16, dropout=0.3, ensemble_size=3, batch_size=8, max_epochs=25, patience=2)
     padded = _fit_module(store, cfg, ragged=False, dtype=torch.float64)
     ragged = _fit_module(store, cfg, ragged=True, dtype=torch.float64)
@@ -153,7 +133,7 @@ def test_onednn_member_linear_matches_float64_reference():
 
 
 def test_fit_reward_model_layouts_agree_and_threads_are_applied(monkeypatch):
-    store = _store(40, seed=1)
+    store = synthetic_store(40, seed=1)
     cfg = RewardConfig(hidden=32, ensemble_size=2, batch_size=8, max_epochs=2, patience=5, threads=2)
     seen: list[int] = []
     original = RewardModelModule.on_train_epoch_start
@@ -180,7 +160,7 @@ def test_fit_reward_model_layouts_agree_and_threads_are_applied(monkeypatch):
 
 
 def test_ragged_batches_hold_the_padded_batches_steps():
-    store = _store(30, seed=2)
+    store = synthetic_store(30, seed=2)
     padded = TrajectorySumDataModule(store, batch_size=4, seed=0, n_members=3)
     ragged = TrajectorySumDataModule(store, batch_size=4, seed=0, n_members=3, ragged=True)
     padded.setup()
@@ -217,7 +197,7 @@ def test_loop_fits_on_the_agents_device(monkeypatch):
     # The loop fits the reward model its settings name, looked up in the registry.
     REWARD_MODELS.register("fake_fit", fit=fake_fit, load=dict)
     loop = phases.PrismLoopCallback(get_env_spec("mo-hopper-v5"), settings)
-    loop.stores = [_store(10)]
+    loop.stores = [synthetic_store(10)]
     agent = SimpleNamespace(
         device=torch.device("meta"), shapers=[SimpleNamespace(model=None)], env_step_count=0, env_steps=0
     )

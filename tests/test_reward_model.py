@@ -8,6 +8,7 @@ import lightning as L
 import numpy as np
 import pytest
 import torch
+from segment_stores import synthetic_store
 
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
@@ -19,21 +20,8 @@ from prism.reward.training import RewardModelModule, clip_per_member_
 
 
 def _store(n_seg: int = 80, seed: int = 0, dense: bool = True) -> SegmentStore:
-    """Segments with a known per-step reward r = x0 + 0.5·x1² (features: obs 3, act 1, dense 1)."""
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(2, 12, (n_seg,), generator=g)
-    n = int(lengths.sum())
-    x = torch.randn(n, 5 if dense else 4, generator=g)
-    r = x[:, 0] + 0.5 * x[:, 1] ** 2
-    ends = torch.cumsum(lengths, 0) - 1
-    released = torch.zeros(n, dtype=torch.bool)
-    released[ends] = True
-    seg = torch.repeat_interleave(torch.arange(n_seg), lengths)
-    emitted = torch.zeros(n)
-    emitted[ends] = torch.zeros(n_seg).index_add_(0, seg, r)
-    store = SegmentStore(3, 1, 1 if dense else 0)
-    store.add_episode(x, released, emitted, r)
-    return store
+    """Segments of 2–11 steps with a known per-step reward r = x0 + 0.5·x1² (features: obs 3, act 1, dense 1)."""
+    return synthetic_store(n_seg, seed, max_length=11, dense=dense)
 
 
 def _small(**kw) -> RewardConfig:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import lightning as L
 import torch
+from segment_stores import set_dtype, synthetic_store
 
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
@@ -17,36 +20,13 @@ TRAINER = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enab
                num_sanity_val_steps=0)  # fmt: skip
 
 
-def make_store(n_seg: int, seed: int) -> SegmentStore:
-    """Segments of 2–40 steps; per-step reward r = x0 + 0.5·x1² (obs 3, act 1, dense 1)."""
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(2, 41, (n_seg,), generator=g)
-    n = int(lengths.sum())
-    x = torch.randn(n, 5, generator=g)
-    r = x[:, 0] + 0.5 * x[:, 1] ** 2
-    ends = torch.cumsum(lengths, 0) - 1
-    released = torch.zeros(n, dtype=torch.bool)
-    released[ends] = True
-    emitted = torch.zeros(n)
-    emitted[ends] = torch.zeros(n_seg).index_add_(0, torch.repeat_interleave(torch.arange(n_seg), lengths), r)
-    store = SegmentStore(3, 1, 1)
-    store.add_episode(x, released, emitted, r)
-    return store
-
-
-def to_float64(dm: TrajectorySumDataModule) -> None:
-    dm.features = dm.features.double()
-    dm.targets = dm.targets.double()
-    dm._val_batches = dm._build_val_batches()
-
-
 def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int, **trainer) -> RewardModelModule:
     """A member's own fit, as fit_reward_model runs it with the padded layout, in float64."""
     k = cfg.ensemble_size
     dm = TrajectorySumDataModule(store, batch_size=cfg.batch_size, val_fraction=cfg.val_fraction, seed=seed,
                                  n_members=k, shuffle_seeds=member_shuffle_seeds(seed, k))  # fmt: skip
     dm.setup()
-    to_float64(dm)
+    set_dtype(dm, torch.float64)
     torch.manual_seed(seed)
     module = RewardModelModule(dm.in_features, cfg, member_seeds(seed, k)).double()
     L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(module, datamodule=dm)
@@ -57,7 +37,7 @@ def stacked_fit(stores, cfg: RewardConfig, seeds, **trainer):
     """The stacked fit of ``stores`` in float64 (data modules as fit_reward_models_stacked builds them)."""
     data = stacked_data(stores, cfg, seeds)
     for dm in data.dms:
-        to_float64(dm)
+        set_dtype(dm, torch.float64)
     stacked = StackedRewardModule(data.dms[0].in_features, cfg, seeds).double()
     L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(stacked, datamodule=data)
     return stacked, data
@@ -66,7 +46,7 @@ def stacked_fit(stores, cfg: RewardConfig, seeds, **trainer):
 def test_stacked_fit_equals_the_members_own_fits_in_float64():
     # Stores of different sizes: their epochs have 5, 6 and 8 batches, so stores sit out the ends of epochs;
     # a short patience stops networks at different epochs.
-    stores = [make_store(45, 1), make_store(60, 2), make_store(75, 3)]
+    stores = [synthetic_store(45, 1), synthetic_store(60, 2), synthetic_store(75, 3)]
     seeds = [11, 2_007, 40_003]
     cfg = RewardConfig(hidden=16, dropout=0.3, ensemble_size=2, batch_size=8, max_epochs=14, patience=2)
     stacked, data = stacked_fit(stores, cfg, seeds)
@@ -111,9 +91,24 @@ def test_member_adamw_is_torch_adamw_per_member_and_skips_inactive_members():
     assert opt.steps == [4, 2, 6]
 
 
-def test_fit_reward_models_stacked_returns_one_ensemble_per_store():
-    stores = [make_store(30, 4), make_store(40, 5)]
+def test_fit_reward_models_stacked_returns_one_ensemble_per_store(monkeypatch):
+    stores = [synthetic_store(30, 4), synthetic_store(40, 5)]
     cfg = RewardConfig(hidden=8, ensemble_size=2, batch_size=8, max_epochs=2, patience=5)
+    seen: list[int] = []
+    original = StackedRewardModule.on_train_epoch_start
+
+    def record(self):
+        seen.append(torch.get_num_threads())
+        original(self)
+
+    monkeypatch.setattr(StackedRewardModule, "on_train_epoch_start", record)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:  # reward.threads reaches the stacked fit as it reaches a lone one; the caller's count is restored
+        fit_reward_models_stacked(stores, dataclasses.replace(cfg, threads=2), [1, 2])
+        assert seen == [2, 2] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
     models = fit_reward_models_stacked(stores, cfg, [1, 2])
     lone = fit_reward_model(stores[1], cfg, seed=2, layout="padded")
     assert [m.n_members for m in models] == [2, 2]

@@ -8,52 +8,40 @@ always built) and a per-tensor Polyak ``lerp_``. Any change of draw, order, opti
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from prism.agents.capql import TRAIN_KEYS, CAPQLModule
-from prism.agents.config import CAPQLConfig
 from prism.agents.losses import capql_actor_loss, capql_critic_loss
 from prism.data.replay import ReplayBatch
-from prism.envs import make_env
-from prism.envs.registry import TOY_SPEC
 from prism.seeding import derive_seed, population_seed
 
 SMALL = dict(actor_hidden=[32, 32], critic_hidden=[32, 32], batch_size=16, buffer_size=300, learning_starts=0)
 
 
-def make_agent(seeds, device="cpu", **overrides) -> CAPQLModule:
+def _graph_check():
+    path = Path(__file__).resolve().parents[1] / "tools" / "graph_check.py"
+    spec = importlib.util.spec_from_file_location("prism_graph_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gc = _graph_check()
+
+
+def make_agent(seeds, **overrides) -> CAPQLModule:
     """An agent ready to update without a Trainer: buffer, generators and raw optimisers in place."""
-    agent = CAPQLModule(
-        CAPQLConfig(**{**SMALL, **overrides}), TOY_SPEC, lambda member: make_env(TOY_SPEC), seeds=seeds
-    ).to(device)
-    agent._ensure_buffer()
-    agent._ensure_generators()
-    agent._raw_optimizers = list(agent.configure_optimizers())
-    agent._polyak = (list(agent.critic_target.parameters()), list(agent.critic.parameters()))
-    return agent
+    return gc.make_agent(seeds, "cpu", False, **{**SMALL, **overrides})
 
 
 def add_random_rows(agent: CAPQLModule, generator: np.random.Generator, n: int) -> None:
     """``n`` transitions per member (done ~ 20 %, weights on the simplex), the same for every call order."""
-    buffer = agent.buffer
-    o, a, n_obj = TOY_SPEC.obs_dim, TOY_SPEC.act_dim, TOY_SPEC.n_objectives
-    for _ in range(n):
-        rows = []
-        for _m in range(agent.members):
-            w = generator.random(n_obj)
-            rows.append(
-                buffer.row(
-                    generator.normal(size=o),
-                    generator.uniform(-1, 1, size=a),
-                    generator.normal(size=n_obj),
-                    generator.normal(size=o),
-                    bool(generator.random() < 0.2),
-                    w / w.sum(),
-                )
-            )
-        buffer.add_rows(np.arange(agent.members), np.stack(rows))
+    gc.fill(agent, n, generator, done_prob=0.2)
 
 
 class Reference:
@@ -192,11 +180,20 @@ def test_update_terms_land_in_the_static_buffer_without_host_reads(monkeypatch):
 def test_graph_check_tool_runs_the_same_update_on_cpu_with_the_graph_flag_ignored():
     """tools/graph_check.py (what gpu_check.sh runs on CUDA): on a CPU ``cuda_graph: true`` is ignored, so
     both of its agents run the same eager static update and must agree exactly."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "tools" / "graph_check.py"
-    spec = importlib.util.spec_from_file_location("prism_graph_check", path)
-    gc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gc)
     assert gc.compare((0, 1), 12, "cpu") == (0.0, 0.0, 0)
+
+
+def test_graph_check_max_diff_sees_a_difference_in_targets_and_optimiser_state():
+    """The tool's comparison is not vacuous: equal agents read 0, a nudged Polyak target or Adam moment not."""
+    a, b = make_agent((0, 1)), make_agent((0, 1))
+    for agent in (a, b):
+        add_random_rows(agent, np.random.default_rng(4), 20)
+        agent.update_step()
+    assert gc.max_diff(a, b) == 0.0
+    with torch.no_grad():
+        next(b.critic_target.parameters())[1, 0].add_(0.5)
+    assert gc.max_diff(a, b) == pytest.approx(0.5)
+    b.critic_target.load_state_dict(a.critic_target.state_dict())
+    opt = b._raw_optimizers[1]
+    opt.state[opt.param_groups[0]["params"][-1]]["exp_avg_sq"].add_(0.25)
+    assert gc.max_diff(a, b) == pytest.approx(0.25)

@@ -39,8 +39,9 @@ def make_agent(seeds, device: str, cuda_graph: bool, **overrides) -> CAPQLModule
     return agent
 
 
-def fill(agent: CAPQLModule, rows: int, seed: int = 0) -> None:
-    """``rows`` random transitions per member, the same for every agent given the same ``seed``."""
+def fill(agent: CAPQLModule, rows: int, seed: int | np.random.Generator = 0, done_prob: float = 0.1) -> None:
+    """``rows`` random transitions per member (done with probability ``done_prob``, weights on the simplex),
+    the same for every agent given the same ``seed`` (a generator is drawn from where it stands)."""
     rng = np.random.default_rng(seed)
     o, a, n_obj = TOY_SPEC.obs_dim, TOY_SPEC.act_dim, TOY_SPEC.n_objectives
     for _ in range(rows):
@@ -52,7 +53,7 @@ def fill(agent: CAPQLModule, rows: int, seed: int = 0) -> None:
                 rng.uniform(-1, 1, size=a),
                 rng.normal(size=n_obj),
                 rng.normal(size=o),
-                bool(rng.random() < 0.1),
+                bool(rng.random() < done_prob),
                 w / w.sum(),
             )
             batch.append(row)

@@ -46,11 +46,6 @@ class StaticReplayDraw:
         self._flat_index = self.index.view(-1)
         self._flat_rows = self.rows.view(-1, buffer.width)
 
-    @property
-    def key(self) -> tuple[int, int]:
-        """What a captured gather points at (the ring storage): a change means re-capture."""
-        return id(self.buffer), self.buffer.storage.data_ptr()
-
     def draw(self, generators: Sequence[torch.Generator | None]) -> None:
         """Member s's ``B`` indices, uniform over its stored rows, from ``generators[s]``, into ``index[s]``.
 

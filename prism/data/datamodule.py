@@ -17,7 +17,7 @@ training batch holds K different sets of segments. Two layouts of the same batch
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 import lightning as L
 import torch
@@ -121,16 +121,19 @@ class _MemberShuffledBatches:
             yield dm.make_member_batch(selection, steps[i + 1] if i + 1 < len(steps) else None)
 
 
-class _FixedBatches:
+BatchT = TypeVar("BatchT")
+
+
+class FixedBatches(Generic[BatchT]):
     """Iterable over pre-built batches (a plain list would be read by Lightning as several dataloaders)."""
 
-    def __init__(self, batches: list[SegmentBatch]):
+    def __init__(self, batches: list[BatchT]):
         self.batches = batches
 
     def __len__(self) -> int:
         return len(self.batches)
 
-    def __iter__(self) -> Iterator[SegmentBatch]:
+    def __iter__(self) -> Iterator[BatchT]:
         return iter(self.batches)
 
 
@@ -260,5 +263,5 @@ class TrajectorySumDataModule(L.LightningDataModule):
     def train_dataloader(self) -> _MemberShuffledBatches:
         return _MemberShuffledBatches(self)
 
-    def val_dataloader(self) -> _FixedBatches:
-        return _FixedBatches(self._val_batches)
+    def val_dataloader(self) -> FixedBatches[SegmentBatch]:
+        return FixedBatches(self._val_batches)

@@ -28,11 +28,11 @@ import torch
 from torch import Tensor
 
 from prism._warnings import quiet_lightning
-from prism.data.datamodule import SegmentBatch, TrajectorySumDataModule, member_shuffle_seeds
+from prism.data.datamodule import FixedBatches, SegmentBatch, TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
 from prism.reward.losses import segment_sums
-from prism.reward.module import FitSummary, evaluate_segments, member_seeds
+from prism.reward.module import FitSummary, _torch_threads, evaluate_segments, fit_threads, member_seeds
 from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
 from prism.reward.training import RewardModelModule
 
@@ -90,17 +90,6 @@ class _StackedTrainBatches:
             yield stack_batches([next(it, None) for it in iters], self.data.k)
 
 
-class _Batches:
-    def __init__(self, batches: list[StackedBatch]):
-        self.batches = batches
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __iter__(self) -> Iterator[StackedBatch]:
-        return iter(self.batches)
-
-
 class StackedSegmentData(L.LightningDataModule):
     """The S stores' data modules (padded layout, set up) as one stream of :class:`StackedBatch`."""
 
@@ -114,10 +103,10 @@ class StackedSegmentData(L.LightningDataModule):
     def train_dataloader(self) -> _StackedTrainBatches:
         return _StackedTrainBatches(self)
 
-    def val_dataloader(self) -> _Batches:
+    def val_dataloader(self) -> FixedBatches[StackedBatch]:
         vals = [dm.val_dataloader().batches for dm in self.dms]
         count = max(len(v) for v in vals)
-        return _Batches(
+        return FixedBatches(
             [stack_batches([v[i] if i < len(v) else None for v in vals], self.k) for i in range(count)]
         )
 
@@ -240,12 +229,10 @@ class StackedRewardModule(RewardModelModule):
         losses, _ = self._member_losses(pred, batch)
         # A store with no batch left this epoch takes no optimiser step (host ints: no device read).
         self.trainer.optimizers[0].active = [n > 0 for n in steps for _ in range(self.k)]
-        self._train_sse = self._train_sse + losses.detach() * batch.segment_mask.sum(dim=-1)
-        self._train_count += 1
         return losses.sum()  # the inactive networks' terms are exact zeros (no segments)
 
     def on_train_epoch_end(self) -> None:
-        pass  # per-network training curves are left to the lone fit
+        pass  # per-network training curves are left to the lone fit (so no training sums are accumulated)
 
     def on_validation_epoch_start(self) -> None:
         super().on_validation_epoch_start()
@@ -321,7 +308,7 @@ def fit_reward_models_stacked(
     device = torch.device(device)
     start = time.perf_counter()
     data = stacked_data(stores, config, seeds)
-    with quiet_lightning(), torch.random.fork_rng(devices=[]):
+    with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
         module = StackedRewardModule(data.dms[0].in_features, config, seeds)
         trainer = L.Trainer(
             accelerator="gpu" if device.type == "cuda" else device.type,
