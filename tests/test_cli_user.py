@@ -190,3 +190,7 @@ def test_prism_config_alone_lists_every_default():
     assert (
         printed["run_dir"] == "runs/mo-hopper-v5/prism/seed0" and printed["loop"]["initial_episodes"] == 1000
     )
+    # every key of the default config, with its value, and nothing else but the resolved block
+    resolved = printed.pop("resolved")
+    assert printed == yaml.safe_load(to_yaml(load_config([])))
+    assert resolved["prism_version"] == prism.__version__
