@@ -35,6 +35,14 @@ NON_FINITE = 3
 INTERRUPTED = 130
 
 
+def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE…`` and ``key=value`` overrides, shared by ``prism fit`` and ``prism config``."""
+    parser.add_argument(
+        "--config", "-c", nargs="+", action="extend", default=[], metavar="FILE", help="YAML config file(s)"
+    )
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="OmegaConf dot-list overrides")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prism",
@@ -49,10 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         help="train a run (PRISM loop, or oracle/baseline/ablation by config)",
         description="Train a run. Later config files override earlier ones; key=value overrides come last.",
     )
-    fit.add_argument(
-        "--config", "-c", nargs="+", action="extend", default=[], metavar="FILE", help="YAML config file(s)"
-    )
-    fit.add_argument("overrides", nargs="*", metavar="key=value", help="OmegaConf dot-list overrides")
+    _add_config_arguments(fit)
     fit.add_argument(
         "--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint"
     )
@@ -68,10 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         "default, then the values it would resolve at start), without training. Without --config: the "
         "defaults of every key.",
     )
-    show.add_argument(
-        "--config", "-c", nargs="+", action="extend", default=[], metavar="FILE", help="YAML config file(s)"
-    )
-    show.add_argument("overrides", nargs="*", metavar="key=value", help="OmegaConf dot-list overrides")
+    _add_config_arguments(show)  # the same arguments as `prism fit`: it shows what that would run
     show.add_argument("--debug", action="store_true", help="show full tracebacks")
 
     evaluate = sub.add_parser(

@@ -164,7 +164,7 @@ def test_an_unusable_gymnasium_env_is_one_line_without_library_warnings(tmp_path
     ]
 
 
-@pytest.mark.slow  # trains a toy run first (~4 s per case)
+@pytest.mark.slow  # a prism subprocess per case (~4 s each)
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -173,6 +173,8 @@ def test_an_unusable_gymnasium_env_is_one_line_without_library_warnings(tmp_path
             "eval.num_weights: sets the periodic protocol, and prism evaluate uses the final one",
         ),
         (["eval.final.episodes=2", "--protocol", "periodic"], "eval.final.episodes: sets the final protocol"),
+        (["eval.every=5"], "eval.every: schedules a training run's periodic evaluations; prism evaluate"),
+        (["eval.every=5", "--protocol", "periodic"], "eval.every: schedules a training run's periodic"),
     ],
 )
 def test_evaluate_refuses_the_other_protocols_counts(tmp_path, args, message):
@@ -190,3 +192,7 @@ def test_prism_config_alone_lists_every_default():
     assert (
         printed["run_dir"] == "runs/mo-hopper-v5/prism/seed0" and printed["loop"]["initial_episodes"] == 1000
     )
+    # every key of the default config, with its value, and nothing else but the resolved block
+    resolved = printed.pop("resolved")
+    assert printed == yaml.safe_load(to_yaml(load_config([])))
+    assert resolved["prism_version"] == prism.__version__

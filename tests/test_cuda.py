@@ -8,12 +8,10 @@ the same on the device, and a captured CUDA graph's replays equal the eager stat
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from tool_modules import load_tool
 
 from prism.agents import transfer
 from prism.agents.capql import CAPQLModule
@@ -26,17 +24,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _graph_check():
-    spec = importlib.util.spec_from_file_location("prism_graph_check", ROOT / "tools" / "graph_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gc = _graph_check()
+gc = load_tool("graph_check")
 SMALL = gc.SMALL
 
 

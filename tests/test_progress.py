@@ -59,3 +59,33 @@ def test_every_phase_shows_its_own_progress(tmp_path):
     for phase in ("phase=rl", "phase=eval", "phase=final_eval", "phase=done"):
         assert phase in text, phase
     assert "prism fit (RL)" in text and "400/400" in text
+
+
+def test_a_population_members_evaluation_line_names_its_seed_as_the_other_phase_lines_do(monkeypatch):
+    import numpy as np
+
+    import prism.evaluation.callback as callback_module
+    from prism.envs import TOY_SPEC
+    from prism.evaluation.callback import EvaluationCallback
+    from prism.evaluation.config import EvalConfig
+    from prism.evaluation.result import EvalResult
+    from prism.metrics import functional as F
+
+    cfg = EvalConfig(num_weights=2, episodes=1, eum_weights=4, vo_preferences=4)
+    returns = np.arange(4.0).reshape(2, 1, 2)
+    result = EvalResult.from_returns(
+        np.eye(2),
+        returns,
+        returns,
+        np.ones((2, 1)),
+        gamma=0.99,
+        ref_point=TOY_SPEC.ref_point,
+        eum_weights=F.equally_spaced_weights(2, 4),
+        vo_preferences=F.random_preferences(2, 4, cfg.preference_seed),
+    )
+    monkeypatch.setattr(callback_module, "evaluate_agent", lambda *args, **kwargs: result)
+    screen = io.StringIO()
+    callback = EvaluationCallback(TOY_SPEC, cfg, run_seed=7, member=1, logger=object(), pool=object())
+    callback.progress = Progress(file=screen, disable=False)
+    callback._rollout(SimpleNamespace(env_step_count=100), cfg.final_protocol(), "final_eval")
+    assert "final evaluation (seed 7) at 100 env steps (100 weights x 5 episodes): HV " in screen.getvalue()

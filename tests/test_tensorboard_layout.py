@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-from tests.toy_runs import toy_run
+from toy_runs import toy_run
 
 ROOT = Path(__file__).resolve().parents[1]
 

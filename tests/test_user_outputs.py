@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from tool_modules import load_tool
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _import_graph():
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "tools" / "import_graph.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_loop_has_no_import_circle_even_under_type_checking():
     """outputs.py and run.py share their types through prism.loop.members: no circle, not even a TYPE_CHECKING
     one (the runtime-only check of test_shape.py does not see those)."""
-    tool = _import_graph()
+    tool = load_tool("import_graph")
     _, all_edges = tool.build_graph(ROOT)
     loop = {
         m: {d for d in deps if d.startswith("prism.loop")}

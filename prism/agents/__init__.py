@@ -39,28 +39,4 @@ _LAZY = {
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
-__all__ = [
-    "ActorLoss",
-    "CAPQLConfig",
-    "CAPQLModule",
-    "CriticLoss",
-    "GaussianActor",
-    "OffPolicyConfig",
-    "OrbitAveragedActor",
-    "Reflection",
-    "SymRegLoss",
-    "VectorCriticEnsemble",
-    "actor_loss",
-    "capql_actor_loss",
-    "capql_critic_loss",
-    "critic_loss",
-    "critic_target",
-    "cone_weights",
-    "equivariance_error",
-    "per_state_equivariance_error",
-    "reflect_act",
-    "reflect_obs",
-    "reflection_from_spec",
-    "sample_tanh_gaussian",
-    "symreg_loss",
-]
+__all__ = sorted(_LAZY)

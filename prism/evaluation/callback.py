@@ -77,6 +77,7 @@ class EvaluationCallback(Callback):
         super().__init__()
         self.spec = spec
         self.member = member
+        self.run_seed = run_seed
         self.logger = logger
         self.config = (config or EvalConfig()).resolved(run_seed)
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -154,7 +155,7 @@ class EvaluationCallback(Callback):
         if self.progress is not None:
             before = self.progress.phase
             self.progress.set_phase(kind, self.progress.cycle, self.progress.cycles)
-            who = f" (member {self.member})" if self.logger is not None else ""
+            who = f" (seed {self.run_seed})" if self.logger is not None else ""  # as the loop's phase bars
             desc = f"{'final evaluation' if kind == 'final_eval' else 'evaluation'}{who}"
             bar = self.progress.bar(desc, total=cfg.num_weights * cfg.episodes, unit="ep")
         extra = {"on_episodes": bar.update} if bar is not None else {}

@@ -106,12 +106,10 @@ class PhaseProgressBar(Callback):
     def _sync(self, pl_module) -> None:
         if self._bar is None:
             return
-        steps = pl_module.env_step_count
-        self._shown_step = steps
-        self._phase = self.loop.state.phase
-        self._bar.n = steps
-        self.refreshes += 1
         state = self.loop.state
+        self._shown_step = self._bar.n = pl_module.env_step_count
+        self._phase = state.phase
+        self.refreshes += 1
         self.progress.set_phase(state.phase, state.cycle, self.loop.settings.cycles)
 
     def on_train_start(self, trainer, pl_module) -> None:
@@ -132,18 +130,17 @@ class PhaseProgressBar(Callback):
         every = self.refresh_every
         crossed = pl_module.env_step_count // every != self._shown_step // every
         if crossed or self.loop.state.phase != self._phase:
-            self._phase = self.loop.state.phase
             self._sync(pl_module)
 
     def on_train_end(self, trainer, pl_module) -> None:
         # Runs after the evaluation callbacks' on_train_end (the final evaluation, with a bar of its own).
         self._sync(pl_module)
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-            self.progress.main = None
+        self._close()
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._close()
+
+    def _close(self) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
@@ -193,11 +190,3 @@ class RewardFitProgress(Callback):
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         self._finish(trainer, note="  (stopped)")
-
-
-def counted(progress: Progress | None, desc: str, total: int, unit: str) -> tuple[Any, Any]:
-    """``(bar, tick)`` for a phase of ``total`` units: ``tick(k=1)`` advances it; both None without a display."""
-    if progress is None:
-        return None, None
-    bar = progress.bar(desc, total=total, unit=unit)
-    return bar, lambda k=1: bar.update(k)

@@ -293,7 +293,7 @@ PROTOCOLS = ("final", "periodic")
 what ``front.csv``, ``summary.json`` and the ``final`` row of ``eval.csv`` hold) or the periodic one
 (``eval.num_weights`` × ``eval.episodes``, the learning curve's rows)."""
 
-_PERIODIC_KEYS = ("eval.num_weights", "eval.episodes", "eval.every")
+_PERIODIC_KEYS = ("eval.num_weights", "eval.episodes")
 
 
 def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "final") -> dict | list[dict]:
@@ -320,6 +320,11 @@ def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "fin
         raise ConfigError(f"{bad[0].split('=')[0]}: prism evaluate only takes eval.* overrides")
     for item in overrides:
         key = item.split("=", 1)[0]
+        if key == "eval.every":
+            raise ConfigError(
+                "eval.every: schedules a training run's periodic evaluations; prism evaluate evaluates once "
+                "and does not use it"
+            )
         if protocol == "final" and key in _PERIODIC_KEYS:
             raise ConfigError(
                 f"{key}: sets the periodic protocol, and prism evaluate uses the final one; set "

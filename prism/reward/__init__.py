@@ -37,26 +37,4 @@ _LAZY = {
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
-__all__ = [
-    "FitSummary",
-    "PassThroughShaper",
-    "RandomShaper",
-    "ReSymNetEnsemble",
-    "ResymnetShaper",
-    "RewardConfig",
-    "RewardEnsemble",
-    "RewardModelModule",
-    "RewardShaper",
-    "Transition",
-    "UniformShaper",
-    "build_features",
-    "dense_channels",
-    "evaluate_segments",
-    "feature_dim",
-    "fit_reward_model",
-    "make_shaper",
-    "pearson_correlation",
-    "relabel_rewards",
-    "segment_sums",
-    "trajectory_sum_loss",
-]
+__all__ = sorted(_LAZY)

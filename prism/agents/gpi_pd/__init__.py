@@ -24,12 +24,4 @@ _LAZY = {
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
-__all__ = [
-    "DeterministicActor",
-    "GPILinearSupport",
-    "GPIPDConfig",
-    "PrioritySampler",
-    "VectorCritics",
-    "corner_weights",
-    "gpi_ls_priorities",
-]
+__all__ = sorted(_LAZY)
