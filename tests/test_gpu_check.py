@@ -3,23 +3,15 @@ missing number each give their word, and the script itself parses (bash -n)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
+
+from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _verdicts():
-    spec = importlib.util.spec_from_file_location(
-        "prism_gpu_check_verdicts", ROOT / "tools" / "gpu_check_verdicts.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-V = _verdicts()
+V = load_tool("gpu_check_verdicts")
 
 PASSING = {
     "graph_check": "S=1: 100 updates, params/state max |diff| 0, terms 0, captures 1\n"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 import subprocess
 import sys
@@ -11,19 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("prism_reproduce_tool", ROOT / "tools" / "reproduce.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-reproduce = _load()
+reproduce = load_tool("reproduce")
 
 
 def test_final_row_is_the_flagged_one_and_best_is_over_periodic_rows():

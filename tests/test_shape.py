@@ -3,8 +3,9 @@ layer independent of the reward layer. Checked with ``tools/import_graph.py`` (a
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_MODULE_LINES = 400
@@ -16,10 +17,7 @@ ALLOWED_LAYER_VIOLATIONS: list[tuple[str, str]] = []
 
 
 def _import_graph():
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "tools" / "import_graph.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("import_graph")
 
 
 def test_checker_finds_a_cycle_and_a_layer_violation(tmp_path):

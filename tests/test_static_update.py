@@ -8,12 +8,10 @@ always built) and a per-tensor Polyak ``lerp_``. Any change of draw, order, opti
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from tool_modules import load_tool
 
 from prism.agents.capql import TRAIN_KEYS, CAPQLModule
 from prism.agents.losses import capql_actor_loss, capql_critic_loss
@@ -23,15 +21,7 @@ from prism.seeding import derive_seed, population_seed
 SMALL = dict(actor_hidden=[32, 32], critic_hidden=[32, 32], batch_size=16, buffer_size=300, learning_starts=0)
 
 
-def _graph_check():
-    path = Path(__file__).resolve().parents[1] / "tools" / "graph_check.py"
-    spec = importlib.util.spec_from_file_location("prism_graph_check", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gc = _graph_check()
+gc = load_tool("graph_check")
 
 
 def make_agent(seeds, **overrides) -> CAPQLModule:
