@@ -39,6 +39,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from prism.protocols import PROTOCOLS  # equal budget, or the authors' released code's arms
+
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 PAPER = Path(__file__).resolve().parent / "data" / "paper_results.csv"
@@ -63,9 +65,6 @@ METHODS = {
     "random": ("ablation/random.yaml", "random"),
 }
 METRICS = ("hv", "eum", "vo")
-PROTOCOLS = ("equal", "released")
-"""prism's ``protocol`` key (prism/protocols.py): ``equal`` budget for every method, or the authors' ``released``
-code's (oracle/baseline one cycle of M, PRISM-side arms IR × M with λ = 1 and one more actor layer)."""
 
 
 @dataclass(frozen=True)
@@ -284,7 +283,9 @@ PRESETS = {
             Ratio("e-uniform", "e-oracle", "headline, equal budget"),
             Ratio("e-oracle", "r-oracle", "budget: oracle 25 000 → 50 000 steps"),
             Ratio("d-oracle-plus", "e-oracle", "agent: +1 actor layer and λ = 1, true dense reward"),
-            Ratio("d-oracle-layer", "e-oracle", "agent, layer alone: +1 actor layer, λ = 0, true dense reward"),
+            Ratio(
+                "d-oracle-layer", "e-oracle", "agent, layer alone: +1 actor layer, λ = 0, true dense reward"
+            ),
             Ratio("d-oracle-plus", "d-oracle-layer", "agent, λ alone: λ = 0 → 1 with the +1-layer actor"),
             Ratio(
                 "d-oracle-plus",
@@ -847,7 +848,9 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
     base_colours = {"oracle": "tab:green", "baseline": "tab:red", "prism": "tab:blue"}
     # The plain methods keep their colours; other arms (e.g. the protocol study's) take the default cycle.
     # The default cycle has 10 colours: beyond 7 extra arms they would repeat, so larger presets use tab20.
-    cycle = [f"C{3 + i}" for i in range(7)] if len(preset.methods) <= 7 else list(plt.get_cmap("tab20").colors)
+    cycle = (
+        [f"C{3 + i}" for i in range(7)] if len(preset.methods) <= 7 else list(plt.get_cmap("tab20").colors)
+    )
     colours = {m: base_colours.get(m, cycle[i % len(cycle)]) for i, m in enumerate(preset.methods)}
     many = len(preset.methods) > 4  # a legend inside the axes would hide curves: put it to the right
     width = 5 * len(preset.envs) + (1.8 if many else 0)
@@ -876,7 +879,9 @@ def plot(preset: Preset, table, out: Path, cells: list[Cell], results: Path) -> 
             # Lines above every band: drawn in order, later bands would wash out earlier arms' lines.
             ax.plot(steps[:n], mean, style, label=method, color=colours.get(method), zorder=3)
             band_alpha = 0.12 if many else 0.25
-            ax.fill_between(steps[:n], mean - se, mean + se, alpha=band_alpha, color=colours.get(method), zorder=1)
+            ax.fill_between(
+                steps[:n], mean - se, mean + se, alpha=band_alpha, color=colours.get(method), zorder=1
+            )
         ax.set_title(ENV_FILES[env])
         ax.set_xlabel("env steps")
         ax.set_ylabel("HV")

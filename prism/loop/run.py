@@ -288,7 +288,7 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
     return run
 
 
-PROTOCOLS = ("final", "periodic")
+EVALUATION_PROTOCOLS = ("final", "periodic")
 """``prism evaluate --protocol``: the final protocol (``eval.final``: the paper's 100 weights × 5 episodes,
 what ``front.csv``, ``summary.json`` and the ``final`` row of ``eval.csv`` hold) or the periodic one
 (``eval.num_weights`` × ``eval.episodes``, the learning curve's rows)."""
@@ -309,8 +309,8 @@ def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "fin
     then the columns of an ``eval.csv`` row; the same values are printed, one line per member.
     """
     _quiet()
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"--protocol: expected one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    if protocol not in EVALUATION_PROTOCOLS:
+        raise ConfigError(f"--protocol: expected one of {', '.join(EVALUATION_PROTOCOLS)}, got {protocol!r}")
     run_dir = Path(run_dir)
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
