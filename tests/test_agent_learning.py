@@ -4,8 +4,6 @@ random alone does not show learning)."""
 
 from __future__ import annotations
 
-import time
-
 import lightning as L
 import torch
 from toy_learning import eum, fit_to_end, per_weight_returns, random_policy_return
@@ -21,15 +19,12 @@ UNTRAINED_MARGIN = 0.3
 
 
 def test_capql_beats_random_policy_on_toy_env():
-    # CPU time, not wall time: the budget is about the test's cost, not about a busy shared machine.
-    start = time.process_time()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small nets: one thread is fastest and immune to oversubscription
     try:
         _train_and_compare()
     finally:
         torch.set_num_threads(threads)
-    assert time.process_time() - start < 60
 
 
 def _train_and_compare() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import lightning as L
@@ -27,7 +26,6 @@ def test_refuses_more_than_one_seed():
 
 
 def test_gpi_pd_beats_random_and_untrained_policy_on_toy_env():
-    start = time.process_time()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -54,7 +52,6 @@ def test_gpi_pd_beats_random_and_untrained_policy_on_toy_env():
         assert len(agent.linear_support.ccs) >= 1  # GPI-LS iterations ran and filled the CCS
     finally:
         torch.set_num_threads(threads)
-    assert time.process_time() - start < 60
 
 
 def test_gpi_pd_population_is_refused_with_one_line(tmp_path, capsys):
