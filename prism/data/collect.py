@@ -44,6 +44,8 @@ class Episode(NamedTuple):
     true_reward: np.ndarray  # [T, L] float32 ``info["true_reward"]`` (every channel dense)
     emitted: np.ndarray  # [T, L] reward vector the wrapper emitted
     released: np.ndarray  # [T, L] bool ``info["released"]``
+    terminated: bool = False
+    """The episode ended by termination (an MDP end, no bootstrap), not by truncation (the time limit)."""
 
 
 def run_episode(env: gym.Env, policy: Policy, seed: int | None = None) -> Episode:
@@ -52,7 +54,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int | None = None) -> Episod
     ``env`` must be a :class:`~prism.envs.SparseRewardWrapper` (or expose the same ``info`` keys)."""
     obs, _ = env.reset(seed=seed)
     obs_l, act_l, true_l, emit_l, rel_l = [], [], [], [], []
-    done = False
+    done = terminated = False
     while not done:
         action = np.asarray(policy(obs), dtype=np.float32)
         next_obs, emitted, terminated, truncated, info = env.step(action)
@@ -63,7 +65,14 @@ def run_episode(env: gym.Env, policy: Policy, seed: int | None = None) -> Episod
         rel_l.append(np.asarray(info["released"], dtype=bool))
         obs = next_obs
         done = bool(terminated or truncated)
-    return Episode(np.stack(obs_l), np.stack(act_l), np.stack(true_l), np.stack(emit_l), np.stack(rel_l))
+    return Episode(
+        np.stack(obs_l),
+        np.stack(act_l),
+        np.stack(true_l),
+        np.stack(emit_l),
+        np.stack(rel_l),
+        bool(terminated),
+    )
 
 
 def collect_episodes(
@@ -100,6 +109,7 @@ def collect_episodes(
             ep.released[:, sparse_channel],
             ep.emitted[:, sparse_channel].astype(np.float64),
             ep.true_reward[:, sparse_channel].astype(np.float64),
+            terminated=ep.terminated,
         )
         steps += ep.obs.shape[0]
         # A running float64 sum, step by step (cumsum is sequential, so the value does not depend on T's size).

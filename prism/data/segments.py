@@ -7,7 +7,11 @@ wrapper released on its last step. The store keeps every step of every segment a
 - ``segment_index [N]``: which segment each step belongs to (long, non-decreasing);
 - ``true_sparse [N]``: the step's *true* sparse reward (diagnostics only: never a training target);
 - ``targets [S]``: the released sum of each segment;
-- ``segment_offsets [S+1]``: segment ``i`` is rows ``offsets[i]:offsets[i+1]``.
+- ``segment_offsets [S+1]``: segment ``i`` is rows ``offsets[i]:offsets[i+1]``;
+- ``step_flags [N]`` (uint8): :data:`EPISODE_FINAL` on an episode's last step, plus :data:`TERMINATED` when
+  that episode ended by termination rather than truncation (diagnostics only: the fit never reads them);
+- ``collection_starts``: the segment index at which each collection began (random first, then each expert
+  collection), so diagnostics can tell the data of one collection from another's.
 
 Rows live in pre-allocated buffers that double when full, so adding the data of a new refinement cycle costs
 amortised O(new rows) and never builds per-step Python objects.
@@ -21,7 +25,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+"""2 added ``step_flags`` and ``collection_starts``; a version-1 store loads with no step flagged and no
+collection marked (what was not recorded is not invented)."""
+
+EPISODE_FINAL = 1
+"""``step_flags`` bit: the step is the last of its episode (terminated or truncated)."""
+TERMINATED = 2
+"""``step_flags`` bit: the step is the last of an episode that *terminated* (the MDP's own end, e.g. the hopper
+fell), as opposed to one cut by the time limit."""
 
 
 class SegmentStore:
@@ -44,11 +56,13 @@ class SegmentStore:
         self._features = torch.zeros(capacity, self.feature_dim)
         self._segment_index = torch.zeros(capacity, dtype=torch.long)
         self._true_sparse = torch.zeros(capacity)
+        self._step_flags = torch.zeros(capacity, dtype=torch.uint8)
         self._targets = torch.zeros(max(capacity // 8, 1))
         self._offsets = torch.zeros(max(capacity // 8, 1) + 1, dtype=torch.long)
         self._n = 0
         self._s = 0
         self.num_episodes = 0
+        self.collection_starts: list[int] = []
 
     # ---- sizes and views ----------------------------------------------------------------------------
     @property
@@ -78,6 +92,11 @@ class SegmentStore:
         return self._true_sparse[: self._n]
 
     @property
+    def step_flags(self) -> Tensor:
+        """``[N]`` uint8: :data:`EPISODE_FINAL` / :data:`TERMINATED` bits of each step."""
+        return self._step_flags[: self._n]
+
+    @property
     def targets(self) -> Tensor:
         return self._targets[: self._s]
 
@@ -89,6 +108,16 @@ class SegmentStore:
     def segment_lengths(self) -> Tensor:
         off = self.segment_offsets
         return off[1:] - off[:-1]
+
+    def segment_collections(self) -> Tensor:
+        """``[S]`` long: the index (in :attr:`collection_starts`) of the collection each segment came from; -1
+        for segments added before any collection was marked."""
+        starts = torch.tensor(self.collection_starts, dtype=torch.long)
+        return torch.bucketize(torch.arange(self._s), starts, right=True) - 1
+
+    def begin_collection(self) -> None:
+        """Mark that the segments added from now on belong to a new collection."""
+        self.collection_starts.append(self._s)
 
     # ---- growth ---------------------------------------------------------------------------------------
     @staticmethod
@@ -106,6 +135,7 @@ class SegmentStore:
         released: Tensor | np.ndarray,
         emitted_sparse: Tensor | np.ndarray,
         true_sparse: Tensor | np.ndarray,
+        terminated: bool | None = None,
     ) -> int:
         """Append the steps of one episode (or any run of steps whose last step is a release).
 
@@ -115,6 +145,9 @@ class SegmentStore:
             emitted_sparse: ``[T]`` the sparse channel as emitted by the wrapper (0 except on release steps,
                 where it is the segment's released sum).
             true_sparse: ``[T]`` the true per-step sparse reward (diagnostics).
+            terminated: for a whole episode, whether it ended by termination (True) or truncation (False): its
+                last step is flagged :data:`EPISODE_FINAL` (and :data:`TERMINATED`). ``None``: the steps are
+                not known to end an episode and no step is flagged.
 
         Returns:
             The number of segments added.
@@ -148,12 +181,16 @@ class SegmentStore:
         self._features = self._grow(self._features, n0 + t)
         self._segment_index = self._grow(self._segment_index, n0 + t)
         self._true_sparse = self._grow(self._true_sparse, n0 + t)
+        self._step_flags = self._grow(self._step_flags, n0 + t)
         self._targets = self._grow(self._targets, s0 + n_new)
         self._offsets = self._grow(self._offsets, s0 + n_new + 1)
 
         self._features[n0 : n0 + t] = feats
         self._segment_index[n0 : n0 + t] = local_seg + s0
         self._true_sparse[n0 : n0 + t] = truth
+        self._step_flags[n0 : n0 + t] = 0
+        if terminated is not None:
+            self._step_flags[n0 + t - 1] = EPISODE_FINAL | (TERMINATED if terminated else 0)
         self._targets[s0 : s0 + n_new] = emitted[ends]
         self._offsets[s0 + 1 : s0 + n_new + 1] = ends + 1 + n0
         self._n += t
@@ -162,7 +199,8 @@ class SegmentStore:
         return n_new
 
     def extend(self, other: SegmentStore) -> None:
-        """Append all segments of another store with the same layout."""
+        """Append all segments of another store with the same layout (step flags kept; its collection marks
+        are not carried over: mark a collection on this store with :meth:`begin_collection`)."""
         if (other.obs_dim, other.act_dim, other.n_dense) != (self.obs_dim, self.act_dim, self.n_dense):
             raise ValueError("extend: stores have different feature layouts")
         if len(other) == 0:
@@ -172,7 +210,9 @@ class SegmentStore:
         emitted = torch.zeros(len(other))
         emitted[other.segment_offsets[1:] - 1] = other.targets
         episodes = self.num_episodes + other.num_episodes
+        n0 = self._n
         self.add_episode(other.features, released, emitted, other.true_sparse)
+        self._step_flags[n0 : self._n] = other.step_flags
         self.num_episodes = episodes
 
     # ---- persistence ------------------------------------------------------------------------------
@@ -187,19 +227,26 @@ class SegmentStore:
             "features": self.features.clone(),
             "segment_index": self.segment_index.clone(),
             "true_sparse": self.true_sparse.clone(),
+            "step_flags": self.step_flags.clone(),
             "targets": self.targets.clone(),
             "segment_offsets": self.segment_offsets.clone(),
+            "collection_starts": torch.tensor(self.collection_starts, dtype=torch.long),
         }
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Tensor | int]) -> SegmentStore:
-        if state.get("version") != _FORMAT_VERSION:
+        if state.get("version") not in (1, _FORMAT_VERSION):
             raise ValueError(f"SegmentStore: unsupported format version {state.get('version')!r}")
         store = cls(int(state["obs_dim"]), int(state["act_dim"]), int(state["n_dense"]), capacity=1)
         n, s = int(state["features"].shape[0]), int(state["targets"].shape[0])
         store._features = state["features"].to(torch.float32).clone()
         store._segment_index = state["segment_index"].to(torch.long).clone()
         store._true_sparse = state["true_sparse"].to(torch.float32).clone()
+        flags = state.get("step_flags")
+        store._step_flags = (
+            flags.to(torch.uint8).clone() if flags is not None else torch.zeros(n, dtype=torch.uint8)
+        )
+        store.collection_starts = [int(c) for c in state.get("collection_starts", torch.zeros(0)).tolist()]
         store._targets = state["targets"].to(torch.float32).clone()
         store._offsets = state["segment_offsets"].to(torch.long).clone()
         store._n, store._s = n, s

@@ -29,7 +29,7 @@ from prism.config import ConfigError
 from prism.data.segments import SegmentStore
 from prism.errors import NonFiniteError
 from prism.loop.checkpoint_io import FORMAT_VERSION, checkpoint_path, previous_checkpoint_path, save_atomic
-from prism.loop.phases import LoopState
+from prism.loop.loop_state import LoopState
 from prism.registry import REWARD_MODELS
 
 

@@ -71,6 +71,9 @@ def _write_member_outputs(run: Run, member: Member, wall_time_s: float) -> None:
         "wall_time_s_last_process": wall_time_s,
         "final_protocol": final_protocol(member),
         "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
+        # One record per reward fit (prism.loop.phases.fit_record): store sizes, epochs, and the model's
+        # quality on its validation split and on the episodes collected just before it (empty without a model).
+        "reward_fits": run.loop.state.member_fits(member.index),
     }
     (member.run_dir / SUMMARY_JSON).write_text(json.dumps(summary, indent=2) + "\n")
 

@@ -19,12 +19,11 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 
@@ -32,47 +31,12 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
+from prism.loop.fit_records import add_fit_record, fit_record, fit_scalars, record_new_episodes
+from prism.loop.loop_state import PHASES, LoopState
 from prism.loop.progress import Progress, RewardFitProgress
 from prism.registry import DEFAULT_REWARD_MODEL, REWARD_MODELS
 from prism.reward.config import RewardConfig
 from prism.seeding import derive_seed
-
-PHASES = ("init", "collect_random", "fit", "rl", "collect_expert", "done")
-
-
-@dataclass
-class LoopState:
-    """Where the loop is; saved in every checkpoint."""
-
-    cycle: int = 0
-    """0-based index of the current RL cycle."""
-    phase: str = "init"
-    """One of :data:`PHASES`."""
-    episodes_collected: list[int] = field(default_factory=list)
-    """Episodes added to the segment store by each collection, in order (random first)."""
-    fits: int = 0
-    """Reward-model fits done so far."""
-    history: list[tuple[str, int, int]] = field(default_factory=list)
-    """(phase, cycle, env_steps) at the start of every phase: the audit trail tests and reports read."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cycle": self.cycle,
-            "phase": self.phase,
-            "episodes_collected": list(self.episodes_collected),
-            "fits": self.fits,
-            "history": [list(h) for h in self.history],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoopState:
-        return cls(
-            cycle=int(data["cycle"]),
-            phase=str(data["phase"]),
-            episodes_collected=[int(e) for e in data["episodes_collected"]],
-            fits=int(data["fits"]),
-            history=[(str(p), int(c), int(s)) for p, c, s in data["history"]],
-        )
 
 
 @dataclass
@@ -200,6 +164,9 @@ class PrismLoopCallback(Callback):
                 policy = agent.expert_policy(seed=derive_seed(seed, "collect/preferences", index), member=m)
             if self.stores[m] is None:
                 self.stores[m] = self._new_store()
+            store = self.stores[m]
+            first_new_segment = store.num_segments
+            store.begin_collection()
             start = time.perf_counter()
             kind = "random" if random_policy else "expert"
             desc = f"collect {kind} episodes{self._who(m)} (cycle {self.state.cycle + 1}/{s.cycles})"
@@ -229,6 +196,19 @@ class PrismLoopCallback(Callback):
                 for i, name in enumerate(self.spec.objective_names):
                     metrics[f"reward/collect_return_{name}"] = float(stats.mean_true_return[i])
                 logger.log_metrics(metrics, step=agent.env_step_count)
+            if not random_policy and self.models[m] is not None:
+                # The episodes just collected, scored by the model that shaped the RL phase which produced
+                # them, before the refit sees them: how well that model priced its own policy's behaviour.
+                new = torch.arange(first_new_segment, store.num_segments)
+                record_new_episodes(
+                    self.state.member_fits(m),
+                    self.state.cycle + 1,
+                    self.models[m],
+                    store,
+                    new,
+                    logger,
+                    agent.env_step_count,
+                )
         self.state.episodes_collected.append(episodes)
 
     def _fit(self, agent, trainer) -> None:
@@ -279,17 +259,10 @@ class PrismLoopCallback(Callback):
                 )
             )
             models.append(model)
-            summary = getattr(model, "fit_summary", None)  # a reward model may not report one
-            if logger is not None and summary is not None:
-                metrics = {
-                    "reward/val_correlation": summary.val_correlation,
-                    "reward/val_segment_rel_error": summary.val_segment_rel_error,
-                    "reward/fit_time_s": summary.wall_time_s,
-                    "reward/epochs_run_mean": float(np.mean(summary.epochs_run)),
-                    "reward/best_val_loss_mean": float(np.mean(summary.best_val_loss)),
-                    "reward/train_segments": float(summary.n_train_segments),
-                }
-                logger.log_metrics(metrics, step=agent.env_step_count)
+            record = fit_record(self.stores[m], model, cycle=self.state.cycle, env_steps=agent.env_step_count)
+            add_fit_record(self.state.member_fits(m), record)
+            if logger is not None:
+                logger.log_metrics(fit_scalars(model, record), step=agent.env_step_count)
         self.state.fits += 1
         self.set_model(agent, models)
         if s.figures and trainer is not None:

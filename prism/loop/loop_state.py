@@ -1,0 +1,56 @@
+"""Where the PRISM loop is (:class:`LoopState`): the phase machine's state, saved in every checkpoint."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+PHASES = ("init", "collect_random", "fit", "rl", "collect_expert", "done")
+
+
+@dataclass
+class LoopState:
+    """Where the loop is; saved in every checkpoint."""
+
+    cycle: int = 0
+    """0-based index of the current RL cycle."""
+    phase: str = "init"
+    """One of :data:`PHASES`."""
+    episodes_collected: list[int] = field(default_factory=list)
+    """Episodes added to the segment store by each collection, in order (random first)."""
+    fits: int = 0
+    """Reward-model fits done so far."""
+    history: list[tuple[str, int, int]] = field(default_factory=list)
+    """(phase, cycle, env_steps) at the start of every phase: the audit trail tests and reports read."""
+    reward_fits: list[list[dict[str, Any]]] = field(default_factory=list)
+    """Per member, one record per reward fit (:func:`fit_record`): what each member's ``summary.json`` lists
+    under ``reward_fits``. Kept here, in the checkpoint, so a resumed run reports every fit it made."""
+
+    def member_fits(self, member: int) -> list[dict[str, Any]]:
+        """Member ``member``'s fit records (the list is created on first use)."""
+        while len(self.reward_fits) <= member:
+            self.reward_fits.append([])
+        return self.reward_fits[member]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cycle": self.cycle,
+            "phase": self.phase,
+            "episodes_collected": list(self.episodes_collected),
+            "fits": self.fits,
+            "history": [list(h) for h in self.history],
+            "reward_fits": copy.deepcopy(self.reward_fits),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoopState:
+        return cls(
+            cycle=int(data["cycle"]),
+            phase=str(data["phase"]),
+            episodes_collected=[int(e) for e in data["episodes_collected"]],
+            fits=int(data["fits"]),
+            history=[(str(p), int(c), int(s)) for p, c, s in data["history"]],
+            # checkpoints from before the fit records have none (their fits were not recorded)
+            reward_fits=copy.deepcopy(data.get("reward_fits", [])),
+        )
