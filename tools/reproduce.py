@@ -85,6 +85,8 @@ class Arm:
     per_seed: bool = False
     """Run this arm one process per seed even where the grid runs populations: for an arm whose population
     would outlast the machine's session (checkpoints do not survive a session; finished seeds' files do)."""
+    seeds: tuple[int, ...] | None = None
+    """The seeds of this arm (None: the grid's); e.g. one seed of a sensitivity check beside a 5-seed arm."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,25 @@ class Preset:
     """Arms of this preset beyond the plain methods (``methods`` may name them)."""
     ratios: tuple[Ratio, ...] = ()
     """The ratio table's rows; empty = PRISM / baseline and PRISM / oracle where both arms are in the grid."""
+    env_methods: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per env, the arms run there when they differ from ``methods`` (``methods`` then lists them all)."""
+
+    def methods_for(self, env: str) -> tuple[str, ...]:
+        """The arms of ``env``: its own list where ``env_methods`` has one, else ``methods``; only those also
+        in ``methods`` (so ``--methods`` narrows every env)."""
+        own = dict(self.env_methods).get(env)
+        return self.methods if own is None else tuple(m for m in own if m in self.methods)
+
+    def cells(self) -> list[Cell]:
+        """Every (env, arm, seed) of the grid, seed-major as before; an arm with its own seeds keeps only
+        those of the grid's seeds it names."""
+        return [
+            Cell(e, m, s)
+            for s in self.seeds
+            for e in self.envs
+            for m in self.methods_for(e)
+            if self.arm(m).seeds is None or s in self.arm(m).seeds
+        ]
 
     def overrides_for(self, env: str) -> tuple[str, ...]:
         return self.overrides + dict(self.env_overrides).get(env, ())
@@ -312,6 +333,75 @@ PRESETS = {
             "more actor layer); e-* arms the equal budget (50 000 steps for every method, the paper's actor, "
             "the paper's λ = 0.01 for PRISM-side arms); d-oracle-plus is R-PRISM's agent on true dense rewards "
             "for 50 000 steps, and d-oracle-layer the same with λ = 0 (the extra actor layer alone)."
+        ),
+    ),
+    "table1-study": Preset(
+        envs=("walker", "halfcheetah", "swimmer"),
+        methods=("e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism", "e-prism-N1000"),
+        seeds=tuple(range(5)),
+        overrides=CPU_MEDIUM_OVERRIDES,
+        env_overrides=(
+            # Halfcheetah and swimmer episodes always last 1000 steps: N = 1000 would make every fit epoch
+            # ~10⁶ steps (~36 s on one core), 1–2 h of fitting per PRISM seed; N = 250 keeps a seed in a session.
+            ("halfcheetah", ("loop.initial_episodes=250",)),
+            ("swimmer", ("loop.initial_episodes=250",)),
+        ),
+        env_methods=(
+            ("walker", ("e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism")),
+            ("halfcheetah", ("e-oracle", "e-baseline", "e-prism", "e-uniform", "e-prism-N1000")),
+            ("swimmer", ("e-oracle", "e-baseline", "e-prism", "e-uniform", "e-prism-N1000")),
+        ),
+        arms=(
+            Arm("e-oracle", "oracle", "equal", per_seed=True),
+            Arm("e-baseline", "baseline", "equal", per_seed=True),
+            Arm("e-prism", "prism", "equal", per_seed=True),
+            Arm("e-uniform", "uniform", "equal", per_seed=True),
+            Arm("r-oracle", "oracle", "released", per_seed=True),
+            Arm("r-prism", "prism", "released", per_seed=True),
+            # The sensitivity check: one PRISM seed with the paper's N = 1000 where the grid uses N = 250.
+            Arm(
+                "e-prism-N1000", "prism", "equal", ("loop.initial_episodes=1000",), per_seed=True, seeds=(0,)
+            ),
+        ),
+        ratios=(
+            Ratio("e-prism", "e-oracle", "equal budget"),
+            Ratio("e-prism", "e-baseline", "equal budget"),
+            Ratio("e-uniform", "e-oracle", "equal budget"),
+            Ratio("e-prism", "e-uniform", "ReSymNet vs uniform R/T, equal budget"),
+            Ratio("r-prism", "r-oracle", "released protocol"),
+        ),
+        description=(
+            "The paper's Table 1 on mo-walker2d-v5, mo-halfcheetah-v5 and mo-swimmer-v5 (issue R) at the protocol "
+            "study's scale: 2 × 25 000 RL steps, E = 50 expert episodes, ReSymNet ≤ 100 fit epochs (patience "
+            "20), final evaluation 100 weights × 5 episodes, 5 seeds per arm (one process per seed), λ from "
+            "each env's conf file. N = 1000 random episodes on walker2d, N = 250 on halfcheetah and swimmer "
+            "(their episodes always last 1000 steps), with one e-prism seed at N = 1000 there as a sensitivity "
+            "check. e-* arms: equal budget; r-* arms (walker2d only): the authors' released protocol."
+        ),
+    ),
+    "reward-budget": Preset(
+        envs=("hopper",),
+        methods=("e-prism-E1000", "e-prism-diag"),
+        seeds=tuple(range(5)),
+        overrides=CPU_MEDIUM_OVERRIDES,
+        arms=(
+            Arm(
+                "e-prism-E1000",
+                "prism",
+                "equal",
+                ("loop.expert_episodes=1000", "reward.max_epochs=1000"),
+                per_seed=True,
+            ),
+            # The protocol study's e-prism (E = 50, ≤ 100 epochs) predates the fit records: one seed of it
+            # again, at this commit, for the diagnostics side by side (its HV arm stays the study's).
+            Arm("e-prism-diag", "prism", "equal", per_seed=True, seeds=(0,)),
+        ),
+        ratios=(Ratio("e-prism-E1000", "e-prism-diag", "E = 1000, ≤ 1000 epochs vs E = 50, ≤ 100 epochs"),),
+        description=(
+            "Is the reward model starved? (issue U): mo-hopper-v5 at the protocol study's RL scale and equal "
+            "protocol (2 × 25 000 steps, λ = 0.01, N = 1000, final evaluation 100 × 5), PRISM with the paper's "
+            "reward-model budget: E = 1000 expert episodes and fits of ≤ 1000 epochs (patience 20), 5 seeds; "
+            "plus one seed of the study's e-prism (E = 50, ≤ 100 epochs) for its fit diagnostics."
         ),
     ),
     "smoke": Preset(
@@ -1010,7 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
     name += "" if protocol == base.protocol else f"-{protocol}"
     out = (args.out or ROOT / "runs" / "reproduce" / name).resolve()
     results = args.results or ROOT / "docs" / "results" / name
-    cells = [Cell(e, m, s) for s in preset.seeds for e in preset.envs for m in preset.methods]
+    cells = preset.cells()
     # GPI-PD trains one member per process (its config refuses populations)
     jobs = make_jobs(
         cells,
