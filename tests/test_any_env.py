@@ -255,7 +255,7 @@ def _symreg_lambda(run_dir: Path) -> float:
 
 @pytest.mark.parametrize(("env_id", "extra"), [(HOPPER_2OBJ, []), (CAR, [SHORT_CAR])])
 def test_baseline_and_prism_run_on_unshipped_envs(env_id, extra, tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr("prism.agent_keys._WARNED", set())  # the warning is logged once per process
+    monkeypatch.setattr("prism.config.agent_keys._WARNED", set())  # the warning is logged once per process
     for method in ("baseline", "prism"):
         with caplog.at_level(logging.WARNING, logger="prism.config"):
             run_dir, rows = _fit(tmp_path, method, str(CONF / "method" / f"{method}.yaml"), f"env.id={env_id}",

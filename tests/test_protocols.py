@@ -1,4 +1,4 @@
-"""The ``protocol`` key (prism/protocols.py): ``equal`` (the default) vs the authors' ``released`` protocol.
+"""The ``protocol`` key (prism/config/protocols.py): ``equal`` (the default) vs the authors' ``released`` protocol.
 
 Pinned here: under ``released`` the oracle and baseline train exactly M env steps and the PRISM-side arms
 IR × M; the PRISM-side actor has one more 256-wide hidden layer; λ is 1 on the PRISM side (0 for "w/o loss"
@@ -16,8 +16,8 @@ import pytest
 from toy_runs import toy_run
 
 from prism.config import ConfigError, load_config, resolve_env_spec, to_yaml
+from prism.config.protocols import apply_protocol
 from prism.loop.run import build_run, fit_run
-from prism.protocols import apply_protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

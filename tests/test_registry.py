@@ -242,7 +242,7 @@ def test_ddpg_backbone_trains_through_the_run(ddpg, tmp_path):
 # ---- method overlays on a backbone without SymReg (issue 21, item 7) -----------------------------------
 @pytest.fixture()
 def config_warnings(monkeypatch, caplog):
-    monkeypatch.setattr("prism.agent_keys._WARNED", set())  # each warning is logged once per process
+    monkeypatch.setattr("prism.config.agent_keys._WARNED", set())  # each warning is logged once per process
     caplog.set_level("WARNING", logger="prism.config")
     return caplog
 

@@ -52,10 +52,35 @@ def test_checker_counts_import_module_with_a_literal_name(tmp_path):
     assert graph.layer_violations(every) == [("prism.registry", "prism.plugins")]
 
 
+def test_checker_reports_a_cycle_closed_by_a_type_checking_import(tmp_path, capsys):
+    # prism/config.py imported prism/protocols.py, which imported RunConfig back for annotations only (issue W).
+    pkg = tmp_path / "prism" / "config"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "loader.py").write_text("from prism.config.protocols import PROTOCOLS\n")
+    (pkg / "protocols.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from prism.config.loader import RunConfig\n"
+        "PROTOCOLS = ()\n"
+    )
+    graph = _import_graph()
+    runtime, every = graph.build_graph(tmp_path)
+    assert graph.cycles(runtime) == []  # Python runs it...
+    assert graph.type_only_cycles(runtime, every) == [
+        ["prism.config.loader", "prism.config.protocols"]
+    ]  # ...a reader sees it
+    assert graph.main(["--root", str(tmp_path)]) == 1
+    assert (
+        "type-only cycle (closed by a TYPE_CHECKING import): prism.config.loader <-> prism.config.protocols"
+        in (capsys.readouterr().out)
+    )
+
+
 def test_no_import_cycles():
     graph = _import_graph()
-    runtime, _ = graph.build_graph(ROOT)
+    runtime, every = graph.build_graph(ROOT)
     assert [c for c in graph.cycles(runtime) if c not in ALLOWED_CYCLES] == []
+    assert graph.type_only_cycles(runtime, every) == []
 
 
 def test_no_imports_from_a_higher_layer():

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from prism.protocols import PROTOCOLS  # equal budget, or the authors' released code's arms
+from prism.config import PROTOCOLS  # equal budget, or the authors' released code's arms
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -1090,7 +1090,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides=base.overrides + tuple(args.set),
         description=base.description
         + ("" if backbone == base.backbone else f" Backbone: {backbone}.")
-        + ("" if protocol == base.protocol else f" Protocol: {protocol} (prism/protocols.py)."),
+        + ("" if protocol == base.protocol else f" Protocol: {protocol} (prism/config/protocols.py)."),
         backbone=backbone,
         protocol=protocol,
     )

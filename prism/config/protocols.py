@@ -28,14 +28,12 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from prism.config.schema import PROTOCOLS as PROTOCOLS  # re-exported: the accepted values of ``protocol``
+from prism.config.schema import RunConfig
 from prism.errors import ConfigError
 
 if TYPE_CHECKING:
-    from prism.config import RunConfig
     from prism.envs import EnvSpec
-
-PROTOCOLS = ("equal", "released")
-"""The accepted values of the top-level ``protocol`` key."""
 
 PAPER_ACTOR_HIDDEN = [256, 256]
 """The policy trunk of the paper's CAPQL (and of the released oracle/baseline): obs+w → 256 → 256 → heads."""

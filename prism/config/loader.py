@@ -1,0 +1,102 @@
+"""Loading a run's config: YAML layers and ``key=value`` overrides merged onto the typed schema.
+
+A run's config is built from one or more YAML files (later files override earlier ones, so a method,
+ablation or backbone overlay such as ``conf/agent/capql.yaml`` composes with any env file) and ``key=value``
+dot-list overrides, merged onto the structured schema (:mod:`prism.config.schema`) — so unknown keys and wrong
+types are caught by OmegaConf. The ``agent:`` node is typed by the backbone ``agent.name`` selects (its
+registered config dataclass, :mod:`prism.registry`), so each backbone brings its own keys. The protocol is
+applied (:mod:`prism.config.protocols`) and the cross-part rules checked (:mod:`prism.config.validation`)
+before the config is returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from prism.config.agent_keys import prepare_agent_layer
+from prism.config.files import RESOLVED_KEY, RUN_LEVEL_KEYS, load_layer
+from prism.config.protocols import apply_protocol
+from prism.config.schema import DEFAULT_AGENT, RunConfig
+from prism.config.validation import resolve_env_spec, validate
+from prism.errors import ConfigError
+
+
+def _one_line(err: OmegaConfBaseException) -> str:
+    """OmegaConf errors are multi-line; keep the key and the first line of the message."""
+    key = getattr(err, "full_key", None)
+    message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return f"{key}: {message}" if key else message
+
+
+def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> RunConfig:
+    """Merge ``files`` (in order) and dot-list ``overrides`` onto the schema; validate; return dataclasses.
+
+    Two passes: the layers are first merged without a schema only to read ``agent.name`` (default
+    :data:`DEFAULT_AGENT`); the schema's ``agent`` node is then typed as that backbone's config dataclass and
+    everything is merged onto it, so ``agent.*`` keys the chosen backbone does not have are refused
+    (``agent.foo: Key 'foo' not in 'CAPQLConfig'``) and its own keys get its defaults and checks. In config
+    files (not overrides), a key of another registered backbone (``symreg_lambda`` of a method overlay on a
+    backbone without SymReg) is skipped with a one-line warning instead (:mod:`prism.config.agent_keys`).
+    """
+    layers: list[DictConfig] = []
+    for file in files:
+        layer = load_layer(Path(file))
+        if RESOLVED_KEY in layer:  # a run folder's record of what it resolved: informational, never read
+            del layer[RESOLVED_KEY]
+        layers.append(layer)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"{item}: overrides take the form key=value")
+    try:
+        backbone = _selected_agent([*layers, OmegaConf.from_dotlist(list(overrides))])
+        agent_class = agent_config_class(backbone)
+        for file, layer in zip(files, layers):
+            prepare_agent_layer(layer, file, agent_class, backbone)
+        layers.append(OmegaConf.from_dotlist(list(overrides)))
+        schema = OmegaConf.structured(RunConfig)
+        schema.agent = OmegaConf.structured(agent_class)
+        merged = OmegaConf.merge(schema, *layers)
+        config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    except OmegaConfBaseException as err:
+        message = _one_line(err)
+        moved = RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
+        if moved is not None:
+            raise ConfigError(moved) from None
+        if message.startswith("seeds"):  # e.g. `seeds[1]: Value 'a' could not be converted to Integer`
+            raise ConfigError(f"seeds: must be a list of distinct integers >= 0 ({message})") from None
+        raise ConfigError(message) from None
+    except ValueError as err:  # a part's own __post_init__ check; its message starts with the key
+        raise ConfigError(str(err).strip().splitlines()[0]) from None
+    if config.protocol != "equal":
+        config = apply_protocol(config, resolve_env_spec(config))
+    validate(config)
+    return config
+
+
+def _selected_agent(layers: Sequence[DictConfig]) -> str:
+    """``agent.name`` of the merged layers, read before the schema is known (default :data:`DEFAULT_AGENT`).
+
+    Anything odd (layers that do not merge, a name that is not a string) falls back to the default: the
+    typed merge that follows then reports it against the schema, naming the key."""
+    try:
+        name = OmegaConf.select(OmegaConf.merge(*layers), "agent.name", default=DEFAULT_AGENT)
+    except OmegaConfBaseException:
+        return DEFAULT_AGENT
+    return name if isinstance(name, str) else DEFAULT_AGENT
+
+
+def agent_config_class(name: str, key: str = "agent.name") -> type:
+    """The config dataclass of the backbone ``name`` (registered, or a class path's ``config_class``)."""
+    from prism.registry import AGENTS
+
+    config_class = AGENTS.entry(key, name).config_class(key)
+    if not (isinstance(config_class, type) and dataclasses.is_dataclass(config_class)):
+        raise ConfigError(f"{key}: the config class of agent {name!r} is not a dataclass ({config_class!r})")
+    if not any(f.name == "name" for f in dataclasses.fields(config_class)):
+        raise ConfigError(f"{key}: the config class {config_class.__name__} of {name!r} has no `name` field")
+    return config_class

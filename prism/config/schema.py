@@ -1,0 +1,137 @@
+"""The typed config tree: one dataclass per part, composed into :class:`RunConfig`.
+
+Every dataclass checks its own fields in ``__post_init__`` (helpers in :mod:`prism.checks`); the rules that
+tie parts together are :func:`prism.config.validation.validate`'s. The parts' own dataclasses live with their
+parts (:class:`~prism.agents.config.CAPQLConfig`, :class:`~prism.reward.config.RewardConfig`,
+:class:`~prism.evaluation.config.EvalConfig`); this module holds the run-level ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from prism import checks
+from prism.agents.config import CAPQLConfig
+from prism.evaluation.config import EvalConfig
+from prism.reward.config import RewardConfig
+
+DEFAULT_AGENT = "capql"
+"""The backbone of a config that does not set ``agent.name``."""
+
+
+PROTOCOLS = ("equal", "released")
+"""The accepted values of the top-level ``protocol`` key (what each means: :mod:`prism.config.protocols`)."""
+
+
+@dataclass
+class EnvConfig:
+    """Which environment, which channel is sparse and how it is released (docs/method.md §2–§3)."""
+
+    id: str = "mo-hopper-v5"
+    """A prism env id (``prism.envs.registered_env_ids()``: the paper's four MuJoCo tasks, the toy env) or
+    any gymnasium / mo-gymnasium id of a multi-objective env with a Box action space, whose spec prism
+    derives from the env (``prism.envs.derive_env_spec``; no symmetry table). See docs/custom_env.md."""
+    sparse_channel: int | None = None
+    """Reward channel hidden by the sparse wrapper; ``None`` = the spec's default channel; negative values
+    count from the end (``-1`` = the last channel, the control cost in every shipped env)."""
+    p_rel: float = 0.0
+    """Per-step probability of releasing the sparse channel early (0 = only at episode end)."""
+    dense: bool = False
+    """Train on the plain dense env (the oracle): no wrapper, no hidden channel."""
+    spec: dict[str, Any] | None = None
+    """:class:`prism.envs.EnvSpec` fields replacing those of the registered or derived spec one by one,
+    e.g. ``{symmetric_obs: [...], symmetric_act: [...], symreg_lambda: 0.01}`` to give an unshipped env a
+    reflection symmetry table, or ``{ref_point: [...]}``; ``null`` = the spec as registered / derived."""
+
+    def __post_init__(self) -> None:
+        # The range of sparse_channel depends on the env's objectives: a cross-part rule, in validate().
+        checks.in_unit_interval("env.p_rel", self.p_rel)
+
+
+@dataclass
+class LoopConfig:
+    """The PRISM loop (paper Algorithm 1, docs/method.md §5)."""
+
+    initial_episodes: int = 1000
+    """N: episodes collected with a uniform random policy before the first reward fit."""
+    expert_episodes: int = 1000
+    """E: episodes collected with the current policy before each refit (not after the last cycle)."""
+    cycles: int = 2
+    """IR: number of reward-fit + RL cycles."""
+    steps_per_cycle: int = 100_000
+    """M: env steps of RL per cycle (total RL steps = cycles × steps_per_cycle for every method)."""
+    checkpoint_every: int = 10_000
+    """Save the whole run state every this many env steps (and at every phase end)."""
+
+    def __post_init__(self) -> None:
+        checks.positive("loop.initial_episodes", self.initial_episodes)
+        checks.non_negative("loop.expert_episodes", self.expert_episodes)
+        checks.positive("loop.cycles", self.cycles)
+        checks.positive("loop.steps_per_cycle", self.steps_per_cycle)
+        checks.positive("loop.checkpoint_every", self.checkpoint_every)
+
+
+@dataclass
+class RunConfig:
+    """Everything a ``prism fit`` run needs."""
+
+    seed: int = 0
+    """Seed for every RNG of the run (torch, numpy, envs, release draws, splits). Unused when ``seeds`` is set
+    (a population's config.yaml then leaves it out)."""
+    seeds: list[int] | None = None
+    """A population run: train one independent member per seed in one process (takes precedence over
+    ``seed``). ``run_dir`` then holds ``seed<N>/`` per member (the files a single run writes) and a
+    ``summary.csv``; see docs/ARCHITECTURE.md for what depends on the population's composition."""
+    device: str = "auto"
+    """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
+    run_dir: str = "runs/${env.id}/${method}/${prism_seed_dir:${seed},${seeds}}"
+    """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved). The
+    default ends in ``seed<N>`` for a single run and ``seeds<A>-<B>-…`` for a population (its members then
+    write to ``seeds0-1-2/seed0/`` …), e.g. ``runs/mo-hopper-v5/prism/seed0``, ``runs/mo-hopper-v5/prism/seeds0-1-2``."""
+    threads: int = 1
+    """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
+    these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
+    method: str = "prism"
+    """A label for reports (oracle, baseline, prism, ablation names); behaviour comes from the keys below
+    (``prism`` on a backbone without SymReg warns once: that run is shaping only)."""
+    protocol: str = "equal"
+    """``equal`` (every method the same RL steps and agent) or ``released`` (the authors' released code's
+    budgets, λ and actor): :mod:`prism.config.protocols`, docs/method.md §8a."""
+    figures: bool = True
+    """Draw the TensorBoard figures (``reward/shaped_vs_true`` after each reward fit, ``eval/front`` and
+    ``eval_final/front`` at each evaluation). Their rollouts use seed streams of their own, so switching
+    them off saves time and never changes the numbers of a run."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    agent: Any = field(default_factory=CAPQLConfig)
+    """The backbone's own config dataclass, chosen by ``agent.name`` (:class:`~prism.agents.config.CAPQLConfig`
+    for ``capql``); typed ``Any`` here because the loader types the node per backbone (see :func:`load_config`)."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self) -> None:
+        """The top-level fields' own checks (the parts check theirs; :func:`validate` the cross-part rules)."""
+        checks.non_negative("seed", self.seed)
+        if self.seeds is not None:
+            seeds = list(self.seeds)
+            if not seeds:
+                raise ValueError("seeds: must list at least one seed (or leave seeds unset and use seed)")
+            if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+                raise ValueError(f"seeds: must be a list of distinct integers >= 0, got {seeds}")
+            duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
+            if duplicates:
+                raise ValueError(f"seeds: every seed must be distinct, {duplicates} repeated in {seeds}")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"device: expected auto, cpu or cuda, got {self.device!r}")
+        if not self.run_dir:
+            raise ValueError("run_dir: must be a non-empty path")
+        checks.non_negative("threads", self.threads)
+        checks.require(
+            "protocol", self.protocol in PROTOCOLS, f"be one of {', '.join(PROTOCOLS)}", self.protocol
+        )
+
+
+def member_seeds(config: RunConfig) -> list[int]:
+    """The seeds of a run's members: ``seeds`` for a population, else ``[seed]``."""
+    return list(config.seeds) if config.seeds is not None else [config.seed]

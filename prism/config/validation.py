@@ -1,0 +1,126 @@
+"""The rules that tie parts of a run's config together, and the env-spec lookups they need.
+
+Each part's dataclass checked its own fields when it was built (:mod:`prism.config.schema`); :func:`validate`
+checks the env spec vs ``env.sparse_channel``, SymReg and the eval weight counts; the dense env vs the reward
+method; the agent config vs the chosen backbone; a CUDA device vs this machine. Every failure is a
+:class:`~prism.errors.ConfigError` with a one-line message starting with the offending key.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from prism.config.agent_keys import check_method_label, warn_once
+from prism.config.schema import RunConfig
+from prism.devices import check_cuda_device
+from prism.errors import ConfigError
+
+
+def resolve_env_spec(config: RunConfig):
+    """The :class:`EnvSpec` of the run: the registered one or one derived from the env itself, with the
+    fields of the config's ``env.spec`` on top (see :func:`prism.envs.resolve_env_spec`)."""
+    from prism.envs import SpecError
+    from prism.envs import resolve_env_spec as resolve
+
+    try:
+        # Building an env to read its spaces may warn (gymnasium's Box precision notes, in colour): the spec
+        # is all prism needs here, and a refused env must end in one line.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            spec = resolve(config.env.id, config.env.spec)
+    except SpecError as err:
+        raise ConfigError(str(err).strip().splitlines()[0]) from None
+    except TypeError as err:
+        raise ConfigError(f"env.spec: {err}") from None
+    return spec
+
+
+def _check_symmetry(config: RunConfig, spec) -> None:
+    """SymReg (λ > 0) and the exactly equivariant actor need the env's reflection table (L_g, K_g).
+
+    λ left at ``null`` takes the spec's value, which is 0 for an env without a table: the run (e.g. the
+    PRISM method overlay on an unshipped env) then goes ahead as ReSymNet shaping without SymReg, with a
+    one-line warning (logged once) saying so. An error would make the PRISM overlay unusable on such envs;
+    silence would hide that the result is the "w/o loss" ablation.
+    """
+    from prism.envs.spec import SYMMETRY_HINT
+
+    agent = config.agent
+    mode = getattr(agent, "symmetry_mode", None)  # a backbone without symmetry keys has nothing to check
+    if spec.has_symmetry or mode is None:
+        return
+    if mode == "exact":
+        raise ConfigError(
+            f"agent.symmetry_mode: exact needs a reflection symmetry table and {spec.id} has none; "
+            f"{SYMMETRY_HINT} or set agent.symmetry_mode=regularise"
+        )
+    if mode == "regularise" and agent.symreg_lambda is not None and agent.symreg_lambda > 0:
+        raise ConfigError(
+            f"agent.symreg_lambda: {spec.id} has no reflection symmetry table; {SYMMETRY_HINT} "
+            "or set agent.symreg_lambda=0"
+        )
+    if mode == "regularise" and agent.symreg_lambda is None:
+        warn_once(
+            f"agent.symreg_lambda: warning: {spec.id} has no reflection symmetry table, so SymReg is off "
+            f"(λ = 0) and {config.method} runs without it; {SYMMETRY_HINT} to turn it on"
+        )
+
+
+def sparse_channel(config: RunConfig, spec) -> int | None:
+    """The hidden channel of the run (None for the dense oracle)."""
+    if config.env.dense:
+        return None
+    if config.env.sparse_channel is None:
+        return spec.sparse_channel
+    return config.env.sparse_channel % spec.n_objectives
+
+
+def validate(config: RunConfig) -> None:
+    """Check the rules that tie parts of the config together (each part checked its own fields when it was
+    built); raise :class:`ConfigError` naming the key."""
+    from prism.registry import AGENTS, REWARDS
+
+    spec = resolve_env_spec(config)
+    channel, n = config.env.sparse_channel, spec.n_objectives
+    if channel is not None and not -n <= channel < n:
+        raise ConfigError(
+            f"env.sparse_channel: {channel} is out of range for {spec.id} ({n} objectives: 0..{n - 1}, or -{n}..-1)"
+        )
+    if config.device.startswith("cuda"):
+        check_cuda_device(config.device)
+    max_members = getattr(type(config.agent), "max_members", None)
+    if config.seeds is not None and max_members is not None and len(config.seeds) > max_members:
+        raise ConfigError(
+            f"seeds: agent.name={config.agent.name} trains at most {max_members} member(s) per process, got "
+            f"{len(config.seeds)} seeds; run one process per seed (tools/reproduce.py --per-seed-processes)"
+        )
+
+    REWARDS.check("reward.name", config.reward.name)
+    if config.env.dense and config.reward.name != "none":
+        raise ConfigError(
+            f"reward.name: the dense env (env.dense=true, the oracle) has no hidden channel to "
+            f"redistribute; use reward.name=none, got {config.reward.name!r}"
+        )
+
+    # The agent node must be the chosen backbone's own config (it is when the loader built it; a config
+    # built in Python may pair a name with another backbone's dataclass).
+    config_class = AGENTS.entry("agent.name", config.agent.name).config_class()
+    if not isinstance(config.agent, config_class):
+        raise ConfigError(
+            f"agent.name: {config.agent.name!r} takes a {config_class.__name__}, "
+            f"got a {type(config.agent).__name__}"
+        )
+    _check_symmetry(config, spec)
+    check_method_label(config)
+
+    # The energy method behind the weight sets needs at least one direction per objective.
+    ev = config.eval
+    for key, count in (
+        ("eval.num_weights", ev.num_weights),
+        ("eval.final.num_weights", ev.final.num_weights),
+        ("eval.eum_weights", ev.eum_weights),
+    ):
+        if count < n:
+            raise ConfigError(
+                f"{key}: must be at least the number of objectives ({n} for {spec.id}), got {count}"
+            )
