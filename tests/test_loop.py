@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import csv
+import json
 from pathlib import Path
 
 import pytest
 import torch
+from fit_quality_reference import assert_quality_equal, brute_force, store_episodes
 from toy_runs import toy_run
 
 from prism.config import load_config
+from prism.loop.phases import PrismLoopCallback
 from prism.loop.run import build_run, fit_run
 from prism.registry import AGENTS
 
@@ -36,9 +40,26 @@ def _scalar_tags(run_dir: Path) -> set[str]:
     return tags
 
 
-def test_prism_loop_phase_order_and_counts(tmp_path):
-    run_dir = tmp_path / "run"
-    run = fit_run([str(CONF / "quickstart.yaml")], [*TINY, f"run_dir={run_dir}"])
+@pytest.fixture(scope="module")
+def prism_run(tmp_path_factory):
+    """One 3-cycle toy PRISM run shared by the tests below: ``(run, run_dir, fitted)``, where ``fitted`` is a
+    deep copy of every reward model the loop installed, in order (a spy on ``set_model``; behaviour unchanged)."""
+    fitted: list = []
+    original = PrismLoopCallback.set_model
+
+    def spy(self, agent, models):
+        fitted.append(copy.deepcopy(models[0] if isinstance(models, list | tuple) else models))
+        return original(self, agent, models)
+
+    run_dir = tmp_path_factory.mktemp("prism") / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PrismLoopCallback, "set_model", spy)
+        run = fit_run([str(CONF / "quickstart.yaml")], [*TINY, f"run_dir={run_dir}"])
+    return run, run_dir, fitted
+
+
+def test_prism_loop_phase_order_and_counts(prism_run):
+    run, run_dir, _ = prism_run
     M = 300
     assert run.loop.state.history == [
         ("collect_random", 0, 0),
@@ -89,6 +110,70 @@ def test_oracle_has_no_reward_model_and_same_budget(tmp_path):
     assert int(run.agent.env_steps) == 900
     assert run.agent.effective_symreg_lambda == 0.0
     assert [int(r["env_steps"]) for r in _rows(run_dir / "eval.csv")] == [300, 600, 900, 900]
+    assert json.loads((run_dir / "summary.json").read_text())["reward_fits"] == []  # no model, no fit record
+
+
+def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run):
+    """Issue R item 1 on the 3-cycle toy PRISM run: summary.json lists 3 fits; each record's validation numbers
+    and each refit's new-episode numbers (scored by the *previous* fit's model) equal loops over the stored
+    episodes (tests/fit_quality_reference.py)."""
+    run, run_dir, fitted = prism_run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    records = summary["reward_fits"]
+    assert [r["cycle"] for r in records] == [0, 1, 2] and len(fitted) == 3
+    store = run.loop.store
+    collections = store.segment_collections()
+    assert store.collection_starts == [0, 5, 8]  # 5 random, then 3 + 3 expert episodes
+    for k, record in enumerate(records):
+        model = fitted[k]
+        summary_k = model.fit_summary
+        val = summary_k.val_segments.tolist()
+        # the store as it was at fit k: every segment of collections 0..k
+        in_store = [s for s in range(store.num_segments) if int(collections[s]) <= k]
+        assert record["store"]["segments"] == len(in_store) and record["store"]["episodes"] == len(in_store)
+        assert record["store"]["steps"] == int(store.segment_lengths[in_store].sum())
+        assert record["store"]["validation"]["segments"] == len(val)
+        assert record["store"]["train"]["segments"] == len(in_store) - len(val)
+        assert (
+            record["store"]["train"]["steps"] + record["store"]["validation"]["steps"]
+            == record["store"]["steps"]
+        )
+        assert record["epochs_run"] == summary_k.epochs_run and record["best_epoch"] == summary_k.best_epoch
+        assert record["wall_time_s"] == pytest.approx(summary_k.wall_time_s)
+        assert_quality_equal(record["validation"], brute_force(store_episodes(store, val), model.predict))
+        expert_val = [s for s in val if int(collections[s]) >= 1]
+        if expert_val:
+            assert_quality_equal(
+                record["validation_expert"], brute_force(store_episodes(store, expert_val), model.predict)
+            )
+        else:
+            assert record["validation_expert"] is None
+        if k == 0:
+            assert record["new_episodes"] is None  # no model before the first fit
+        else:
+            new = [s for s in range(store.num_segments) if int(collections[s]) == k]
+            previous = fitted[k - 1]
+            assert_quality_equal(
+                record["new_episodes"], brute_force(store_episodes(store, new), previous.predict)
+            )
+    # the same numbers in TensorBoard, against env steps, in the member's main run
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    main_events = [p for p in run_dir.glob("tb/**/events.out.tfevents*") if "reward_fit" not in p.parts]
+    values: dict[str, list[tuple[int, float]]] = {}
+    for events in main_events:
+        acc = EventAccumulator(str(events))
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            values.setdefault(tag, []).extend((e.step, e.value) for e in acc.Scalars(tag))
+    pearson = sorted(values["reward/val_pearson"])
+    assert [s for s, _ in pearson] == [r["env_steps"] for r in records]
+    assert [v for _, v in pearson] == pytest.approx([r["validation"]["pearson"] for r in records], rel=1e-5)
+    new_mse = sorted(values["reward/new_segment_sum_mse"])
+    assert [v for _, v in new_mse] == pytest.approx(
+        [r["new_episodes"]["segment_sum_mse"] for r in records[1:]], rel=1e-5
+    )
+    assert sorted(values["reward/validation_steps"])[-1][1] == records[-1]["store"]["validation"]["steps"]
 
 
 @pytest.mark.parametrize(
