@@ -102,6 +102,17 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+def grid_folders(args: argparse.Namespace, other_backbone: bool, other_protocol: bool) -> tuple[Path, Path]:
+    """(grid folder, report folder): ``--out`` and ``--results``, by default ``runs/reproduce/<name>`` and
+    ``runs/results/<name>``, where the name adds a backbone or protocol other than the preset's (so resuming
+    never mixes two grids). Ad-hoc reports stay out of the committed ``docs/results/``, whose reports name
+    their folder explicitly."""
+    name = args.preset + (f"-{args.backbone}" if other_backbone else "")
+    name += f"-{args.protocol}" if other_protocol else ""
+    out = (args.out or ROOT / "runs" / "reproduce" / name).resolve()
+    return out, args.results or ROOT / "runs" / "results" / name
+
+
 def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
     """Run, resume or report a preset's grid; exit 0 (done), 1 (a run failed) or 2 (bad input)."""
     from prism.experiments.report import write_report
@@ -142,12 +153,7 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
         backbone=backbone,
         protocol=protocol,
     )
-    # A grid under another backbone or protocol lives in its own folder: resuming never mixes them.
-    name = args.preset + ("" if backbone == base.backbone else f"-{backbone}")
-    name += "" if protocol == base.protocol else f"-{protocol}"
-    out = (args.out or ROOT / "runs" / "reproduce" / name).resolve()
-    # Ad-hoc reports stay out of the committed docs/results/ (whose reports name their folder explicitly).
-    results = args.results or ROOT / "runs" / "results" / name
+    out, results = grid_folders(args, backbone != base.backbone, protocol != base.protocol)
     cells = preset.cells()
     # GPI-PD trains one member per process (its config refuses populations)
     jobs = make_jobs(

@@ -27,6 +27,18 @@ QUALITY_COLUMNS = (
     ("new_episodes", "segment_sum_mse", "new episodes, previous model: episode-sum MSE"),
 )
 """(record key, RewardQuality field, column header): mean ± SE over the seeds that have the value."""
+FIT_COLUMNS = (
+    "env",
+    "arm",
+    "n",
+    "cycle",
+    "store episodes (train / val)",
+    "epochs run (median)",
+    "best epoch (median)",
+    "fit wall s",
+    *(header for _, _, header in QUALITY_COLUMNS),
+)
+"""The columns of the diagnostics table (and of ``fits.csv``)."""
 
 
 def _values(records: list[dict], key: str, field: str) -> list[float]:
@@ -52,10 +64,7 @@ def fit_rows(preset: Preset, table: Table) -> list[dict[str, str]]:
             per_seed = [fits for fits in table[(env, arm)]["fits"] if fits]  # seeds with records
             base = {"env": ENV_FILES[env], "arm": arm_label(preset, env, arm)}
             if not per_seed:
-                blank = dict.fromkeys(
-                    ("n", "cycle", "store episodes (train / val)", "epochs run (median)"), "—"
-                )
-                rows.append({**base, **blank})
+                rows.append({**base, **dict.fromkeys(FIT_COLUMNS[2:], "—")})
                 continue
             for cycle in range(max(len(fits) for fits in per_seed)):
                 records = [fits[cycle] for fits in per_seed if len(fits) > cycle]
@@ -87,8 +96,6 @@ def fit_table(preset: Preset, table: Table) -> list[str]:
     rows = fit_rows(preset, table)
     if not rows:
         return ["(no arm of this grid fits a reward model)"]
-    header = ["env", "arm", "n", "cycle", "store episodes (train / val)", "epochs run (median)"]
-    header += ["best epoch (median)", "fit wall s"] + [h for _, _, h in QUALITY_COLUMNS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row.get(h, "—") for h in header) + " |" for row in rows]
+    lines = ["| " + " | ".join(FIT_COLUMNS) + " |", "|" + "---|" * len(FIT_COLUMNS)]
+    lines += ["| " + " | ".join(row[h] for h in FIT_COLUMNS) + " |" for row in rows]
     return lines

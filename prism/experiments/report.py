@@ -8,11 +8,12 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from prism.experiments import stats
 from prism.experiments.collect import collect, copy_run_files, paper_values
 from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate
-from prism.experiments.stats import AGGREGATE_RESAMPLES, AggregateResult, aggregate
+from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, ratio_table
 
 
@@ -34,7 +35,7 @@ def _aggregate(preset: Preset, table: Table) -> AggregateResult | None:
         for arm in arms
         if (env, arm) in table
     }
-    return aggregate(finals, preset.envs, preset.aggregate)
+    return stats.aggregate(finals, preset.envs, preset.aggregate, resamples=stats.AGGREGATE_RESAMPLES)
 
 
 def aggregate_lines(preset: Preset, result: AggregateResult | None) -> tuple[list[str], list[dict]]:
@@ -49,7 +50,7 @@ def aggregate_lines(preset: Preset, result: AggregateResult | None) -> tuple[lis
         f"Aggregate over {envs}, computed with rliable (Agarwal et al. 2021): each run's final HV divided by the "
         f"mean final HV of {spec.normaliser} in its env; the interquartile mean (IQM) over runs × envs, and the "
         "probability of improvement P(X > Y) (per env the fraction of run pairs with X > Y, ties ½, averaged "
-        f"over envs), each with a stratified bootstrap 95% CI ({AGGREGATE_RESAMPLES} resamples of the runs "
+        f"over envs), each with a stratified bootstrap 95% CI ({stats.AGGREGATE_RESAMPLES} resamples of the runs "
         "within each env). Figure: `aggregate.png`.",
         "",
         "| arm | runs per env | IQM of normalised final HV | 95% CI |",
