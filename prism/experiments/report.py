@@ -149,7 +149,7 @@ def write_report(
     joined = sorted({(j.label, j.runs) for j in preset.joined})
     if joined:
         sections += [
-            "Arms marked `← NAME` are read from another study's committed runs, not run here: "
+            "Arms marked `← <study>` are read from another study's committed runs, not run here: "
             + "; ".join(f"{label}: `{runs}`" for label, runs in joined)
             + ".",
             "",
