@@ -1,4 +1,5 @@
-"""``prism`` command line: ``prism fit``, ``prism evaluate`` and ``prism config``; ``prism --version``.
+"""``prism`` command line: ``prism fit``, ``prism evaluate``, ``prism config`` and ``prism reproduce`` (a
+preset's grid of runs and its report, :mod:`prism.experiments`); ``prism --version``.
 
 ``prism config`` prints the config a ``prism fit`` with the same arguments would run, with every key and its
 default, and a ``resolved:`` block (what the run would decide for keys left ``null`` / ``auto``), without
@@ -50,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     parser.add_argument("--version", action="version", version=f"prism {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config}")
+    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config,reproduce}")
 
     fit = sub.add_parser(
         "fit",
@@ -97,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
         help="final (eval.final.*, default) or periodic (eval.num_weights x eval.episodes)",
     )
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
+    # Listed here for `prism --help`; main() hands `prism reproduce ...` to prism.experiments.cli, imported
+    # only then, which parses its own options (`prism reproduce --help`).
+    sub.add_parser(
+        "reproduce",
+        add_help=False,
+        help="run (or resume) a preset's grid of envs x methods x seeds and report it (the paper's tables)",
+    )
     return parser
 
 
@@ -119,6 +127,11 @@ def _files_and_overrides(items: list[str], overrides: list[str]) -> tuple[list[s
 def main(argv: Sequence[str] | None = None) -> int:
     # Deprecation chatter from dependencies is not the user's problem (and would break one-line errors).
     silence_library_noise(deprecations=True)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["reproduce"]:
+        from prism.experiments.cli import main as reproduce
+
+        return reproduce(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -1,4 +1,5 @@
-"""tools/reproduce.py: final-row selection, the statistics of the verdict, and the Ray backend."""
+"""prism reproduce (prism/experiments/): final-row selection, the statistics of the verdict, jobs, the Ray
+backend, and the report."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tool_modules import load_tool
+
+from prism.experiments import cli
+from prism.experiments.collect import paper_values, split_rows
+from prism.experiments.grid import CONF, Arm, Cell, Preset, Ratio
+from prism.experiments.presets import PRESETS
+from prism.experiments.report import write_report
+from prism.experiments.runner import Job, fit_command, make_jobs
+from prism.experiments.stats import compare
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-reproduce = load_tool("reproduce")
 
 
 def test_final_row_is_the_flagged_one_and_best_is_over_periodic_rows():
@@ -24,19 +29,19 @@ def test_final_row_is_the_flagged_one_and_best_is_over_periodic_rows():
         {"env_steps": 200.0, "hv": 9.0, "final": 0.0},
         {"env_steps": 200.0, "hv": 7.0, "final": 1.0},
     ]
-    periodic, final = reproduce.split_rows(rows)
+    periodic, final = split_rows(rows)
     assert final["hv"] == 7.0
     assert [r["hv"] for r in periodic] == [5.0, 9.0]
     # eval.csv from before the final-evaluation rule: the last row stands for the final one
     legacy = [{"env_steps": 100.0, "hv": 5.0}, {"env_steps": 200.0, "hv": 6.0}]
-    periodic, final = reproduce.split_rows(legacy)
+    periodic, final = split_rows(legacy)
     assert final["hv"] == 6.0 and len(periodic) == 2
 
 
 def test_compare_matches_welch_by_hand_and_bootstrap_brackets_the_ratio():
     a = [10.0, 12.0, 11.0, 13.0, 12.5]
     b = [5.0, 6.5, 5.5, 7.0, 4.0]
-    st = reproduce.compare(a, b)
+    st = compare(a, b)
     x, y = np.array(a), np.array(b)
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
     t = (x.mean() - y.mean()) / math.sqrt(vx + vy)
@@ -53,14 +58,14 @@ def test_compare_matches_welch_by_hand_and_bootstrap_brackets_the_ratio():
     assert st["ratio"] == pytest.approx(x.mean() / y.mean())
     assert st["ci_low"] < st["ratio"] < st["ci_high"]
     assert st["ci_low"] > 1.0  # clearly separated groups: the CI excludes "no difference"
-    same = reproduce.compare(a, a)
+    same = compare(a, a)
     assert same["ratio"] == 1.0 and same["p_welch"] == pytest.approx(1.0)
     assert same["ci_low"] < 1.0 < same["ci_high"]
 
 
 def test_ray_backend_without_ray_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
-    code = reproduce.main(
+    code = cli.main(
         [
             "--preset",
             "smoke",
@@ -79,27 +84,24 @@ def test_ray_backend_without_ray_exits_2_with_one_line(tmp_path, monkeypatch, ca
 
 
 def test_jobs_are_one_population_per_cell_unless_per_seed_runs_exist(tmp_path):
-    cells = [reproduce.Cell("hopper", m, s) for s in (0, 1, 2) for m in ("oracle", "prism")]
-    jobs = reproduce.make_jobs(cells, tmp_path, per_seed=False)
+    cells = [Cell("hopper", m, s) for s in (0, 1, 2) for m in ("oracle", "prism")]
+    jobs = make_jobs(cells, tmp_path, per_seed=False)
     assert [(j.method, j.seeds, j.population) for j in jobs] == [
         ("oracle", (0, 1, 2), True),
         ("prism", (0, 1, 2), True),
     ]
-    assert reproduce.fit_command(jobs[0], reproduce.PRESETS["smoke"], tmp_path)[-2] == "seeds=[0,1,2]"
+    assert fit_command(jobs[0], PRESETS["smoke"], tmp_path)[-2] == "seeds=[0,1,2]"
     assert jobs[0].run_dir(tmp_path) == tmp_path / "hopper" / "oracle"
     # an older per-seed grid in the same folder is completed seed by seed, its finished runs skipped
     finished = tmp_path / "hopper" / "prism" / "seed1"
     finished.mkdir(parents=True)
     (finished / "summary.json").write_text("{}")
-    jobs = reproduce.make_jobs(cells, tmp_path, per_seed=False)
+    jobs = make_jobs(cells, tmp_path, per_seed=False)
     assert [(j.method, j.seeds, j.population) for j in jobs] == [
         ("oracle", (0, 1, 2), True), ("prism", (0,), False), ("prism", (2,), False)
     ]  # fmt: skip
-    per_seed = reproduce.make_jobs(cells, tmp_path, per_seed=True)
-    assert (
-        len(per_seed) == 6
-        and reproduce.fit_command(per_seed[0], reproduce.PRESETS["smoke"], tmp_path)[-2] == "seed=0"
-    )
+    per_seed = make_jobs(cells, tmp_path, per_seed=True)
+    assert len(per_seed) == 6 and fit_command(per_seed[0], PRESETS["smoke"], tmp_path)[-2] == "seed=0"
 
 
 @pytest.mark.slow
@@ -108,7 +110,9 @@ def test_smoke_grid_on_a_local_ray_instance(tmp_path):
     out, results = tmp_path / "grid", tmp_path / "results"
     command = [
         sys.executable,
-        str(ROOT / "tools" / "reproduce.py"),
+        "-m",
+        "prism.cli",
+        "reproduce",
         "--preset",
         "smoke",
         "--backend",
@@ -137,30 +141,25 @@ def test_smoke_grid_on_a_local_ray_instance(tmp_path):
 
 
 def test_backbone_dimension_adds_the_agent_group_and_reads_the_papers_gpi_pd_table(tmp_path):
-    smoke = reproduce.PRESETS["smoke"]
-    gpi = reproduce.Preset(**{**smoke.__dict__, "backbone": "gpi_pd"})
-    job = reproduce.Job("hopper", "prism", (0,), False)
-    command = reproduce.fit_command(job, gpi, tmp_path)
-    method_at = command.index(str(reproduce.CONF / "method" / "prism.yaml"))
-    assert command[method_at + 1] == str(reproduce.CONF / "agent" / "gpi_pd.yaml")  # after the method overlay
-    assert str(reproduce.CONF / "agent" / "gpi_pd.yaml") not in reproduce.fit_command(job, smoke, tmp_path)
+    smoke = PRESETS["smoke"]
+    gpi = Preset(**{**smoke.__dict__, "backbone": "gpi_pd"})
+    job = Job("hopper", "prism", (0,), False)
+    command = fit_command(job, gpi, tmp_path)
+    method_at = command.index(str(CONF / "method" / "prism.yaml"))
+    assert command[method_at + 1] == str(CONF / "agent" / "gpi_pd.yaml")  # after the method overlay
+    assert str(CONF / "agent" / "gpi_pd.yaml") not in fit_command(job, smoke, tmp_path)
     # the paper's GPI-PD appendix table, not the CAPQL main table: hopper HV, oracle 1.65e7 vs CAPQL 1.30e7
-    assert reproduce.paper_values("gpi_pd")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.65e7)
-    assert reproduce.paper_values("capql")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.30e7)
+    assert paper_values("gpi_pd")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.65e7)
+    assert paper_values("capql")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.30e7)
 
 
-def test_a_preset_carries_its_backbone_and_the_flag_overrides_it(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(
-        reproduce.PRESETS, "gpi-pd-small", reproduce.PRESETS["gpi-pd-small"]
-    )  # main() rebinds it
-    assert reproduce.main(["--preset", "gpi-pd-small", "--dry-run", "--out", str(tmp_path)]) == 0
+def test_a_preset_carries_its_backbone_and_the_flag_overrides_it(tmp_path, capsys):
+    assert cli.main(["--preset", "gpi-pd-small", "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 9  # 3 methods × 3 seeds, one process per seed (GPI-PD)
     assert all("agent/gpi_pd.yaml" in line and "agent.gradient_updates=5" in line for line in lines)
     assert (
-        reproduce.main(
-            ["--preset", "gpi-pd-small", "--backbone", "capql", "--dry-run", "--out", str(tmp_path)]
-        )
+        cli.main(["--preset", "gpi-pd-small", "--backbone", "capql", "--dry-run", "--out", str(tmp_path)])
         == 0
     )
     lines = capsys.readouterr().out.strip().splitlines()
@@ -179,7 +178,7 @@ def _resolved(command: list[str]):
 
 def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
     """Each arm of the study's grid, as the command line reproduce.py runs it: budget, reward, agent, λ."""
-    preset = reproduce.PRESETS["protocol-study"]
+    preset = PRESETS["protocol-study"]
     expected = {  # arm: (protocol, env steps, dense env, reward, actor, λ)
         "r-oracle": ("released", 25_000, True, "none", [256, 256], 0.0),
         "r-baseline": ("released", 25_000, False, "none", [256, 256], 0.0),
@@ -194,8 +193,8 @@ def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
     }
     assert set(preset.methods) == set(expected)
     for arm, (protocol, steps, dense, reward, actor, lam) in expected.items():
-        job = reproduce.Job("hopper", arm, (0, 1, 2, 3, 4), True)
-        config = _resolved(reproduce.fit_command(job, preset, tmp_path))
+        job = Job("hopper", arm, (0, 1, 2, 3, 4), True)
+        config = _resolved(fit_command(job, preset, tmp_path))
         assert config.protocol == protocol, arm
         assert config.loop.cycles * config.loop.steps_per_cycle == steps, arm
         assert config.env.dense == dense and config.reward.name == reward, arm
@@ -209,21 +208,20 @@ def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
         assert (config.eval.final.num_weights, config.eval.final.episodes) == (100, 5)
 
 
-def test_protocol_flag_applies_to_every_arm_and_gets_its_own_grid_folder(tmp_path, monkeypatch, capsys):
-    original = reproduce.PRESETS["cpu-medium"]
-    monkeypatch.setitem(reproduce.PRESETS, "cpu-medium", original)  # main() rebinds it
-    assert reproduce.main(["--preset", "cpu-medium", "--protocol", "released", "--dry-run"]) == 0
+def test_protocol_flag_applies_to_every_arm_and_gets_its_own_grid_folder(tmp_path, capsys):
+    original = PRESETS["cpu-medium"]
+    assert cli.main(["--preset", "cpu-medium", "--protocol", "released", "--dry-run"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3 and all("protocol=released" in line for line in lines)
     assert all("/reproduce/cpu-medium-released/" in line for line in lines)  # never resumes an equal grid
-    reproduce.PRESETS["cpu-medium"] = original
-    assert reproduce.main(["--preset", "cpu-medium", "--dry-run", "--out", str(tmp_path)]) == 0
+    assert PRESETS["cpu-medium"] is original  # a flag changes this grid, never the shipped preset
+    assert cli.main(["--preset", "cpu-medium", "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert all("protocol=equal" in line for line in lines)
     # a preset whose arms pin their protocol refuses the flag, in one line
-    assert reproduce.main(["--preset", "protocol-study", "--protocol", "equal", "--dry-run"]) == 2
+    assert cli.main(["--preset", "protocol-study", "--protocol", "equal", "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("reproduce: error: --protocol:")
+    assert len(err) == 1 and err[0].startswith("prism reproduce: error: --protocol:")
 
 
 def _fake_run(run_dir: Path, finals: dict[str, float], length: float) -> None:
@@ -251,14 +249,14 @@ def _fake_run(run_dir: Path, finals: dict[str, float], length: float) -> None:
 
 
 def test_report_names_each_rows_protocol_computes_the_presets_ratios_and_copies_run_files(tmp_path):
-    preset = reproduce.Preset(
+    preset = Preset(
         envs=("hopper",),
         methods=("r-prism", "r-oracle"),
         seeds=(0, 1, 2),
         overrides=(),
         description="test",
-        arms=(reproduce.Arm("r-prism", "prism", "released"), reproduce.Arm("r-oracle", "oracle", "released")),
-        ratios=(reproduce.Ratio("r-prism", "r-oracle", "headline"),),
+        arms=(Arm("r-prism", "prism", "released"), Arm("r-oracle", "oracle", "released")),
+        ratios=(Ratio("r-prism", "r-oracle", "headline"),),
     )
     out, results = tmp_path / "grid", tmp_path / "results"
     prism_hv, oracle_hv = [3.0, 4.0, 5.0], [2.0, 2.0, 2.5]
@@ -273,12 +271,8 @@ def test_report_names_each_rows_protocol_computes_the_presets_ratios_and_copies_
             {"hv": oracle_hv[seed], "eum": 1 + seed, "vo": 1 + seed, "ret": 5.0},
             40.0,
         )
-    cells = [reproduce.Cell("hopper", m, s) for s in preset.seeds for m in preset.methods]
-    reproduce.PRESETS["unit-test"] = preset
-    try:
-        markdown = reproduce.write_report("unit-test", cells, out, results)
-    finally:
-        del reproduce.PRESETS["unit-test"]
+    cells = [Cell("hopper", m, s) for s in preset.seeds for m in preset.methods]
+    markdown = write_report("unit-test", preset, cells, out, results)
     rows = list(csv.DictReader((results / "table.csv").open()))
     assert {r["protocol"] for r in rows} == {"released"}
     ratio = next(r for r in csv.DictReader((results / "ratios.csv").open()) if r["metric"] == "hv")
@@ -306,11 +300,11 @@ def test_report_names_each_rows_protocol_computes_the_presets_ratios_and_copies_
 
 
 def test_an_arm_marked_per_seed_runs_one_process_per_seed_beside_populations(tmp_path):
-    preset = reproduce.PRESETS["protocol-study"]
-    cells = [reproduce.Cell("hopper", m, s) for s in preset.seeds for m in preset.methods]
+    preset = PRESETS["protocol-study"]
+    cells = [Cell("hopper", m, s) for s in preset.seeds for m in preset.methods]
     per_seed = frozenset(m for m in preset.methods if preset.arm(m).per_seed)
     assert per_seed == {"r-prism", "e-prism"}
-    jobs = reproduce.make_jobs(cells, tmp_path, per_seed=False, per_seed_methods=per_seed)
+    jobs = make_jobs(cells, tmp_path, per_seed=False, per_seed_methods=per_seed)
     assert [(j.method, j.population) for j in jobs if j.method == "r-prism"] == [("r-prism", False)] * 5
     assert [j.seeds for j in jobs if j.method == "r-oracle"] == [(0, 1, 2, 3, 4)]
     assert len(jobs) == (len(preset.methods) - 2) + 2 * 5  # one population per arm, one job per PRISM seed

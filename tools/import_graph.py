@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.evaluation",),
     ("prism.config", "prism.plugins"),
     ("prism.loop",),
+    ("prism.experiments",),
     ("prism.cli",),
 ]
 """Layers, bottom to top: a module may import from its own layer and the ones below it."""

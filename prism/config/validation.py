@@ -92,7 +92,7 @@ def validate(config: RunConfig) -> None:
     if config.seeds is not None and max_members is not None and len(config.seeds) > max_members:
         raise ConfigError(
             f"seeds: agent.name={config.agent.name} trains at most {max_members} member(s) per process, got "
-            f"{len(config.seeds)} seeds; run one process per seed (tools/reproduce.py --per-seed-processes)"
+            f"{len(config.seeds)} seeds; run one process per seed (prism reproduce --per-seed-processes)"
         )
 
     REWARDS.check("reward.name", config.reward.name)

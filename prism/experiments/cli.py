@@ -1,0 +1,238 @@
+"""``prism reproduce``: run (or resume) a preset's grid of envs × arms × seeds, one ``prism fit`` process per
+job, then report.
+
+    prism reproduce --preset cpu-medium --parallel 2            # run (or resume) the grid, then report
+    prism reproduce --preset cpu-medium --report-only           # tables and plots from finished runs
+    prism reproduce --preset paper --envs hopper --seeds 0 1    # any sub-grid
+    prism reproduce --preset smoke --backend ray                # the same grid as Ray tasks
+    prism reproduce --preset paper --backend ray --address auto # join a running Ray cluster
+
+Each run lives in ``<out>/<env>/<method>/seed<k>`` and is a plain prism run folder. The grid is resumable:
+finished runs (``summary.json`` present) are skipped, interrupted ones are continued with ``--resume``. Arms a
+preset joins from another study's folder are read, never run.
+
+Backends: ``local`` runs ``--parallel`` runs at once as subprocesses of this machine; ``ray`` submits one Ray
+task per run (``--cpus-per-run`` CPUs and ``--gpus-per-run`` GPUs declared; a task whose worker is lost is
+retried and the retried run resumes from its last checkpoint — so on a cluster the ``--out`` folder must be on
+a filesystem every node shares). ``ray`` is an optional extra: ``pip install -e ".[cluster]"``.
+
+The report (markdown + CSV, in ``--results``, default ``runs/results/<preset>``) gives mean ± standard error
+over seeds of the **final evaluation** (the paper's protocol, 100 weights × 5 episodes, the row flagged
+``final`` in eval.csv) and of the best periodic evaluation per (env, method, metric), the paper's number beside
+each cell, the preset's ratios with a Welch t-test and a bootstrap confidence interval over seeds, per-objective
+returns and episode lengths, the reward-fit diagnostics, and (presets that ask for it) an rliable aggregate
+over envs (the ``report`` extra: ``pip install -e ".[report]"``); plots show Pareto fronts (one panel per env)
+and HV curves (periodic evaluations) with a standard-error band.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import sys
+import time
+from pathlib import Path
+
+from prism.config import PROTOCOLS  # equal budget, or the authors' released code's arms
+from prism.errors import ConfigError
+from prism.experiments.grid import BACKBONES, ENV_FILES, METHODS, ROOT
+from prism.experiments.presets import PRESETS
+
+
+def build_parser(prog: str = "prism reproduce") -> argparse.ArgumentParser:
+    """The options of ``prism reproduce`` (and of the ``tools/reproduce.py`` shim)."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local", help="where runs execute")
+    parser.add_argument("--parallel", type=int, default=2, help="runs at once (local; a local Ray instance)")
+    parser.add_argument(
+        "--address", help="ray: cluster address (`auto` joins a running cluster; default: start a local one)"
+    )
+    parser.add_argument("--cpus-per-run", type=float, default=1.0, help="ray: CPUs declared per run")
+    parser.add_argument(
+        "--gpus-per-run",
+        type=float,
+        help="ray: GPUs declared per run (fractions share a GPU); default 0.25 with device=cuda, else 0",
+    )
+    parser.add_argument("--out", type=Path, help="grid folder (default runs/reproduce/<preset>)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="report folder (default runs/results/<preset>; the committed reports pass docs/results/<preset>)",
+    )
+    parser.add_argument("--envs", nargs="+", choices=sorted(ENV_FILES))
+    parser.add_argument(
+        "--methods", nargs="+", metavar="METHOD", help="methods (or the preset's arms) to run"
+    )
+    parser.add_argument("--seeds", nargs="+", type=int)
+    parser.add_argument(
+        "--set", nargs="+", default=[], metavar="key=value", help="extra prism overrides for every run"
+    )
+    parser.add_argument(
+        "--backbone",
+        choices=BACKBONES,
+        help="the agent (default: the preset's, capql unless it says otherwise; the paper's GPI-PD appendix "
+        "table for gpi_pd; GPI-PD runs one process per seed)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        help="equal (default: every method the same RL budget and agent) or released (the authors' released "
+        "code: oracle/baseline one cycle of M steps, PRISM-side arms IR x M with lambda = 1 and one more actor "
+        "layer); applied to every arm of the grid",
+    )
+    parser.add_argument(
+        "--per-seed-processes",
+        action="store_true",
+        help="one prism process per seed (default: one population process per env × method cell)",
+    )
+    parser.add_argument("--report-only", action="store_true", help="only collect finished runs and report")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
+    return parser
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository root where it lies inside it (a command one can paste there)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def grid_folders(args: argparse.Namespace, other_backbone: bool, other_protocol: bool) -> tuple[Path, Path]:
+    """(grid folder, report folder): ``--out`` and ``--results``, by default ``runs/reproduce/<name>`` and
+    ``runs/results/<name>``, where the name adds a backbone or protocol other than the preset's (so resuming
+    never mixes two grids). Ad-hoc reports stay out of the committed ``docs/results/``, whose reports name
+    their folder explicitly."""
+    name = args.preset + (f"-{args.backbone}" if other_backbone else "")
+    name += f"-{args.protocol}" if other_protocol else ""
+    out = (args.out or ROOT / "runs" / "reproduce" / name).resolve()
+    return out, args.results or ROOT / "runs" / "results" / name
+
+
+def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
+    """Run, resume or report a preset's grid; exit 0 (done), 1 (a run failed) or 2 (bad input)."""
+    from prism.experiments.report import write_report
+    from prism.experiments.runner import (
+        BackendError,
+        Job,
+        fit_command,
+        log_tail,
+        make_jobs,
+        run_job,
+        run_local,
+        run_ray,
+    )
+
+    args = build_parser(prog).parse_args(argv)
+    base = PRESETS[args.preset]
+    backbone = args.backbone or base.backbone
+    protocol = args.protocol or base.protocol
+    if args.protocol and any(arm.protocol for arm in base.arms):
+        print(f"{prog}: error: --protocol: preset {args.preset} fixes each arm's protocol", file=sys.stderr)
+        return 2
+    unknown = [m for m in args.methods or () if m not in METHODS and m not in {a.name for a in base.arms}]
+    if unknown:
+        print(
+            f"{prog}: error: --methods: {unknown[0]!r} is not a method or an arm of {args.preset}",
+            file=sys.stderr,
+        )
+        return 2
+    preset = dataclasses.replace(
+        base,
+        envs=tuple(args.envs or base.envs),
+        methods=tuple(args.methods or base.methods),
+        seeds=tuple(args.seeds if args.seeds is not None else base.seeds),
+        overrides=base.overrides + tuple(args.set),
+        description=base.description
+        + ("" if backbone == base.backbone else f" Backbone: {backbone}.")
+        + ("" if protocol == base.protocol else f" Protocol: {protocol} (prism/config/protocols.py)."),
+        backbone=backbone,
+        protocol=protocol,
+    )
+    out, results = grid_folders(args, backbone != base.backbone, protocol != base.protocol)
+    cells = preset.cells()
+    # GPI-PD trains one member per process (its config refuses populations)
+    jobs = make_jobs(
+        cells,
+        out,
+        per_seed=args.per_seed_processes or backbone == "gpi_pd",
+        per_seed_methods=frozenset(m for m in preset.methods if preset.arm(m).per_seed),
+    )
+    if args.dry_run:
+        for job in jobs:
+            print(" ".join(fit_command(job, preset, out)))
+        return 0
+    start = time.perf_counter()
+    failures = 0
+    if not args.report_only:
+        own = [c for c in cells if c.source is None]  # joined arms' runs are another grid's
+        todo = [job for job in jobs if not job.finished(out)]
+        done_runs = sum(Job(c.env, c.method, (c.seed,), False).finished(out) for c in own)
+        print(
+            f"{done_runs} of {len(own)} runs already finished; running {len(todo)} "
+            f"{'process' if len(todo) == 1 else 'processes'}",
+            flush=True,
+        )
+
+        def run(job: Job) -> tuple[Job, int, float]:
+            return run_job(job, preset, out)
+
+        if args.backend == "ray":
+            on_cuda = any(o.replace(" ", "").startswith("device=cuda") for o in preset.overrides)
+            gpus = args.gpus_per_run if args.gpus_per_run is not None else (0.25 if on_cuda else 0.0)
+            try:
+                results_iter = run_ray(
+                    todo,
+                    run,
+                    address=args.address,
+                    parallel=args.parallel,
+                    cpus_per_run=args.cpus_per_run,
+                    gpus_per_run=gpus,
+                )
+                first = next(results_iter, None)
+            except BackendError as err:
+                print(f"{prog}: error: {err}", file=sys.stderr)
+                return 2
+            # The first result came through next() above (where a missing ray raises); the rest stream in.
+            stream = itertools.chain([first] if first is not None else [], results_iter)
+        else:
+            stream = run_local(todo, run, args.parallel)
+        for k, (job, code, seconds) in enumerate(stream, start=1):
+            status = "ok" if code == 0 else f"FAILED (exit {code}; log {job.log(out)})"
+            print(f"[{k}/{len(todo)}] {job}: {status} {seconds:.0f}s", flush=True)
+            if code != 0:
+                failures += 1
+                print("    " + log_tail(job, out).replace("\n", "\n    "), flush=True)
+    wall = time.perf_counter() - start
+    if any((c.run_dir(out) / "summary.json").is_file() for c in cells):
+        recompute = _recompute_command(args, out, results)
+        try:
+            print(write_report(args.preset, preset, cells, out, results, recompute))
+        except ConfigError as err:  # an optional dependency of the report is missing
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
+    else:
+        print("no finished runs to report")
+    print(f"grid wall time: {wall / 60:.1f} min; failed runs: {failures}")
+    return 1 if failures else 0
+
+
+def _recompute_command(args: argparse.Namespace, out: Path, results: Path) -> str:
+    """The ``prism reproduce --report-only`` line that rebuilds this report from the run files it copies."""
+    # The committed run files: the grid's own folder where it writes into docs/results/ (as the studies do),
+    # else the copies the report keeps beside itself.
+    committed = out.resolve().is_relative_to((ROOT / "docs" / "results").resolve())
+    runs = out if committed else results / "runs"
+    parts = ["prism reproduce", f"--preset {args.preset}"]
+    for flag in ("envs", "methods", "seeds"):
+        values = getattr(args, flag)
+        if values:
+            parts.append(f"--{flag} " + " ".join(map(str, values)))
+    parts += [f"--backbone {args.backbone}"] if args.backbone else []
+    parts += [f"--protocol {args.protocol}"] if args.protocol else []
+    parts += ["--report-only", f"--out {_shown(runs)}", f"--results {_shown(results)}"]
+    return " ".join(parts)

@@ -1,0 +1,110 @@
+"""Reading a grid's finished runs: eval.csv's final and periodic rows, summary.json's reward-fit records, the
+paper's numbers, and copying each run's small files into the report folder."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+from prism.experiments.grid import METRICS, Cell
+
+PAPER = Path(__file__).resolve().parent / "paper_results.csv"
+"""Every number of the paper's tables, as printed (raw value = mean × scale)."""
+PAPER_TABLES = {"capql": ("main", "ablation", "ablation2"), "gpi_pd": ("gpi_pd",)}
+"""The paper's tables of each backbone (``table`` column of :data:`PAPER`)."""
+
+
+def read_eval(run_dir: Path) -> list[dict[str, float]]:
+    with (run_dir / "eval.csv").open(newline="") as fh:
+        return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(fh)]
+
+
+def read_fit_records(run_dir: Path) -> list[dict] | None:
+    """A run's ``summary.json`` ``reward_fits`` (one record per fit), or None for a run written before that
+    key existed."""
+    records = json.loads((run_dir / "summary.json").read_text() or "{}").get("reward_fits")
+    return records if isinstance(records, list) else None
+
+
+def paper_values(backbone: str = "capql") -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(env id, paper method header, metric) -> (raw mean, raw err) from the paper's tables of ``backbone``."""
+    out: dict[tuple[str, str, str], tuple[float, float]] = {}
+    with PAPER.open() as fh:
+        rows = csv.DictReader(line for line in fh if not line.startswith("#"))
+        for row in rows:
+            if row["table"] not in PAPER_TABLES[backbone]:
+                continue
+            scale = float(row["scale"])
+            out.setdefault(
+                (row["env"], row["method"], row["metric"].lower()),
+                (float(row["mean"]) * scale, float(row["err"]) * scale),
+            )
+    return out
+
+
+def split_rows(rows: list[dict[str, float]]) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """(periodic rows, the final-evaluation row) of one eval.csv.
+
+    The final row is the one flagged ``final = 1`` (the paper's protocol, written once at the end of a run);
+    eval.csv files from before that rule have no flag, and then the last row stands for it."""
+    if rows and "final" in rows[0]:
+        periodic = [r for r in rows if not r.get("final")]
+        finals = [r for r in rows if r.get("final")]
+        if finals:
+            return periodic or finals, finals[-1]
+    return rows, rows[-1]
+
+
+def collect(cells: list[Cell], out: Path) -> dict[tuple[str, str], dict[str, list]]:
+    """Per (env, arm): the final evaluation and the best periodic one per metric (one value per finished
+    seed), the env steps of the final evaluation, the HV curves of the periodic evaluations, and each seed's
+    reward-fit records (``fits``: None for a run without them)."""
+    table: dict[tuple[str, str], dict[str, list]] = {}
+    for cell in cells:
+        run_dir = cell.run_dir(out)
+        if not (run_dir / "summary.json").is_file():
+            continue
+        periodic, final = split_rows(read_eval(run_dir))
+        entry = table.setdefault(
+            (cell.env, cell.method), {"seeds": [], "curves": [], "env_steps": [], "fits": []}
+        )
+        entry["seeds"].append(cell.seed)
+        entry["env_steps"].append(final["env_steps"])
+        for metric in METRICS:
+            entry.setdefault(f"final_{metric}", []).append(final[metric])
+            entry.setdefault(f"best_{metric}", []).append(max(r[metric] for r in periodic))
+        # Per-objective mean returns of the final evaluation (over its policies) and its mean episode length.
+        for key, value in final.items():
+            if key.startswith(("return_", "undiscounted_return_")) or key == "mean_episode_length":
+                entry.setdefault(f"final_{key}", []).append(value)
+        entry["curves"].append([(r["env_steps"], r["hv"]) for r in periodic])
+        entry["fits"].append(read_fit_records(run_dir))
+    return table
+
+
+RUN_FILES = ("config.yaml", "eval.csv", "front.csv", "summary.json")
+"""What a run's numbers are recomputed from (no checkpoints, no TensorBoard events)."""
+POPULATION_FILES = ("config.yaml", "summary.csv")
+
+
+def copy_run_files(cells: list[Cell], out: Path, results: Path) -> None:
+    """Copy each finished run's small files (:data:`RUN_FILES`, and a population's own config and summary) to
+    ``results/runs/<env>/<method>/[seed<k>/]``, so every reported number can be recomputed from the repository
+    (``--report-only --out <results>/runs`` rebuilds the tables from them). Joined arms' runs stay where they
+    are: their own report keeps them."""
+    for cell in cells:
+        run_dir = cell.run_dir(out)
+        if cell.source is not None or not (run_dir / "summary.json").is_file():
+            continue
+        target = results / "runs" / cell.env / cell.method / f"seed{cell.seed}"
+        if target.resolve() == run_dir.resolve():  # reporting from the copies themselves
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        for name in RUN_FILES:
+            if (run_dir / name).is_file():
+                shutil.copyfile(run_dir / name, target / name)
+        for name in POPULATION_FILES:
+            if (run_dir.parent / name).is_file():
+                shutil.copyfile(run_dir.parent / name, target.parent / name)

@@ -1,0 +1,101 @@
+"""The report's reward-fit diagnostics: per env, arm and refinement cycle, what each run's ``summary.json``
+``reward_fits`` records (issue R item 1; fields in :mod:`prism.loop.fit_records` and
+:class:`prism.reward.quality.RewardQuality`), over the seeds.
+
+Runs written before ``reward_fits`` existed have none: their arm gets one row of "—". Only arms whose method
+fits ReSymNet (:data:`~prism.experiments.grid.LEARNED_REWARD_METHODS`) are listed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from prism.experiments.grid import ENV_FILES, LEARNED_REWARD_METHODS, Preset
+from prism.experiments.stats import mean_se
+from prism.experiments.tables import Table, arm_label, fmt
+
+QUALITY_COLUMNS = (
+    ("validation", "segment_sum_mse", "val episode-sum MSE"),
+    ("validation", "pearson", "val Pearson"),
+    ("validation", "pearson_non_final", "val Pearson, non-final steps"),
+    ("validation", "mean_predicted_terminal", "val terminal step: predicted"),
+    ("validation", "mean_true_terminal", "val terminal step: true"),
+    ("validation", "mean_predicted_other", "val other steps: predicted"),
+    ("validation", "mean_true_other", "val other steps: true"),
+    ("new_episodes", "pearson", "new episodes, previous model: Pearson"),
+    ("new_episodes", "segment_sum_mse", "new episodes, previous model: episode-sum MSE"),
+)
+"""(record key, RewardQuality field, column header): mean ± SE over the seeds that have the value."""
+FIT_COLUMNS = (
+    "env",
+    "arm",
+    "n",
+    "cycle",
+    "store episodes (train / val)",
+    "epochs run (median)",
+    "best epoch (median)",
+    "fit wall s",
+    *(header for _, _, header in QUALITY_COLUMNS),
+)
+"""The columns of the diagnostics table (and of ``fits.csv``)."""
+
+
+def _values(records: list[dict], key: str, field: str) -> list[float]:
+    out = []
+    for record in records:
+        value = (record.get(key) or {}).get(field)
+        if value is not None and not math.isnan(value):
+            out.append(float(value))
+    return out
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):g}" if values else "—"
+
+
+def fit_rows(preset: Preset, table: Table) -> list[dict[str, str]]:
+    """One row per (env, arm with a learned reward, cycle): store size, epochs, fit time and fit quality."""
+    rows = []
+    for env in preset.envs:
+        for arm in preset.methods_for(env):
+            if preset.arm(arm).method not in LEARNED_REWARD_METHODS or (env, arm) not in table:
+                continue
+            per_seed = [fits for fits in table[(env, arm)]["fits"] if fits]  # seeds with records
+            base = {"env": ENV_FILES[env], "arm": arm_label(preset, env, arm)}
+            if not per_seed:
+                rows.append({**base, **dict.fromkeys(FIT_COLUMNS[2:], "—")})
+                continue
+            for cycle in range(max(len(fits) for fits in per_seed)):
+                records = [fits[cycle] for fits in per_seed if len(fits) > cycle]
+                stores = [r.get("store") or {} for r in records]
+                train = [(s.get("train") or {}).get("episodes") for s in stores]
+                val = [(s.get("validation") or {}).get("episodes") for s in stores]
+                epochs = [e for r in records for e in r.get("epochs_run") or ()]
+                best = [e for r in records for e in r.get("best_epoch") or ()]
+                row = {
+                    **base,
+                    "n": str(len(records)),
+                    "cycle": str(records[0].get("cycle", cycle)),
+                    "store episodes (train / val)": (
+                        f"{_median([t for t in train if t is not None])} / "
+                        f"{_median([v for v in val if v is not None])}"
+                    ),
+                    "epochs run (median)": _median(epochs),
+                    "best epoch (median)": _median(best),
+                    "fit wall s": fmt(*mean_se([r["wall_time_s"] for r in records if r.get("wall_time_s")])),
+                }
+                for key, field, header in QUALITY_COLUMNS:
+                    row[header] = fmt(*mean_se(_values(records, key, field)))
+                rows.append(row)
+    return rows
+
+
+def fit_table(preset: Preset, table: Table) -> list[str]:
+    """:func:`fit_rows` as markdown ("—" where a run has no such record)."""
+    rows = fit_rows(preset, table)
+    if not rows:
+        return ["(no arm of this grid fits a reward model)"]
+    lines = ["| " + " | ".join(FIT_COLUMNS) + " |", "|" + "---|" * len(FIT_COLUMNS)]
+    lines += ["| " + " | ".join(row[h] for h in FIT_COLUMNS) + " |" for row in rows]
+    return lines

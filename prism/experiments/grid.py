@@ -1,0 +1,193 @@
+"""The vocabulary of an experiment grid: envs, methods, arms, ratios, presets and their cells.
+
+A *preset* names envs × arms × seeds plus the overrides every run gets; a *cell* is one (env, arm, seed) of it
+and a run folder ``<out>/<env>/<arm>/seed<k>``. Arms whose runs another results folder already holds are
+*joined* (:class:`JoinedArms`): the report reads them as cells of its own, labelled with where they come from,
+and the runner never runs them ("run nothing twice").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository root (``conf/`` and the default ``runs/`` and ``docs/results/`` folders live there)."""
+CONF = ROOT / "conf"
+
+ENV_FILES = {
+    "hopper": "mo-hopper-v5",
+    "walker": "mo-walker2d-v5",
+    "halfcheetah": "mo-halfcheetah-v5",
+    "swimmer": "mo-swimmer-v5",
+}
+"""Grid env name (``conf/<name>.yaml``) -> the env id it runs."""
+
+METHODS = {
+    "oracle": ("method/oracle.yaml", "Oracle"),
+    "baseline": ("method/baseline.yaml", "Baseline"),
+    "prism": ("method/prism.yaml", "PRISM"),
+    "wo_residual": ("ablation/wo_residual.yaml", "w/o residual"),
+    "wo_dense": ("ablation/wo_dense.yaml", "w/o dense rewards"),
+    "wo_ensemble": ("ablation/wo_ensemble.yaml", "w/o ensemble"),
+    "wo_refinement": ("ablation/wo_refinement.yaml", "w/o refinement"),
+    "wo_loss": ("ablation/wo_loss.yaml", "w/o loss"),
+    "uniform": ("ablation/uniform.yaml", "uniform"),
+    "random": ("ablation/random.yaml", "random"),
+}
+"""Method name -> (overlay file under ``conf/``, the paper's column header in its main / ablation tables)."""
+
+LEARNED_REWARD_METHODS = frozenset(
+    ("prism", "wo_residual", "wo_dense", "wo_ensemble", "wo_refinement", "wo_loss")
+)
+"""The methods that fit ReSymNet (their runs' ``summary.json`` carry ``reward_fits`` with a model's scores)."""
+
+METRICS = ("hv", "eum", "vo")
+
+BACKBONES = ("capql", "gpi_pd")
+"""Backbones a grid can run (``conf/agent/<name>.yaml``); the paper reports CAPQL in its main and ablation
+tables and GPI-PD in its appendix table."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One column of a grid: a method overlay (a key of :data:`METHODS`) run under a protocol, plus overrides.
+
+    A plain method is the arm of the same name with the grid's protocol; a preset may define arms of its own
+    (e.g. the same method under both protocols) that pin their protocol."""
+
+    name: str
+    """The arm's folder name and report label."""
+    method: str
+    """The method overlay (and the paper's column it is compared with)."""
+    protocol: str | None = None
+    """``equal`` or ``released``; None takes the grid's ``--protocol``."""
+    overrides: tuple[str, ...] = ()
+    """prism overrides of this arm only (after the preset's)."""
+    per_seed: bool = False
+    """Run this arm one process per seed even where the grid runs populations: for an arm whose population
+    would outlast the machine's session (checkpoints do not survive a session; finished seeds' files do)."""
+    seeds: tuple[int, ...] | None = None
+    """The seeds of this arm (None: the grid's); e.g. one seed of a sensitivity check beside a 5-seed arm."""
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A row of the ratio table: final metric of arm ``numerator`` over that of arm ``denominator``."""
+
+    numerator: str
+    denominator: str
+    label: str = ""
+    """What the ratio measures (e.g. "budget: oracle 25k → 50k"); empty for a plain method comparison."""
+
+
+@dataclass(frozen=True)
+class JoinedArms:
+    """Arms of one env whose run files live in another results folder: read as this preset's cells (seed
+    folders ``<runs>/<env>/<arm>/seed<k>``), labelled ``label`` in the report, and never run."""
+
+    env: str
+    arms: tuple[str, ...]
+    runs: str
+    """The other grid's folder: relative to the repository root (a committed ``docs/results/<preset>/runs``)
+    or absolute."""
+    label: str
+    """Where the runs come from, as the report says it (e.g. the other preset's name)."""
+
+    def folder(self) -> Path:
+        path = Path(self.runs)
+        return path if path.is_absolute() else ROOT / path
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The report's cross-env aggregate (rliable, :mod:`prism.experiments.stats`): final HV normalised by the
+    mean final HV of arm ``normaliser`` in the same env, IQM per arm, and P(X > Y) for each pair."""
+
+    normaliser: str
+    arms: tuple[str, ...]
+    improvements: tuple[tuple[str, str], ...]
+    """(X, Y) pairs: the probability of improvement P(X > Y) is reported for each."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a grid: (env, arm, seed); ``source`` is the folder of a joined arm's grid (None: this one's)."""
+
+    env: str
+    method: str
+    seed: int
+    source: Path | None = None
+
+    def run_dir(self, out: Path) -> Path:
+        return (self.source or out) / self.env / self.method / f"seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named grid: envs × arms × seeds with the overrides every run gets, and what its report compares."""
+
+    envs: tuple[str, ...]
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    overrides: tuple[str, ...]
+    description: str
+    env_overrides: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per-env additions to ``overrides`` (e.g. smaller collections where episodes are 1000 steps long)."""
+    backbone: str = "capql"
+    """The agent (``conf/agent/<backbone>.yaml`` is added after the method overlay)."""
+    protocol: str = "equal"
+    """The protocol of every arm that does not pin its own (``--protocol`` sets it)."""
+    arms: tuple[Arm, ...] = ()
+    """Arms of this preset beyond the plain methods (``methods`` may name them)."""
+    ratios: tuple[Ratio, ...] = ()
+    """The ratio table's rows; empty = PRISM / baseline and PRISM / oracle where both arms are in the grid."""
+    env_methods: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per env, the arms run there when they differ from ``methods`` (``methods`` then lists them all)."""
+    joined: tuple[JoinedArms, ...] = ()
+    """Arms of an env read from another grid's folder (they must be among that env's arms)."""
+    aggregate: Aggregate | None = None
+    """The cross-env rliable aggregate of the report (None: none)."""
+
+    def methods_for(self, env: str) -> tuple[str, ...]:
+        """The arms of ``env``: its own list where ``env_methods`` has one, else ``methods``; only those also
+        in ``methods`` (so ``--methods`` narrows every env)."""
+        own = dict(self.env_methods).get(env)
+        return self.methods if own is None else tuple(m for m in own if m in self.methods)
+
+    def joined_source(self, env: str, arm: str) -> JoinedArms | None:
+        """The :class:`JoinedArms` entry that ``env``'s ``arm`` is read from (None: this grid runs it)."""
+        return next((j for j in self.joined if j.env == env and arm in j.arms), None)
+
+    def cells(self) -> list[Cell]:
+        """Every (env, arm, seed) of the grid, seed-major; an arm with its own seeds keeps only those of the
+        grid's seeds it names; a joined arm's cells point at its own grid's folder."""
+        cells = []
+        for s in self.seeds:
+            for e in self.envs:
+                for m in self.methods_for(e):
+                    if self.arm(m).seeds is not None and s not in self.arm(m).seeds:
+                        continue
+                    join = self.joined_source(e, m)
+                    cells.append(Cell(e, m, s, join.folder() if join else None))
+        return cells
+
+    def overrides_for(self, env: str) -> tuple[str, ...]:
+        return self.overrides + dict(self.env_overrides).get(env, ())
+
+    def arm(self, name: str) -> Arm:
+        """The arm called ``name``: one of this preset's own, or the plain method of that name."""
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        return Arm(name, name)
+
+    def protocol_of(self, name: str) -> str:
+        return self.arm(name).protocol or self.protocol
+
+    def ratio_rows(self) -> tuple[Ratio, ...]:
+        if self.ratios:
+            return self.ratios
+        return tuple(
+            Ratio("prism", other) for other in ("baseline", "oracle") if {"prism", other} <= set(self.methods)
+        )

@@ -1,0 +1,162 @@
+"""A grid's report: ``table.csv``, ``ratios.csv``, ``table.md`` (arm table beside the paper's numbers, ratios,
+per-objective returns, reward-fit diagnostics, the rliable aggregate where the preset asks for one) and the
+figures, from the finished runs of a grid's cells; each own run's small files are copied to ``runs/`` beside
+them so the report recomputes from the repository."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from prism.experiments import stats
+from prism.experiments.collect import collect, copy_run_files, paper_values
+from prism.experiments.fits import fit_rows, fit_table
+from prism.experiments.grid import ENV_FILES, Cell, Preset
+from prism.experiments.plots import plot, plot_aggregate
+from prism.experiments.stats import AggregateResult
+from prism.experiments.tables import Table, arm_table, objective_table, ratio_table
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    fields = list(dict.fromkeys(key for row in rows for key in row))
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n", restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _aggregate(preset: Preset, table: Table) -> AggregateResult | None:
+    if preset.aggregate is None:
+        return None
+    arms = (*preset.aggregate.arms, preset.aggregate.normaliser)
+    finals = {
+        (env, arm): table[(env, arm)]["final_hv"]
+        for env in preset.envs
+        for arm in arms
+        if (env, arm) in table
+    }
+    return stats.aggregate(finals, preset.envs, preset.aggregate, resamples=stats.AGGREGATE_RESAMPLES)
+
+
+def aggregate_lines(preset: Preset, result: AggregateResult | None) -> tuple[list[str], list[dict]]:
+    """The aggregate's markdown section and its CSV rows."""
+    spec = preset.aggregate
+    if spec is None:
+        return [], []
+    if result is None:
+        return ["(no env has at least 2 finished runs of every aggregated arm yet: no aggregate)"], []
+    envs = ", ".join(ENV_FILES.get(e, e) for e in result.envs)
+    lines = [
+        f"Aggregate over {envs}, computed with rliable (Agarwal et al. 2021): each run's final HV divided by the "
+        f"mean final HV of {spec.normaliser} in its env; the interquartile mean (IQM) over runs × envs, and the "
+        "probability of improvement P(X > Y) (per env the fraction of run pairs with X > Y, ties ½, averaged "
+        f"over envs), each with a stratified bootstrap 95% CI ({stats.AGGREGATE_RESAMPLES} resamples of the runs "
+        "within each env). Figure: `aggregate.png`.",
+        "",
+        "| arm | runs per env | IQM of normalised final HV | 95% CI |",
+        "|---|---|---|---|",
+    ]
+    rows = []
+    for arm, interval in result.iqm.items():
+        lines.append(
+            f"| {arm} | {result.runs[arm]} | {interval.value:.3f} | [{interval.low:.3f}, {interval.high:.3f}] |"
+        )
+        rows.append(
+            {
+                "statistic": "iqm",
+                "x": arm,
+                "y": "",
+                "value": interval.value,
+                "ci_low": interval.low,
+                "ci_high": interval.high,
+            }
+        )
+    lines += ["", "| X > Y | P(X > Y) | 95% CI |", "|---|---|---|"]
+    for (x, y), interval in result.improvement.items():
+        lines.append(f"| {x} > {y} | {interval.value:.3f} | [{interval.low:.3f}, {interval.high:.3f}] |")
+        rows.append(
+            {
+                "statistic": "probability_of_improvement",
+                "x": x,
+                "y": y,
+                "value": interval.value,
+                "ci_low": interval.low,
+                "ci_high": interval.high,
+            }
+        )
+    return lines, rows
+
+
+def write_report(
+    preset_name: str, preset: Preset, cells: list[Cell], out: Path, results: Path, recompute: str = ""
+) -> str:
+    """Write the report of ``preset``'s finished ``cells`` (run folders under ``out``, joined arms' under
+    their own) into ``results``; returns its markdown. ``recompute`` is the command that rebuilds it.
+
+    The aggregate is computed first: a missing optional dependency stops the report before anything is
+    written."""
+    table = collect(cells, out)
+    result = _aggregate(preset, table)
+    paper = paper_values(preset.backbone)
+    results.mkdir(parents=True, exist_ok=True)
+    lines, csv_rows = arm_table(preset, table, paper)
+    ratio_lines, ratio_rows = ratio_table(preset, table, paper)
+    _write_csv(results / "table.csv", csv_rows)
+    if ratio_rows:
+        _write_csv(results / "ratios.csv", ratio_rows)
+    copy_run_files(cells, out, results)
+    sections = [
+        f"## {preset_name}: {preset.description}",
+        "",
+        "Final = the evaluation at the end of each run (row flagged `final` in eval.csv); best periodic = "
+        "the best of the periodic evaluations along the run. Mean ± standard error over seeds.",
+        "",
+        *lines,
+        "",
+        "Ratios of final means over seeds, with a percentile bootstrap 95% CI (10 000 resamples of the seeds "
+        "within each method) and the two-sided p-value of Welch's t-test on the final values (a ratio of "
+        "negative or near-zero values is not meaningful):",
+        "",
+        *ratio_lines,
+        "",
+        "Per-objective mean returns of the final evaluation (mean over its policies, then mean ± SE over "
+        "seeds): discounted (γ = 0.99, what HV/EUM/VO are computed from) and undiscounted, and the mean "
+        "episode length (on mo-hopper-v5 and mo-walker2d-v5 every objective includes a healthy bonus of 1 "
+        "per step alive, so an undiscounted return minus the episode length is the objective net of "
+        "survival):",
+        "",
+        *objective_table(preset, table),
+        "",
+    ]
+    fits = fit_rows(preset, table)
+    if fits:
+        _write_csv(results / "fits.csv", fits)
+        sections += [
+            "Reward-fit diagnostics per arm and refinement cycle (each run's `summary.json` `reward_fits`; mean "
+            "± SE over the seeds that recorded them, epochs as medians over seeds × ensemble members; "
+            '"new episodes" are those an expert collection brought in, scored by the model that shaped the RL '
+            "phase before them; runs older than these records show —):",
+            "",
+            *fit_table(preset, table),
+            "",
+        ]
+    agg_lines, agg_rows = aggregate_lines(preset, result)
+    if agg_rows:
+        _write_csv(results / "aggregate.csv", agg_rows)
+        plot_aggregate(result, preset.aggregate.normaliser, results / "aggregate.png")
+    if agg_lines:
+        sections += [*agg_lines, ""]
+    joined = sorted({(j.label, j.runs) for j in preset.joined})
+    if joined:
+        sections += [
+            "Arms marked `← <study>` are read from another study's committed runs, not run here: "
+            + "; ".join(f"{label}: `{runs}`" for label, runs in joined)
+            + ".",
+            "",
+        ]
+    if recompute:
+        sections += [f"Recompute every number above from the run files: `{recompute}`", ""]
+    markdown = "\n".join(sections)
+    (results / "table.md").write_text(markdown)
+    plot(preset, table, out, cells, results)
+    return markdown

@@ -1,0 +1,208 @@
+"""Running a grid: one ``prism fit`` process per job, on this machine (``local``) or as Ray tasks (``ray``).
+
+A job is a population of every seed of an (env, arm) cell, or one seed of it; its command is chosen when it
+starts, so a job that finds its folder started resumes it (``prism fit --resume``). Joined arms (cells with a
+``source``) are never run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from prism.experiments.grid import CONF, METHODS, ROOT, Cell, Preset
+
+
+@dataclass(frozen=True)
+class Job:
+    """One ``prism fit`` process: a population of every seed of an (env, method) cell, or one seed of it.
+
+    A population job's folder is ``<out>/<env>/<method>`` and its members' folders are ``seed<k>/`` inside it —
+    the same paths per-seed jobs write, so the report reads both alike."""
+
+    env: str
+    method: str
+    seeds: tuple[int, ...]
+    population: bool
+
+    def run_dir(self, out: Path) -> Path:
+        folder = out / self.env / self.method
+        return folder if self.population else folder / f"seed{self.seeds[0]}"
+
+    def finished(self, out: Path) -> bool:
+        return (self.run_dir(out) / ("summary.csv" if self.population else "summary.json")).is_file()
+
+    def log(self, out: Path) -> Path:
+        # A population's log sits beside its folder: prism starts a fresh run only in an empty folder.
+        if self.population:
+            return out / self.env / f"{self.method}.log"
+        return out / self.env / self.method / f"seed{self.seeds[0]}.log"
+
+    def __str__(self) -> str:
+        who = f"seeds {','.join(map(str, self.seeds))}" if self.population else f"seed {self.seeds[0]}"
+        return f"{self.env:8s} {self.method:10s} {who}"
+
+
+def make_jobs(
+    cells: list[Cell], out: Path, per_seed: bool, per_seed_methods: frozenset[str] = frozenset()
+) -> list[Job]:
+    """Group the cells into jobs: one population per (env, method), or one job per seed (every method with
+    ``per_seed``, the methods in ``per_seed_methods`` otherwise). A population job takes only the seeds not
+    already finished as per-seed runs (so an older per-seed grid is completed, not redone). Joined arms'
+    cells (``source`` set) make no job: their runs belong to another grid."""
+    cells = [c for c in cells if c.source is None]
+    if per_seed:
+        return [Job(c.env, c.method, (c.seed,), False) for c in cells]
+    jobs = []
+    for env, method in dict.fromkeys((c.env, c.method) for c in cells):
+        seeds = tuple(c.seed for c in cells if (c.env, c.method) == (env, method))
+        if method in per_seed_methods:
+            jobs += [Job(env, method, (s,), False) for s in seeds]
+            continue
+        population = Job(env, method, seeds, True)
+        if (population.run_dir(out) / "config.yaml").is_file():
+            jobs.append(population)  # a population already started here: resume it as it is
+            continue
+        todo = tuple(s for s in seeds if not Job(env, method, (s,), False).finished(out))
+        if todo and any((population.run_dir(out) / f"seed{s}").exists() for s in seeds):
+            # per-seed runs live in this folder already: finish the grid the same way
+            jobs += [Job(env, method, (s,), False) for s in todo]
+        elif todo:
+            jobs.append(Job(env, method, todo, True))
+    return jobs
+
+
+def fit_command(job: Job, preset: Preset, out: Path) -> list[str]:
+    run_dir = job.run_dir(out)
+    if (run_dir / "config.yaml").is_file():
+        return [sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)]
+    who = f"seeds=[{','.join(map(str, job.seeds))}]" if job.population else f"seed={job.seeds[0]}"
+    arm = preset.arm(job.method)
+    return [
+        sys.executable,
+        "-m",
+        "prism.cli",
+        "fit",
+        "--config",
+        str(CONF / f"{job.env}.yaml"),
+        str(CONF / METHODS[arm.method][0]),
+        *([str(CONF / "agent" / f"{preset.backbone}.yaml")] if preset.backbone != "capql" else []),
+        *preset.overrides_for(job.env),
+        *arm.overrides,
+        f"protocol={preset.protocol_of(job.method)}",
+        *([f"method={arm.name}"] if arm.name != arm.method else []),
+        who,
+        f"run_dir={run_dir}",
+    ]
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGKILL it when its parent dies, so a lost (killed) grid worker never leaves
+    an orphaned ``prism fit`` writing into a run folder that the retried task is about to resume."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: best effort only
+        pass
+
+
+def run_job(job: Job, preset: Preset, out: Path) -> tuple[Job, int, float]:
+    """Run (or resume) one job to the end; ``(job, exit code, seconds)``. A finished job returns at once.
+
+    The command is chosen here, when the run starts, not when it is submitted: a retried Ray task finds the
+    run folder of the lost attempt and resumes it from its last checkpoint."""
+    if job.finished(out):
+        return job, 0, 0.0
+    log = job.log(out)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    command = fit_command(job, preset, out)
+    start = time.perf_counter()
+    with log.open("a") as fh:
+        fh.write(f"\n$ {' '.join(command)}\n")
+        fh.flush()
+        code = subprocess.call(
+            command,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+    return job, code, time.perf_counter() - start
+
+
+def log_tail(job: Job, out: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a job's log (what the driver shows for a failed run)."""
+    path = job.log(out)
+    if not path.is_file():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").rstrip().splitlines()[-lines:])
+
+
+class BackendError(Exception):
+    """A backend cannot be used as asked (one line; the CLI exits 2)."""
+
+
+RunFn = Callable[[Job], tuple[Job, int, float]]
+
+
+def run_local(jobs: list[Job], run: RunFn, parallel: int) -> Iterator[tuple[Job, int, float]]:
+    """``parallel`` jobs at once as subprocesses of this machine; results as they finish."""
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = [pool.submit(run, job) for job in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def run_ray(
+    cells: list[Job],
+    run: RunFn,
+    *,
+    address: str | None,
+    parallel: int,
+    cpus_per_run: float,
+    gpus_per_run: float,
+    max_retries: int = 3,
+) -> Iterator[tuple[Job, int, float]]:
+    """One Ray task per job (a population or one seed), resources declared; a task whose worker is lost is retried (and resumes).
+
+    ``address=None`` starts a local Ray instance with ``parallel × cpus_per_run`` CPUs; ``auto`` (or a
+    ``ray://`` / ``host:port`` address) joins a running cluster, whose resources then bound the parallelism."""
+    try:
+        import ray
+    except ImportError:
+        raise BackendError(
+            '--backend: ray is not installed; install the cluster extra: pip install -e ".[cluster]"'
+        ) from None
+    if not ray.is_initialized():
+        if address is None:
+            ray.init(
+                num_cpus=max(1, math.ceil(parallel * cpus_per_run)),
+                include_dashboard=False,
+                log_to_driver=False,
+            )
+        else:
+            ray.init(address=address, log_to_driver=False)
+    # Tasks are functions of this package, which every node imports anyway (a task runs `python -m prism.cli`).
+    remote = ray.remote(run).options(
+        num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=max_retries, retry_exceptions=False
+    )
+    pending = {remote.remote(cell): cell for cell in cells}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            cell = pending.pop(ref)
+            try:
+                yield ray.get(ref)
+            except Exception as err:  # the task itself failed (after its retries): report, go on
+                print(f"ray task for {cell} failed: {type(err).__name__}: {err}", file=sys.stderr)
+                yield cell, -1, 0.0

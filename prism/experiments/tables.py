@@ -1,0 +1,178 @@
+"""The report's per-env tables, each as markdown lines and (where the report keeps one) CSV rows: the arm table
+beside the paper's numbers, the ratio table, and the per-objective returns and episode lengths.
+
+Only the arms an env runs (:meth:`~prism.experiments.grid.Preset.methods_for`) get rows there; a joined arm's
+rows say where its runs come from.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prism.experiments.grid import ENV_FILES, METHODS, METRICS, Preset
+from prism.experiments.stats import compare, mean_se
+
+Table = dict[tuple[str, str], dict[str, list]]
+"""What :func:`prism.experiments.collect.collect` returns: per (env, arm) the per-seed values."""
+PaperValues = dict[tuple[str, str, str], tuple[float, float]]
+NAN_STATS = {"ratio": math.nan, "p_welch": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+
+
+def fmt(mean: float, se: float) -> str:
+    """``mean ± se`` with two decimals (a common power of ten for large values; "—" for no value)."""
+    if math.isnan(mean):
+        return "—"
+    scale = max(abs(mean), 1e-12)
+    exponent = int(math.floor(math.log10(scale))) if scale >= 1e4 else 0
+    if exponent:
+        if math.isnan(se):
+            return f"{mean / 10**exponent:.2f} e{exponent}"
+        return f"{mean / 10**exponent:.2f} ± {se / 10**exponent:.2f} e{exponent}"
+    return f"{mean:.2f} ± {se:.2f}" if not math.isnan(se) else f"{mean:.2f}"
+
+
+def arm_label(preset: Preset, env: str, arm: str) -> str:
+    """The arm's name in markdown: a joined arm says whose runs it reads (``e-oracle ← protocol-study``)."""
+    join = preset.joined_source(env, arm)
+    return f"{arm} ← {join.label}" if join else arm
+
+
+def arm_table(preset: Preset, table: Table, paper: PaperValues) -> tuple[list[str], list[dict]]:
+    """Per env, arm and metric: final and best periodic mean ± SE over seeds, the paper's value beside them."""
+    joins = bool(preset.joined)
+    lines = [
+        "| env | method | protocol | n | env steps | metric | final (mean ± SE) | best periodic (mean ± SE) "
+        "| paper (mean ± SE) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = []
+    for env in preset.envs:
+        env_id = ENV_FILES[env]
+        for method in preset.methods_for(env):
+            entry = table.get((env, method))
+            steps = int(sum(entry["env_steps"]) / len(entry["env_steps"])) if entry else 0
+            for metric in METRICS:
+                final = mean_se(entry[f"final_{metric}"]) if entry else (math.nan, math.nan)
+                best = mean_se(entry[f"best_{metric}"]) if entry else (math.nan, math.nan)
+                ref = paper.get((env_id, METHODS[preset.arm(method).method][1], metric), (math.nan, math.nan))
+                n = len(entry["seeds"]) if entry else 0
+                protocol = preset.protocol_of(method)
+                lines.append(
+                    f"| {env_id} | {arm_label(preset, env, method)} | {protocol} | {n} | {steps} "
+                    f"| {metric.upper()} | {fmt(*final)} | {fmt(*best)} | {fmt(*ref)} |"
+                )
+                row = {
+                    "env": env_id,
+                    "method": method,
+                    "protocol": protocol,
+                    "metric": metric,
+                    "n_seeds": n,
+                    "env_steps": steps,
+                    "final_mean": final[0],
+                    "final_se": final[1],
+                    "best_mean": best[0],
+                    "best_se": best[1],
+                    "paper_mean": ref[0],
+                    "paper_se": ref[1],
+                }
+                if (
+                    joins
+                ):  # only presets that join arms have the column (older reports' CSVs stay as they are)
+                    join = preset.joined_source(env, method)
+                    row["runs_from"] = join.label if join else ""
+                rows.append(row)
+    return lines, rows
+
+
+def ratio_table(preset: Preset, table: Table, paper: PaperValues) -> tuple[list[str], list[dict]]:
+    """Per env, the preset's ratios A / B of final means with a bootstrap CI, Welch p and the paper's ratio;
+    a ratio whose arms the env does not both run is left out."""
+
+    def theirs(env_id: str, arm: str, metric: str) -> float:
+        return paper.get((env_id, METHODS[preset.arm(arm).method][1], metric), (math.nan, math.nan))[0]
+
+    def paper_ratio(env_id: str, a: str, b: str, metric: str) -> str:
+        if preset.arm(a).method == preset.arm(b).method:
+            return "—"  # the same method of the paper under two protocols or agents: no paper counterpart
+        x, y = theirs(env_id, a, metric), theirs(env_id, b, metric)
+        return "—" if math.isnan(x) or math.isnan(y) or y == 0 else f"{x / y:.2f}"
+
+    lines = [
+        "| env | metric | A / B | protocols | what it measures | ours (final means) | bootstrap 95% CI | Welch p "
+        "| paper |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = []
+    for env in preset.envs:
+        env_id = ENV_FILES[env]
+        arms = preset.methods_for(env)
+        for ratio in preset.ratio_rows():
+            a, b = ratio.numerator, ratio.denominator
+            if a not in arms or b not in arms:
+                continue
+            a_entry, b_entry = table.get((env, a)), table.get((env, b))
+            for metric in METRICS:
+                if a_entry and b_entry:
+                    st = compare(a_entry[f"final_{metric}"], b_entry[f"final_{metric}"])
+                else:
+                    st = dict(NAN_STATS)
+                ci = "—" if math.isnan(st["ci_low"]) else f"[{st['ci_low']:.2f}, {st['ci_high']:.2f}]"
+                ours = "—" if math.isnan(st["ratio"]) else f"{st['ratio']:.2f}"
+                p = "—" if math.isnan(st["p_welch"]) else f"{st['p_welch']:.3f}"
+                protocols = f"{preset.protocol_of(a)} / {preset.protocol_of(b)}"
+                theirs_ratio = paper_ratio(env_id, a, b, metric)
+                lines.append(
+                    f"| {env_id} | {metric.upper()} | {a} / {b} | {protocols} | {ratio.label or '—'} | {ours} "
+                    f"| {ci} | {p} | {theirs_ratio} |"
+                )
+                rows.append(
+                    {
+                        "env": env_id,
+                        "metric": metric,
+                        "numerator": a,
+                        "denominator": b,
+                        "protocols": protocols,
+                        "label": ratio.label,
+                        **st,
+                        "paper": theirs_ratio,
+                    }
+                )
+    return lines, rows
+
+
+def objective_table(preset: Preset, table: Table) -> list[str]:
+    """Markdown rows: per arm, the final evaluation's mean episode length and per-objective returns."""
+    lines: list[str] = []
+    for env in preset.envs:
+        names: list[str] = []  # objectives differ between envs: one table per env
+        for method in preset.methods_for(env):
+            for key in table.get((env, method), {}):
+                if key.startswith("final_return_") and key[len("final_return_") :] not in names:
+                    names.append(key[len("final_return_") :])
+        if not names:
+            continue
+        header = ["env", "method", "protocol", "n", "episode length"]
+        header += [f"{n} (disc.)" for n in names] + [f"{n} (undisc.)" for n in names]
+        header += [f"{n} (undisc. − length)" for n in names]
+        if lines:
+            lines.append("")
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for method in preset.methods_for(env):
+            entry = table.get((env, method))
+            if not entry:
+                continue
+            lengths = entry.get("final_mean_episode_length", [])
+            cells = [ENV_FILES[env], arm_label(preset, env, method), preset.protocol_of(method)]
+            cells += [str(len(entry["seeds"])), fmt(*mean_se(lengths))]
+            cells += [fmt(*mean_se(entry.get(f"final_return_{n}", []))) for n in names]
+            cells += [fmt(*mean_se(entry.get(f"final_undiscounted_return_{n}", []))) for n in names]
+            for n in names:
+                undiscounted = entry.get(f"final_undiscounted_return_{n}", [])
+                net = (
+                    [u - length for u, length in zip(undiscounted, lengths)]
+                    if len(lengths) == len(undiscounted)
+                    else []
+                )
+                cells.append(fmt(*mean_se(net)))
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines or ["(no per-objective returns in these eval.csv files)"]

@@ -1,0 +1,333 @@
+"""prism reproduce's reports: the committed protocol study recomputes byte for byte; a study that joins another
+study's arms reads them as its own cells without running or copying them; the reward-fit diagnostics and the
+rliable aggregate match brute-force computations on synthetic run folders."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prism.experiments import cli, stats
+from prism.experiments.grid import JoinedArms
+from prism.experiments.presets import PRESETS
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = ROOT / "docs" / "results" / "protocol-study"
+
+
+def test_the_committed_protocol_study_recomputes_byte_for_byte(tmp_path, capsys):
+    results = tmp_path / "report"
+    argv = [
+        "--preset",
+        "protocol-study",
+        "--report-only",
+        "--out",
+        str(STUDY / "runs"),
+        "--results",
+        str(results),
+    ]
+    assert cli.main(argv) == 0
+    for name in ("table.csv", "ratios.csv"):
+        assert (results / name).read_bytes() == (STUDY / name).read_bytes(), name
+    # the printed recompute command names the committed runs, in the package's command line
+    assert (
+        "`prism reproduce --preset protocol-study --report-only --out docs/results/protocol-study/runs"
+        in (capsys.readouterr().out)
+    )
+
+
+def test_ad_hoc_reports_default_to_runs_results_and_the_shim_takes_the_same_arguments(tmp_path):
+    args = cli.build_parser().parse_args(["--preset", "smoke"])
+    out, results = cli.grid_folders(args, False, False)
+    assert (out, results) == (ROOT / "runs" / "reproduce" / "smoke", ROOT / "runs" / "results" / "smoke")
+    args = cli.build_parser().parse_args(["--preset", "cpu-medium", "--protocol", "released"])
+    assert cli.grid_folders(args, False, True)[1] == ROOT / "runs" / "results" / "cpu-medium-released"
+    shim = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "reproduce.py"),
+            "--preset",
+            "smoke",
+            "--dry-run",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shim.returncode == 0, shim.stderr
+    lines = shim.stdout.strip().splitlines()
+    assert len(lines) == 3 and all(" -m prism.cli fit --config " in line for line in lines)
+
+
+# ---- synthetic run folders -----------------------------------------------------------------------------
+OBJECTIVES = {"walker": ("forward", "energy"), "hopper": ("forward", "jump", "energy")}
+
+
+def _fit_record(cycle: int, pearson: float, epochs: list[int], new_pearson: float | None) -> dict:
+    quality = {"segment_sum_mse": 10.0 + cycle, "pearson": pearson, "pearson_non_final": pearson - 0.1}
+    quality |= {"mean_predicted_terminal": 0.8, "mean_true_terminal": -0.5}
+    quality |= {"mean_predicted_other": 1.0, "mean_true_other": 1.1}
+    return {
+        "cycle": cycle,
+        "env_steps": 25_000 * cycle,
+        "store": {
+            "episodes": 100,
+            "steps": 5000,
+            "segments": 100,
+            "train": {"episodes": 80},
+            "validation": {"episodes": 20},
+        },
+        "epochs_run": epochs,
+        "best_epoch": [e - 20 for e in epochs],
+        "wall_time_s": 30.0 + cycle,
+        "validation": quality,
+        "validation_expert": None,
+        "new_episodes": None if new_pearson is None else {"pearson": new_pearson, "segment_sum_mse": 99.0},
+    }
+
+
+def write_run(
+    run_dir: Path, env: str, hv: float, *, length: float = 500.0, fits: list[dict] | None = None
+) -> None:
+    """A finished run's config.yaml, eval.csv (two periodic rows and the final one), front.csv and
+    summary.json, in the formats prism fit writes them."""
+    run_dir.mkdir(parents=True)
+    objectives = OBJECTIVES[env]
+    header = ["env_steps", "hv", "eum", "vo", "cardinality"]
+    header += [f"return_{o}" for o in objectives] + [f"undiscounted_return_{o}" for o in objectives]
+    header += ["mean_episode_length", "equivariance_error", "final"]
+
+    def row(steps: int, value: float, final: int) -> list:
+        returns = [value / 1e5 + i for i in range(len(objectives))]
+        return [
+            steps,
+            value,
+            value / 1e5,
+            value / 1e4,
+            4,
+            *returns,
+            *[r * 5 for r in returns],
+            length,
+            0.5,
+            final,
+        ]
+
+    with (run_dir / "eval.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerows([header, row(25_000, hv / 2, 0), row(50_000, hv * 0.9, 0), row(50_000, hv, 1)])
+    n = len(objectives)
+    front_header = [f"weight_{i}" for i in range(n)] + [f"mean_{i}" for i in range(n)]
+    front_header += [f"std_{i}" for i in range(n)] + ["on_front"]
+    with (run_dir / "front.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(front_header)
+        writer.writerow([1.0] + [0.0] * (n - 1) + [10.0 + i for i in range(n)] + [0.1] * n + [1])
+    summary = {"method": run_dir.parent.name, "seed": int(run_dir.name[4:]), "final": {"hv": hv}}
+    if fits is not None:
+        summary["reward_fits"] = fits
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    (run_dir / "config.yaml").write_text(f"seed: {summary['seed']}\nmethod: {run_dir.parent.name}\n")
+
+
+HV = {  # (env, arm) -> final HV per seed 0..3
+    ("walker", "e-oracle"): [100.0, 110.0, 90.0, 100.0],
+    ("walker", "e-baseline"): [50.0, 60.0, 55.0, 45.0],
+    ("walker", "e-prism"): [80.0, 120.0, 100.0, 95.0],
+    ("walker", "e-uniform"): [70.0, 75.0, 100.0, 50.0],
+    ("walker", "r-oracle"): [60.0, 62.0, 64.0, 66.0],
+    ("walker", "r-prism"): [90.0, 91.0, 92.0, 93.0],
+    ("hopper", "e-oracle"): [200.0, 220.0, 180.0, 200.0],
+    ("hopper", "e-baseline"): [100.0, 150.0, 100.0, 130.0],
+    ("hopper", "e-prism"): [150.0, 250.0, 200.0, 150.0],  # ties with e-uniform's 150 and 200
+    ("hopper", "e-uniform"): [150.0, 200.0, 210.0, 190.0],
+}
+PEARSON = {0: [0.5, 0.6, 0.7, 0.8], 1: [0.4, 0.5, 0.6, 0.7]}  # walker e-prism's validation Pearson per cycle
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """table1-study narrowed to walker (its own runs) and hopper (joined from a synthetic protocol study),
+    seeds 0-3, in a temporary folder; its report written once: (own runs, joined runs, report, markdown)."""
+    tmp_path = tmp_path_factory.mktemp("study")
+    own, other = tmp_path / "grid", tmp_path / "protocol-study" / "runs"
+    for (env, arm), values in HV.items():
+        for seed, hv in enumerate(values):
+            fits = None
+            if (env, arm) == ("walker", "e-prism"):
+                epochs = [[60, 100, 80], [40, 50, 60], [100, 100, 100], [30, 30, 30]][seed]
+                fits = [
+                    _fit_record(c, PEARSON[c][seed], epochs, None if c == 0 else 0.2 + seed / 10)
+                    for c in (0, 1)
+                ]
+            write_run((other if env == "hopper" else own) / env / arm / f"seed{seed}", env, hv, fits=fits)
+    base = PRESETS["table1-study"]
+    preset = dataclasses.replace(
+        base,
+        envs=("walker", "hopper"),
+        seeds=(0, 1, 2, 3),
+        joined=tuple(dataclasses.replace(j, runs=str(other)) for j in base.joined),
+    )
+    before = sorted(p.relative_to(other) for p in other.rglob("*"))
+    results = tmp_path / "report"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(PRESETS, "table1-study", preset)
+        patch.setattr(stats, "AGGREGATE_RESAMPLES", 200)  # the intervals' width is not under test here
+        output = io.StringIO()
+        argv = ["--preset", "table1-study", "--report-only", "--out", str(own), "--results", str(results)]
+        with contextlib.redirect_stdout(output):
+            assert cli.main(argv) == 0
+        # the joined runs are read, never written to
+        assert sorted(p.relative_to(other) for p in other.rglob("*")) == before
+        yield own, other, results, output.getvalue()
+
+
+def test_table1_study_reads_hopper_from_the_protocol_study_without_running_or_copying_it(study, capsys):
+    own, other, results, markdown = study
+    rows = list(csv.DictReader((results / "table.csv").open()))
+    arms = {(r["env"], r["method"]): r for r in rows if r["metric"] == "hv"}
+    # each env's own arms only: no empty hopper rows for r-oracle, r-prism or e-prism-N1000
+    assert sorted(m for e, m in arms if e == "mo-hopper-v5") == [
+        "e-baseline",
+        "e-oracle",
+        "e-prism",
+        "e-uniform",
+    ]
+    assert sorted(m for e, m in arms if e == "mo-walker2d-v5") == sorted(
+        ["e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism"]
+    )
+    hopper_prism = arms[("mo-hopper-v5", "e-prism")]
+    assert (
+        hopper_prism["runs_from"] == "protocol-study"
+        and arms[("mo-walker2d-v5", "e-prism")]["runs_from"] == ""
+    )
+    assert float(hopper_prism["final_mean"]) == pytest.approx(np.mean(HV[("hopper", "e-prism")]))
+    assert hopper_prism["n_seeds"] == "4" and hopper_prism["paper_mean"] != ""  # beside the paper's number
+    assert "| mo-hopper-v5 | e-prism ← protocol-study | equal | 4 | 50000 | HV |" in markdown
+    # ratios: the four equal-budget ones per env, r-prism / r-oracle on walker only
+    ratios = [
+        (r["env"], r["numerator"], r["denominator"]) for r in csv.DictReader((results / "ratios.csv").open())
+    ]
+    assert ratios.count(("mo-hopper-v5", "r-prism", "r-oracle")) == 0
+    assert ratios.count(("mo-walker2d-v5", "r-prism", "r-oracle")) == 3
+    for pair in (
+        ("e-prism", "e-oracle"),
+        ("e-prism", "e-baseline"),
+        ("e-uniform", "e-oracle"),
+        ("e-prism", "e-uniform"),
+    ):
+        assert ratios.count(("mo-hopper-v5", *pair)) == 3
+    # per-objective tables per env: hopper's three objectives, walker's two
+    assert (
+        "| env | method | protocol | n | episode length | forward (disc.) | jump (disc.) | energy (disc.) |"
+        in markdown
+    )
+    assert "| env | method | protocol | n | episode length | forward (disc.) | energy (disc.) |" in markdown
+    # the joined runs are neither copied into this report nor touched; its own runs are copied
+    assert not (results / "runs" / "hopper").exists()
+    assert (results / "runs" / "walker" / "e-prism" / "seed3" / "summary.json").is_file()
+    # and never run: the grid's jobs are walker's only
+    assert cli.main(["--preset", "table1-study", "--dry-run", "--out", str(own)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 6 * 4 and not any("/hopper/" in line or "hopper.yaml" in line for line in lines)
+
+
+def test_fit_diagnostics_per_arm_and_cycle_match_the_records(study):
+    _, _, results, _ = study
+    fits = list(csv.DictReader((results / "fits.csv").open()))
+    walker = [r for r in fits if r["env"] == "mo-walker2d-v5" and r["arm"] == "e-prism"]
+    assert [r["cycle"] for r in walker] == ["0", "1"] and all(r["n"] == "4" for r in walker)
+    for row, cycle in zip(walker, (0, 1)):
+        values = np.array(PEARSON[cycle])
+        se = values.std(ddof=1) / np.sqrt(len(values))
+        assert row["val Pearson"] == f"{values.mean():.2f} ± {se:.2f}"
+    all_epochs = [60, 100, 80, 40, 50, 60, 100, 100, 100, 30, 30, 30]
+    assert walker[0]["epochs run (median)"] == f"{np.median(all_epochs):g}"
+    assert walker[0]["store episodes (train / val)"] == "80 / 20"
+    assert walker[0]["new episodes, previous model: Pearson"] == "—"  # the first fit has no previous model
+    new = np.array([0.2, 0.3, 0.4, 0.5])
+    assert (
+        walker[1]["new episodes, previous model: Pearson"] == f"{new.mean():.2f} ± {new.std(ddof=1) / 2:.2f}"
+    )
+    # hopper's e-prism runs predate the records: one row of "—"; arms without a reward model get none
+    hopper = [r for r in fits if r["env"] == "mo-hopper-v5"]
+    assert [r["arm"] for r in hopper] == ["e-prism ← protocol-study"]
+    assert hopper[0]["val Pearson"] == "—" and hopper[0]["epochs run (median)"] == "—"
+    assert not any("oracle" in r["arm"] or "uniform" in r["arm"] for r in fits)
+
+
+def _brute_iqm(matrix: np.ndarray) -> float:
+    pooled = np.sort(matrix.ravel())
+    quarter = len(pooled) // 4
+    return float(pooled[quarter : len(pooled) - quarter].mean())
+
+
+def _brute_improvement(x: np.ndarray, y: np.ndarray) -> float:
+    per_env = []
+    for env in range(x.shape[1]):
+        wins = [1.0 if a > b else 0.5 if a == b else 0.0 for a in x[:, env] for b in y[:, env]]
+        per_env.append(sum(wins) / len(wins))
+    return sum(per_env) / len(per_env)
+
+
+def test_rliable_aggregate_of_the_study_matches_brute_force(study):
+    _, _, results, markdown = study
+    normalised = {
+        arm: np.stack(
+            [np.array(HV[(env, arm)]) / np.mean(HV[(env, "e-oracle")]) for env in ("walker", "hopper")], 1
+        )
+        for arm in ("e-oracle", "e-baseline", "e-prism", "e-uniform")
+    }
+    rows = list(csv.DictReader((results / "aggregate.csv").open()))
+    iqm = {r["x"]: r for r in rows if r["statistic"] == "iqm"}
+    assert set(iqm) == set(normalised)
+    for arm, matrix in normalised.items():
+        assert float(iqm[arm]["value"]) == pytest.approx(_brute_iqm(matrix))
+        assert float(iqm[arm]["ci_low"]) <= float(iqm[arm]["value"]) <= float(iqm[arm]["ci_high"])
+    improvements = {(r["x"], r["y"]): r for r in rows if r["statistic"] == "probability_of_improvement"}
+    assert set(improvements) == {
+        ("e-prism", "e-uniform"),
+        ("e-prism", "e-baseline"),
+        ("e-uniform", "e-baseline"),
+    }
+    for (x, y), row in improvements.items():
+        assert float(row["value"]) == pytest.approx(_brute_improvement(normalised[x], normalised[y]))
+        assert 0.0 <= float(row["ci_low"]) <= float(row["value"]) <= float(row["ci_high"]) <= 1.0
+    assert (results / "aggregate.png").stat().st_size > 0
+    assert "Aggregate over mo-walker2d-v5, mo-hopper-v5, computed with rliable" in markdown
+
+
+def test_a_missing_rliable_is_one_line_naming_the_extra_and_writes_nothing(
+    study, tmp_path, capsys, monkeypatch
+):
+    own, _, _, _ = study
+    results = tmp_path / "report"
+    monkeypatch.setitem(sys.modules, "rliable", None)  # `import rliable` now raises ImportError
+    argv = ["--preset", "table1-study", "--report-only", "--out", str(own), "--results", str(results)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rliable" in err[0] and '.[report]"' in err[0]
+    assert not results.exists()
+
+
+def test_every_joined_arm_is_one_of_its_envs_arms_and_reads_a_committed_folder():
+    for name, preset in PRESETS.items():
+        for join in preset.joined:
+            assert isinstance(join, JoinedArms)
+            assert set(join.arms) <= set(preset.methods_for(join.env)), name
+            assert join.env in preset.envs and join.folder().is_dir(), name
+    t1 = PRESETS["table1-study"]
+    assert t1.methods_for("hopper") == ("e-oracle", "e-baseline", "e-prism", "e-uniform")
+    assert all(c.source is not None for c in t1.cells() if c.env == "hopper")
+    budget = PRESETS["reward-budget"]
+    assert {c.method for c in budget.cells() if c.source is not None} == {"e-prism", "e-uniform", "e-oracle"}

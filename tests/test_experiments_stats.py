@@ -1,0 +1,68 @@
+"""prism.experiments.stats: the rliable aggregate against brute force on small synthetic scores (IQM = mean of
+the middle 50 % of the pooled scores; P(X > Y) = mean over envs of the Mann–Whitney fraction, ties ½)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rliable import metrics
+
+from prism.experiments.grid import Aggregate
+from prism.experiments.stats import aggregate, normalised_scores, probability_of_improvement
+
+
+def _brute_improvement(x: np.ndarray, y: np.ndarray) -> float:
+    per_env = []
+    for env in range(x.shape[1]):
+        wins = [1.0 if a > b else 0.5 if a == b else 0.0 for a in x[:, env] for b in y[:, env]]
+        per_env.append(sum(wins) / len(wins))
+    return sum(per_env) / len(per_env)
+
+
+def test_probability_of_improvement_is_the_mann_whitney_fraction_and_rliables_number():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        # integers: many ties, within and across arms; different run counts per arm
+        x, y = rng.integers(0, 4, (5, 3)).astype(float), rng.integers(0, 4, (4, 3)).astype(float)
+        expected = _brute_improvement(x, y)
+        assert probability_of_improvement(x, y) == pytest.approx(expected)
+        assert metrics.probability_of_improvement(x, y) == pytest.approx(expected)
+
+
+def test_aggregate_iqm_and_improvement_match_brute_force_and_their_cis_bracket_them():
+    envs = ("a", "b")
+    finals = {  # 4 runs × 2 envs = 8 scores per arm: the IQM is the mean of the middle 4
+        ("a", "oracle"): [10.0, 10.0, 10.0, 10.0],
+        ("b", "oracle"): [4.0, 6.0, 5.0, 5.0],
+        ("a", "prism"): [12.0, 3.0, 9.0, 30.0],
+        ("b", "prism"): [5.0, 1.0, 7.5, 2.5],
+        ("a", "uniform"): [9.0, 12.0, 12.0, 8.0],
+        ("b", "uniform"): [5.0, 5.0, 4.0, 6.5],
+    }
+    spec = Aggregate("oracle", ("oracle", "prism", "uniform"), (("prism", "uniform"),))
+    result = aggregate(finals, envs, spec, resamples=300)
+    assert result.envs == envs and result.runs == {"oracle": 4, "prism": 4, "uniform": 4}
+    for arm in spec.arms:
+        pooled = sorted([v / 10.0 for v in finals[("a", arm)]] + [v / 5.0 for v in finals[("b", arm)]])
+        assert result.iqm[arm].value == pytest.approx(sum(pooled[2:6]) / 4)
+        assert result.iqm[arm].low <= result.iqm[arm].value <= result.iqm[arm].high
+    x = np.array([finals[("a", "prism")], finals[("b", "prism")]]).T / [10.0, 5.0]
+    y = np.array([finals[("a", "uniform")], finals[("b", "uniform")]]).T / [10.0, 5.0]
+    improvement = result.improvement[("prism", "uniform")]
+    assert improvement.value == pytest.approx(_brute_improvement(x, y))
+    assert 0.0 <= improvement.low <= improvement.value <= improvement.high <= 1.0
+
+
+def test_normalised_scores_keep_envs_where_every_arm_has_two_runs_and_trim_to_common_counts():
+    finals = {
+        ("a", "oracle"): [2.0, 2.0, 2.0],
+        ("a", "prism"): [1.0, 2.0, 3.0],
+        ("b", "oracle"): [4.0, 4.0],
+        ("b", "prism"): [8.0, 4.0],
+        ("c", "oracle"): [1.0, 1.0],
+        ("c", "prism"): [1.0],  # one run: env c is left out
+    }
+    used, scores = normalised_scores(finals, ("a", "b", "c"), Aggregate("oracle", ("prism",), ()))
+    assert used == ("a", "b")
+    np.testing.assert_allclose(scores["prism"], [[0.5, 2.0], [1.0, 1.0]])  # a's first two runs / 2, b's / 4
+    assert aggregate(finals, ("c",), Aggregate("oracle", ("prism",), ())) is None
