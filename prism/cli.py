@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="delete an existing non-empty run folder and start afresh"
     )
     fit.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _add_progress_argument(fit)
 
     show = sub.add_parser(
         "config",
@@ -100,6 +101,17 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
     _add_render_parser(sub)
     return parser
+
+
+def _add_progress_argument(fit: argparse.ArgumentParser) -> None:
+    """``prism fit --progress``: bars in a terminal, plain lines in a log (prism.loop.progress_lines)."""
+    fit.add_argument(
+        "--progress",
+        choices=("auto", "bar", "lines", "none"),
+        default="auto",
+        help="what stderr shows: bars in a terminal and plain lines (phase starts and ends, every 1000 RL "
+        "steps) otherwise (auto, default), always bars, always lines, or nothing",
+    )
 
 
 def _add_render_parser(sub) -> None:
@@ -197,7 +209,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             from prism.loop.run import fit_run
 
-            fit_run(files, overrides, resume=resume, overwrite=args.overwrite, config=config)
+            fit_run(
+                files,
+                overrides,
+                resume=resume,
+                overwrite=args.overwrite,
+                config=config,
+                progress=args.progress,
+            )
         elif args.command == "render":
             _render(args)
         elif args.command == "evaluate":

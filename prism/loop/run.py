@@ -52,6 +52,7 @@ from prism.loop.members import Member, Run, member_config, member_run_dirs
 from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.loop.progress import PhaseProgressBar, Progress
+from prism.loop.progress_lines import make_progress
 from prism.registry import AGENTS, REWARDS, RewardEntry
 from prism.seeding import derive_seed
 
@@ -157,6 +158,8 @@ def build_run(
     if progress_bar:
         # Every phase in the terminal (docs: prism/loop/progress.py); a Progress instance may be passed in.
         progress = progress_bar if isinstance(progress_bar, Progress) else Progress()
+        progress.clock = lambda: agent.env_step_count
+        progress.total_steps = loop.total_env_steps
         if progress.active:  # the phase bars hook into collection, fits and evaluations only when shown
             loop.progress = progress
             for member in members:
@@ -212,21 +215,23 @@ def fit_run(
     resume: str | None = None,
     overwrite: bool = False,
     config: RunConfig | None = None,
+    progress: str = "auto",
 ) -> Run | None:
     """``prism fit``: load and validate the config (or take ``config``, already loaded from ``files`` and
     ``overrides``), prepare the run folder, train, evaluate.
 
     ``config.yaml`` gets every key and a ``resolved:`` block (:func:`prism.config.resolved_values`).
-    ``None`` when ``resume`` names a finished run (nothing is done)."""
+    ``None`` when ``resume`` names a finished run (nothing is done). ``progress``: what stderr shows
+    (:data:`prism.loop.progress_lines.PROGRESS_MODES`; ``auto``: bars in a terminal, plain lines elsewhere)."""
     _quiet()
     if resume is not None:
-        return resume_run(Path(resume), files, overrides)
+        return resume_run(Path(resume), files, overrides, progress=progress)
     config = config if config is not None else load_config(files, overrides)
     run_dir = Path(config.run_dir)
     prepare_run_dir(run_dir, overwrite=overwrite)
     spec = resolve_env_spec(config)
     (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config, spec)))
-    run = build_run(config)
+    run = build_run(config, progress_bar=make_progress(progress))
     write_member_configs(run)
     attach_checkpointing(run)
     start = time.perf_counter()
@@ -237,7 +242,9 @@ def fit_run(
     return run
 
 
-def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | None:
+def resume_run(
+    run_dir: Path, files: list[str], overrides: list[str], *, progress: str = "auto"
+) -> Run | None:
     """``prism fit --resume RUN_DIR``: continue a run from its last good checkpoint (or from scratch if none).
 
     The run folder's ``config.yaml`` is used, rows of ``eval.csv`` newer than the checkpoint are dropped (they
@@ -278,7 +285,8 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
         last_eval = int(evaluation["last_eval_step"]) if evaluation is not None else -1
         final_done = bool(evaluation.get("final_done", False)) if evaluation is not None else False
         truncate_eval_csv(member_dir / "eval.csv", last_eval, keep_final=final_done)
-    run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
+    purge_step = int(state["env_steps"]) if state is not None else 0
+    run = build_run(config, progress_bar=make_progress(progress), purge_step=purge_step)
     attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
     start = time.perf_counter()
     interrupt.fit(run.trainer, run.agent)
