@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.evaluation",),
     ("prism.config", "prism.agent_keys", "prism.plugins", "prism.protocols"),
     ("prism.loop",),
+    ("prism.api", "prism.render"),  # using a trained run from Python, and watching it
     ("prism.cli",),
 ]
 """Layers, bottom to top: a module may import from its own layer and the ones below it."""
