@@ -19,7 +19,7 @@ import csv
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,8 @@ class RenderResult:
     video: Path
     contact_sheet: Path
     fps: float
-    weights: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    weights: np.ndarray
+    """``[K, L]``: the preferences rendered."""
 
 
 def default_weights(run_dir: Path, n_objectives: int) -> np.ndarray:
@@ -221,6 +222,22 @@ def write_contact_sheet(clips: list[Clip], names: list[str], path: Path, columns
     return path
 
 
+def check_writer(path: Path, width: int, height: int) -> None:
+    """Refuse, before any rollout, a video that cannot be written: no imageio, an MP4 without imageio-ffmpeg,
+    or an MP4 of odd size (H.264 in yuv420p, what players take, halves the colour resolution)."""
+    _imageio()
+    if path.suffix.lower() != ".mp4":
+        return
+    try:
+        import imageio_ffmpeg  # noqa: F401  (imageio's MP4 writer)
+    except ImportError:
+        raise ConfigError(
+            f"--out: writing {path.suffix} needs imageio-ffmpeg: pip install '{EXTRA}' (or --out <name>.gif)"
+        ) from None
+    if width % 2 or height % 2:
+        raise ConfigError(f"--size: an MP4 needs an even width and height, got {width}x{height}")
+
+
 def write_video(clips: list[Clip], path: Path, fps: float) -> Path:
     """The clips one after the other as an MP4 (needs imageio-ffmpeg) or a GIF (by ``path``'s suffix)."""
     imageio = _imageio()
@@ -229,13 +246,7 @@ def write_video(clips: list[Clip], path: Path, fps: float) -> Path:
     if path.suffix.lower() == ".gif":
         imageio.mimsave(path, list(frames), duration=1000.0 / fps, loop=0)
     else:
-        try:
-            import imageio_ffmpeg  # noqa: F401  (imageio's MP4 writer)
-        except ImportError:
-            raise ConfigError(
-                f"--out: writing {path.suffix} needs imageio-ffmpeg: pip install '{EXTRA}' (or --out <name>.gif)"
-            ) from None
-        # 16-pixel blocks keep every codec happy without imageio's resize warning.
+        # macro_block_size=1: keep the frame size as rendered (imageio would resize to multiples of 16).
         imageio.mimsave(path, list(frames), fps=fps, macro_block_size=1)
     return path
 
@@ -265,7 +276,7 @@ def render_run(
     out_path = Path(out) if out is not None else Path(run_dir) / "render" / "rollouts.mp4"
     if out_path.suffix.lower() not in (".mp4", ".gif"):
         raise ConfigError(f"--out: {str(out_path)!r} must end in .mp4 or .gif")
-    _imageio()  # before any work: a missing extra is one line at once
+    check_writer(out_path, width, height)  # before any work: a missing extra is one line at once
     run = load_run(run_dir)
     n = run.spec.n_objectives
     weights = default_weights(run.run_dir, n) if weights is None else np.asarray(weights, dtype=np.float64)

@@ -116,6 +116,9 @@ def test_weights_and_size_options_are_parsed_or_refused_in_one_line():
     assert render.parse_size("64x48") == (64, 48)
     with pytest.raises(ConfigError, match="--size"):
         render.parse_size("64")
+    with pytest.raises(ConfigError, match="^--size: an MP4 needs an even width and height, got 65x48"):
+        render.check_writer(Path("clip.mp4"), 65, 48)
+    render.check_writer(Path("clip.gif"), 65, 48)  # a GIF takes any size
 
 
 def test_no_gl_backend_is_one_line_naming_what_to_install_exit_2(hopper_run, tmp_path, monkeypatch, capsys):
