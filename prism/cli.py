@@ -1,5 +1,5 @@
-"""``prism`` command line: ``prism fit``, ``prism evaluate``, ``prism config`` and ``prism reproduce`` (a
-preset's grid of runs and its report, :mod:`prism.experiments`); ``prism --version``.
+"""``prism`` command line: ``prism fit``, ``prism evaluate``, ``prism config``, ``prism render`` and
+``prism reproduce`` (a preset's grid of runs and its report, :mod:`prism.experiments`); ``prism --version``.
 
 ``prism config`` prints the config a ``prism fit`` with the same arguments would run, with every key and its
 default, and a ``resolved:`` block (what the run would decide for keys left ``null`` / ``auto``), without
@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     parser.add_argument("--version", action="version", version=f"prism {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config,reproduce}")
+    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config,render,reproduce}")
 
     fit = sub.add_parser(
         "fit",
@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="delete an existing non-empty run folder and start afresh"
     )
     fit.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _add_progress_argument(fit)
 
     show = sub.add_parser(
         "config",
@@ -98,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         help="final (eval.final.*, default) or periodic (eval.num_weights x eval.episodes)",
     )
     evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _add_render_parser(sub)
     # Listed here for `prism --help`; main() hands `prism reproduce ...` to prism.experiments.cli, imported
     # only then, which parses its own options (`prism reproduce --help`).
     sub.add_parser(
@@ -106,6 +108,67 @@ def _parser() -> argparse.ArgumentParser:
         help="run (or resume) a preset's grid of envs x methods x seeds and report it (the paper's tables)",
     )
     return parser
+
+
+def _add_progress_argument(fit: argparse.ArgumentParser) -> None:
+    """``prism fit --progress``: bars in a terminal, plain lines in a log (prism.loop.progress_lines)."""
+    fit.add_argument(
+        "--progress",
+        choices=("auto", "bar", "lines", "none"),
+        default="auto",
+        help="what stderr shows: bars in a terminal and plain lines (phase starts and ends, every 1000 RL "
+        "steps) otherwise (auto, default), always bars, always lines, or nothing",
+    )
+
+
+def _add_render_parser(sub) -> None:
+    """``prism render RUN_DIR``: a video and a contact sheet of the trained policy (:mod:`prism.render`)."""
+    render = sub.add_parser(
+        "render",
+        help="render the trained policy's rollouts to a video (MP4/GIF) and a contact-sheet PNG",
+        description="Roll out the last checkpoint's deterministic policy headless (MuJoCo via MUJOCO_GL=egl, "
+        "else osmesa) and write a video and a contact sheet (<out stem>_sheet.png). Default preferences: the "
+        "final front's extreme ones and the balanced one. Needs the render extra: pip install "
+        "'prism-morl[render]'.",
+    )
+    render.add_argument("run_dir", metavar="RUN_DIR")
+    render.add_argument(
+        "--weights",
+        nargs="+",
+        metavar="W1,W2,...",
+        help="preferences to render, one comma-separated vector each (normalised to sum 1)",
+    )
+    render.add_argument("--episodes", type=int, default=1, help="episodes per preference (default 1)")
+    render.add_argument("--seed", type=int, help="base reset seed (default: the run's evaluation seed)")
+    render.add_argument(
+        "--out", metavar="FILE", help="video file, .mp4 or .gif (default RUN_DIR/render/rollouts.mp4)"
+    )
+    render.add_argument("--size", default="320x240", metavar="WxH", help="frame size (default 320x240)")
+    render.add_argument("--max-steps", type=int, help="stop each episode after this many steps")
+    render.add_argument("--debug", action="store_true", help="show full tracebacks")
+
+
+def _render(args: argparse.Namespace) -> None:
+    """Run ``prism render`` and print where its files went."""
+    from prism.render import parse_size, parse_weights, render_run
+
+    width, height = parse_size(args.size)
+    result = render_run(
+        args.run_dir,
+        weights=parse_weights(args.weights) if args.weights else None,
+        episodes=args.episodes,
+        seed=args.seed,
+        out=args.out,
+        width=width,
+        height=height,
+        max_steps=args.max_steps,
+    )
+    for clip in result.clips:
+        w = ", ".join(f"{x:.3g}" for x in clip.weight)
+        returns = ", ".join(f"{x:.4g}" for x in clip.undiscounted_return)
+        print(f"w=({w}) episode {clip.episode}: {len(clip.frames) - 1} steps, return ({returns})")
+    print(f"video          {result.video}")
+    print(f"contact sheet  {result.contact_sheet}")
 
 
 def _files_and_overrides(items: list[str], overrides: list[str]) -> tuple[list[str], list[str]]:
@@ -158,7 +221,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             from prism.loop.run import fit_run
 
-            fit_run(files, overrides, resume=resume, overwrite=args.overwrite, config=config)
+            fit_run(
+                files,
+                overrides,
+                resume=resume,
+                overwrite=args.overwrite,
+                config=config,
+                progress=args.progress,
+            )
+        elif args.command == "render":
+            _render(args)
         elif args.command == "evaluate":
             from prism.loop.run import evaluate_run
 

@@ -55,6 +55,9 @@ def _fit_cmd(run_dir: Path, *extra: str) -> list[str]:
     ]
 
 
+PROGRESS_LINE = re.compile(r"^\[\d+:\d\d:\d\d\] ")
+
+
 def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
@@ -262,7 +265,8 @@ def _fit_small(run_dir: Path, *extra_files: str) -> int:
 
 
 def _nonfinite_error(capsys) -> re.Match:
-    err = _lines(capsys.readouterr().err)
+    # stderr is not a terminal here, so the run wrote its progress lines ("[h:mm:ss] ...") before the error
+    err = [line for line in _lines(capsys.readouterr().err) if not PROGRESS_LINE.match(line)]
     assert len(err) == 1 and "Traceback" not in err[0], err
     match = NONFINITE_LINE.match(err[0])
     assert match, err[0]

@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.evaluation",),
     ("prism.config", "prism.plugins"),
     ("prism.loop",),
+    ("prism.api", "prism.render"),  # using a trained run from Python, and watching it
     ("prism.experiments",),
     ("prism.cli",),
 ]

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from prism.evaluation.records import eval_row
+from prism.loop.hparams import log_hparams
 from prism.loop.members import Member, Run
 
 SUMMARY_CSV = "summary.csv"
@@ -43,9 +44,12 @@ def front_columns(objective_names: Sequence[str]) -> list[str]:
 
 
 def write_final_outputs(run: Run, wall_time_s: float) -> None:
-    """Every member's ``front.csv`` and ``summary.json``, and a population's ``summary.csv``."""
+    """Every member's ``front.csv`` and ``summary.json`` and its HParams summary in TensorBoard
+    (:mod:`prism.loop.hparams`), and a population's ``summary.csv``."""
     for member in run.members:
         _write_member_outputs(run, member, wall_time_s)
+        if member.evaluation.final_result is not None:
+            log_hparams(member.logger, member.config, run.spec)  # TensorBoard's HParams tab
     if run.population:
         write_population_summary(run.run_dir, [m.run_dir for m in run.members])
 

@@ -10,9 +10,14 @@
   ensemble's mean validation loss and the validation correlation, per member.
 - **Evaluation**: a bar over episodes (weights × episodes), the final one and the periodic ones.
 
-Phase bars vanish when their phase ends and leave one summary line (``tqdm.write``) above the RL bar. Like
-tqdm's own default, nothing is shown when stderr is not a terminal (logs, pipes): :class:`Progress` with
-``disable=None``. Nothing here draws random numbers or changes what a run computes.
+Phase bars vanish when their phase ends and leave one summary line (``tqdm.write``) above the RL bar.
+
+When stderr is not a terminal (a log file under a grid or a cluster, a pipe) bars would be noise, so
+``prism fit --progress auto`` (the default) writes plain lines instead (:class:`LineProgress`, from
+prism.loop.progress_lines): one when each phase starts, its summary line when it ends, and one every
+``every`` RL env steps with the RL bar's numbers. ``--progress bar`` forces the bars, ``lines`` the lines,
+``none`` shows nothing (``prism.loop.progress_lines.make_progress``). Nothing here draws random numbers or changes what a run
+computes.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ class Progress:
         self.phase = "init"
         self.cycle = 0
         self.cycles = 1
+        self.clock: Any | None = None
+        """``clock() -> env steps``: the agent's RL clock (set by the run builder; the line display reads it)."""
+        self.total_steps: int | None = None
+        """The run's RL budget in env steps (set by the run builder)."""
 
     @property
     def active(self) -> bool:
@@ -84,6 +93,17 @@ class Progress:
             self.main.set_postfix_str(self.postfix(), refresh=False)
             self.main.refresh()
 
+    def rl_bar(self, total: int) -> Any:
+        """The RL bar over ``total`` env steps (:class:`PhaseProgressBar` keeps it up to date)."""
+        return tqdm(
+            total=total,
+            desc="prism fit (RL)",
+            unit="step",
+            dynamic_ncols=True,
+            file=self.file,
+            disable=self.disable,  # None: off when stderr is not a terminal (CI logs, pipes)
+        )
+
 
 class PhaseProgressBar(Callback):
     """The RL bar: tqdm over env steps (the RL clock), with the phase and cycle of ``loop`` (the run's
@@ -113,14 +133,7 @@ class PhaseProgressBar(Callback):
         self.progress.set_phase(state.phase, state.cycle, self.loop.settings.cycles)
 
     def on_train_start(self, trainer, pl_module) -> None:
-        self._bar = tqdm(
-            total=self.loop.total_env_steps,
-            desc="prism fit (RL)",
-            unit="step",
-            dynamic_ncols=True,
-            file=self.progress.file,
-            disable=self.progress.disable,  # None: off when stderr is not a terminal (CI logs, pipes)
-        )
+        self._bar = self.progress.rl_bar(self.loop.total_env_steps)
         self.progress.main = self._bar
         self._sync(pl_module)
 

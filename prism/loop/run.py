@@ -13,6 +13,7 @@ front.csv, summary.json, TensorBoard events).
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -30,7 +31,6 @@ from prism.config import (
     member_seeds,
     resolve_env_spec,
     resolved_values,
-    same_run,
     sparse_channel,
     to_yaml,
 )
@@ -48,10 +48,12 @@ from prism.loop.checkpoint_io import (
     load_checkpoint,
     set_aside,
 )
+from prism.loop.continuation import archive_final_outputs, budget_growth, reopen_state, with_cycles
 from prism.loop.members import Member, Run, member_config, member_run_dirs
 from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.loop.progress import PhaseProgressBar, Progress
+from prism.loop.progress_lines import make_progress
 from prism.registry import AGENTS, REWARDS, RewardEntry
 from prism.seeding import derive_seed
 
@@ -157,6 +159,8 @@ def build_run(
     if progress_bar:
         # Every phase in the terminal (docs: prism/loop/progress.py); a Progress instance may be passed in.
         progress = progress_bar if isinstance(progress_bar, Progress) else Progress()
+        progress.clock = lambda: agent.env_step_count
+        progress.total_steps = loop.total_env_steps
         if progress.active:  # the phase bars hook into collection, fits and evaluations only when shown
             loop.progress = progress
             for member in members:
@@ -212,21 +216,23 @@ def fit_run(
     resume: str | None = None,
     overwrite: bool = False,
     config: RunConfig | None = None,
+    progress: str = "auto",
 ) -> Run | None:
     """``prism fit``: load and validate the config (or take ``config``, already loaded from ``files`` and
     ``overrides``), prepare the run folder, train, evaluate.
 
     ``config.yaml`` gets every key and a ``resolved:`` block (:func:`prism.config.resolved_values`).
-    ``None`` when ``resume`` names a finished run (nothing is done)."""
+    ``None`` when ``resume`` names a finished run (nothing is done). ``progress``: what stderr shows
+    (:data:`prism.loop.progress_lines.PROGRESS_MODES`; ``auto``: bars in a terminal, plain lines elsewhere)."""
     _quiet()
     if resume is not None:
-        return resume_run(Path(resume), files, overrides)
+        return resume_run(Path(resume), files, overrides, progress=progress)
     config = config if config is not None else load_config(files, overrides)
     run_dir = Path(config.run_dir)
     prepare_run_dir(run_dir, overwrite=overwrite)
     spec = resolve_env_spec(config)
     (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config, spec)))
-    run = build_run(config)
+    run = build_run(config, progress_bar=make_progress(progress))
     write_member_configs(run)
     attach_checkpointing(run)
     start = time.perf_counter()
@@ -237,7 +243,9 @@ def fit_run(
     return run
 
 
-def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | None:
+def resume_run(
+    run_dir: Path, files: list[str], overrides: list[str], *, progress: str = "auto"
+) -> Run | None:
     """``prism fit --resume RUN_DIR``: continue a run from its last good checkpoint (or from scratch if none).
 
     The run folder's ``config.yaml`` is used, rows of ``eval.csv`` newer than the checkpoint are dropped (they
@@ -245,22 +253,23 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
     row (``final = 1``) is kept only if the checkpoint was taken after it was recorded: a run killed during
     (or just after) its final evaluation redoes it and writes the row once. A damaged newest checkpoint is
     set aside (:mod:`prism.loop.checkpoint_io`). Returns ``None`` (and does nothing) when the run is already
-    finished (``summary.json``, or a population's ``summary.csv``, present).
+    finished (``summary.json``, or a population's ``summary.csv``, present) and no budget grows.
+
+    ``overrides`` may raise ``loop.cycles``, and nothing else: the run, finished or not, then continues to the
+    new budget (:mod:`prism.loop.continuation`; a finished run's end-of-run outputs move to
+    ``continued/from_<env steps>/``). Any other change is a one-line error before anything is written.
     """
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
         raise ConfigError(f"--resume: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
     config = load_config([config_path])
+    cycles = None  # loop.cycles to continue to (prism.loop.continuation), None: resume as saved
     if files or overrides:
-        requested = load_config(files or [config_path], overrides)
-        if not same_run(requested, config):
-            raise ConfigError(
-                f"--resume: the given config differs from {config_path} (resume takes the run's saved config; "
-                "drop --config/overrides or start a new run_dir)"
-            )
+        cycles = budget_growth(config, load_config(files or [config_path], overrides), config_path)
     # A population is finished once its summary.csv is written (after every member's summary.json).
     marker = SUMMARY_CSV if config.seeds is not None else SUMMARY_JSON
-    if (run_dir / marker).is_file():
+    finished = (run_dir / marker).is_file()
+    if finished and cycles is None:
         # Finished: say so and touch nothing (a resumed finished run would only redo its final outputs).
         print(f"prism: run {run_dir} is finished ({marker} present); nothing to resume")
         return None
@@ -273,12 +282,25 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
         # Before anything is saved: the next save would otherwise rotate a damaged last.pt over previous.pt.
         for damaged in loaded.damaged:
             set_aside(damaged)
+    if cycles is not None:
+        steps = int(state["env_steps"]) if state is not None else 0
+        if finished:
+            archive_final_outputs(run_dir, member_run_dirs(config), steps)
+        if state is not None:
+            reopen_state(state, needs_reward_model(config))
+        config = with_cycles(config, cycles)
+        (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config)))
+        print(f"prism: continuing {run_dir} at env step {steps} to {cycles} cycles", file=sys.stderr)
     for index, member_dir in enumerate(member_run_dirs(config)):
         evaluation = state["evaluations"][index] if state is not None else None
         last_eval = int(evaluation["last_eval_step"]) if evaluation is not None else -1
         final_done = bool(evaluation.get("final_done", False)) if evaluation is not None else False
         truncate_eval_csv(member_dir / "eval.csv", last_eval, keep_final=final_done)
-    run = build_run(config, purge_step=int(state["env_steps"]) if state is not None else 0)
+    # A continued run keeps the events of its old last step (its final evaluation): purge only later ones.
+    purge_step = int(state["env_steps"]) + (cycles is not None) if state is not None else 0
+    run = build_run(config, progress_bar=make_progress(progress), purge_step=purge_step)
+    if cycles is not None:
+        write_member_configs(run)
     attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
     start = time.perf_counter()
     interrupt.fit(run.trainer, run.agent)

@@ -1,0 +1,88 @@
+"""Continuing a run to a larger budget: ``prism fit --resume RUN_DIR loop.cycles=K``.
+
+Only the budget may change on ``--resume``, and only upwards: :data:`BUDGET_KEYS` is ``loop.cycles``. Not
+``loop.steps_per_cycle``: the cycles already run had M env steps each, their reward fits and expert
+collections happened at multiples of M, and a new M would make the config say something the run did not do.
+More cycles is exactly what a longer run would have done next: at the end of cycle C the loop collects
+expert episodes, refits and runs RL again, as a run started with K cycles does at that step (its evaluation
+and reward-fit seeds are the same, so the continued run's new rows equal the longer run's).
+
+A *finished* run (``summary.json``, or a population's ``summary.csv``) is reopened: its end-of-run outputs
+are moved to ``continued/from_<env steps>/`` (``summary.json``, ``front.csv``, ``summary.csv``, with copies
+of ``eval.csv`` and ``config.yaml`` as they were; a population's member files under ``seed<N>/`` there),
+the final row leaves ``eval.csv`` (the new end gets its own), and the checkpoint's loop is moved from
+``done`` back to the next cycle's first phase. ``config.yaml`` then records the new budget. Any other change
+is refused in one line before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+from prism.config import ConfigError, RunConfig, same_run
+
+BUDGET_KEYS = ("loop.cycles",)
+"""The keys ``--resume`` lets grow (see the module docstring for why ``loop.steps_per_cycle`` is not one)."""
+
+CONTINUED_DIR = "continued"
+_MOVED = ("summary.json", "front.csv", "summary.csv")
+_COPIED = ("eval.csv", "config.yaml")
+
+
+def budget_growth(saved: RunConfig, requested: RunConfig, config_path: Path) -> int | None:
+    """The new ``loop.cycles`` when ``requested`` is ``saved`` with more cycles; ``None`` when the two are the
+    same run. Any other difference, or fewer cycles, is a one-line :class:`ConfigError`."""
+    if same_run(requested, saved):
+        return None
+    as_saved = dataclasses.replace(
+        requested, loop=dataclasses.replace(requested.loop, cycles=saved.loop.cycles)
+    )
+    if not same_run(as_saved, saved):
+        raise ConfigError(
+            f"--resume: the given config differs from {config_path} (resume takes the run's saved config; only "
+            f"{', '.join(BUDGET_KEYS)} may grow; drop --config/overrides or start a new run_dir)"
+        )
+    if requested.loop.cycles < saved.loop.cycles:
+        raise ConfigError(
+            f"loop.cycles: --resume can only add cycles; the run has {saved.loop.cycles}, "
+            f"{requested.loop.cycles} asked"
+        )
+    return requested.loop.cycles
+
+
+def archive_final_outputs(run_dir: Path, member_dirs: list[Path], env_steps: int) -> Path:
+    """Move a finished run's end-of-run outputs (and copy its ``eval.csv`` / ``config.yaml``) to
+    ``continued/from_<env_steps>/`` (``.1``, ``.2``… if taken); returns that folder."""
+    target = run_dir / CONTINUED_DIR / f"from_{env_steps}"
+    n = 0
+    while target.exists():
+        n += 1
+        target = run_dir / CONTINUED_DIR / f"from_{env_steps}.{n}"
+    for folder in dict.fromkeys([run_dir, *member_dirs]):
+        dest = target / folder.relative_to(run_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in _COPIED:
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, dest / name)
+        for name in _MOVED:
+            if (folder / name).is_file():
+                (folder / name).replace(dest / name)
+    return target
+
+
+def reopen_state(state: dict[str, Any], needs_model: bool) -> None:
+    """A checkpoint taken at the end of a run, made to continue: a loop at ``done`` goes to the next cycle's
+    first phase (expert collection, or RL without a reward model) and the final evaluation is due again."""
+    loop = state["loop"]["state"]
+    if loop["phase"] == "done":
+        loop["phase"] = "collect_expert" if needs_model else "rl"
+    for evaluation in state["evaluations"]:
+        evaluation["final_done"] = False
+
+
+def with_cycles(config: RunConfig, cycles: int) -> RunConfig:
+    """``config`` with ``loop.cycles = cycles``."""
+    return dataclasses.replace(config, loop=dataclasses.replace(config.loop, cycles=cycles))

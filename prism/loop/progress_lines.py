@@ -1,0 +1,152 @@
+"""Plain progress lines for a run whose stderr is not a terminal (``prism fit --progress lines``, and
+``auto`` when stderr is a file or a pipe): what the bars of :mod:`prism.loop.progress` show, as lines a log
+file keeps.
+
+Every line starts with the wall time since the run started, ``[h:mm:ss]``:
+
+- a phase with a bar of its own (collection, reward fit, evaluation) writes ``<desc>: start (<n> <unit>)``
+  when it starts and the bar's summary line when it ends;
+- RL writes ``RL (cycle c/C): start at env step s/S`` when a cycle's RL phase starts, ``RL (cycle c/C): end
+  at env step s/S, <n> env steps in <t>s`` when it ends, and every ``every`` env steps the RL bar's numbers:
+  ``RL: s/S env steps (p%), <rate> steps/s, phase=… cycle=c/C``.
+
+Each line is flushed at once, so a log shows where a run is while it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import IO, Any
+
+from prism.loop.progress import Progress
+
+_UNITS = {"ep": "episodes", "epoch": "epochs at most", "step": "env steps"}
+_OWN_LINES = ("eval", "final_eval")
+"""Phases that an evaluation sets while it runs; they write their own start and end lines."""
+
+
+class _CountingBar:
+    """What a phase's tqdm bar is to the code that drives it (``update``, ``set_postfix``, ``n``, ``close``),
+    printing nothing: :class:`LineProgress` writes the phase's start and end lines."""
+
+    disable = False
+
+    def __init__(self, total: int | None):
+        self.total = total
+        self.n = 0
+        self.postfix = ""
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
+        self.postfix = text
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _RLLines(_CountingBar):
+    """The RL bar as lines: one each time its count crosses a multiple of ``every`` env steps."""
+
+    def __init__(self, progress: LineProgress, total: int, every: int):
+        super().__init__(total)
+        self.progress = progress
+        self.every = max(1, int(every))
+        self._printed = -1
+        self._start_time = time.perf_counter()
+        self._start_step: int | None = None
+
+    def refresh(self) -> None:
+        if self._start_step is None:
+            self._start_step = self.n
+        if self.n > self._printed and self.n // self.every > max(self._printed, 0) // self.every:
+            took = time.perf_counter() - self._start_time
+            rate = (self.n - self._start_step) / took if took > 0 else float("nan")
+            percent = 100.0 * self.n / self.total if self.total else 100.0
+            self.progress.line(
+                f"RL: {self.n}/{self.total} env steps ({percent:.0f}%), {rate:.0f} steps/s, {self.postfix}"
+            )
+            self._printed = self.n
+
+
+class LineProgress(Progress):
+    """:class:`~prism.loop.progress.Progress` as plain lines (see the module docstring)."""
+
+    def __init__(self, file: IO[str] | None = None, *, every: int = 1000):
+        super().__init__(file, disable=False)
+        self.every = every
+        self._start = time.perf_counter()
+        self._loop_phase = "init"
+        self._rl_since: tuple[int, float] | None = None
+
+    @property
+    def active(self) -> bool:
+        return True
+
+    def line(self, text: str) -> None:
+        """Write one line, prefixed with the wall time since the run started, and flush it."""
+        seconds = int(time.perf_counter() - self._start)
+        stamp = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        print(f"[{stamp}] {text}", file=self.file, flush=True)
+
+    def bar(self, desc: str, total: int | None, unit: str) -> _CountingBar:
+        self.show_phase()
+        count = f" ({total} {_UNITS.get(unit, unit)})" if total is not None else ""
+        self.line(f"{desc}: start{count}")
+        return _CountingBar(total)
+
+    def close(self, bar: Any, summary: str) -> None:
+        bar.close()
+        self.line(summary)
+
+    def note(self, text: str) -> None:
+        self.line(text)
+
+    def rl_bar(self, total: int) -> _RLLines:
+        return _RLLines(self, total, self.every)
+
+    def _steps(self) -> str:
+        steps = self.clock() if self.clock is not None else (self.main.n if self.main is not None else 0)
+        total = self.total_steps if self.total_steps is not None else "?"
+        return f"{steps}/{total}"
+
+    def set_phase(self, phase: str, cycle: int, cycles: int) -> None:
+        if phase not in _OWN_LINES:
+            rl_ends = self._loop_phase == "rl" and (phase != "rl" or cycle != self.cycle)
+            if rl_ends and self._rl_since is not None:
+                steps = self.clock() if self.clock is not None else 0
+                start, since = self._rl_since
+                self.line(
+                    f"RL (cycle {self.cycle + 1}/{self.cycles}): end at env step {self._steps()}, "
+                    f"{steps - start} env steps in {time.perf_counter() - since:.1f}s"
+                )
+                self._rl_since = None
+            if phase == "rl" and self._rl_since is None:
+                self.line(f"RL (cycle {cycle + 1}/{cycles}): start at env step {self._steps()}")
+                self._rl_since = (self.clock() if self.clock is not None else 0, time.perf_counter())
+            self._loop_phase = phase
+        super().set_phase(phase, cycle, cycles)
+
+
+PROGRESS_MODES = ("auto", "bar", "lines", "none")
+"""``prism fit --progress``: bars in a terminal and lines elsewhere (``auto``), always bars, always lines,
+nothing."""
+
+
+def make_progress(mode: str = "auto", file: IO[str] | None = None, *, every: int = 1000) -> Progress:
+    """The run's display for ``--progress mode`` (see :data:`PROGRESS_MODES`); ``every``: RL env steps
+    between two progress lines."""
+    if mode not in PROGRESS_MODES:
+        raise ValueError(f"--progress: expected one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
+    if mode == "auto":
+        mode = "bar" if Progress(file).active else "lines"
+    if mode == "lines":
+        return LineProgress(file, every=every)
+    return Progress(file, disable=mode == "none")

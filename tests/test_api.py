@@ -1,0 +1,132 @@
+"""The Python API (issue 29, item 2): ``prism.load_run`` gives the resolved config, ``act``, ``evaluate`` (the
+numbers of ``prism evaluate``) and the reward model's ``shaped_reward``."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from toy_runs import toy_run
+
+import prism
+from prism.cli import main
+from prism.config import ConfigError
+from prism.evaluation.rollout import pair_seeds
+from prism.reward.shaping import ResymnetShaper, Transition
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A finished toy PRISM run (two cycles, a reward model), final protocol 4 weights x 2 episodes."""
+    run_dir = tmp_path_factory.mktemp("api") / "run"
+    overrides = toy_run({"eval.final.num_weights": 4, "eval.final.episodes": 2, "figures": "false"})
+    assert main(["fit", "--config", str(CONF / "quickstart.yaml"), *overrides, f"run_dir={run_dir}"]) == 0
+    return run_dir
+
+
+def _last_row(path: Path) -> dict[str, str]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))[-1]
+
+
+def test_load_run_gives_the_resolved_config_and_the_checkpoint_step(run_dir):
+    run = prism.load_run(run_dir)
+    assert run.config.env.id == "prism/Toy-v0" and run.config.loop.cycles == 2
+    assert run.env_steps == 400 and run.seeds == [0]
+    assert "prism/Toy-v0" in repr(run)
+
+
+@pytest.mark.parametrize(
+    ("cli_args", "api_kwargs"),
+    [
+        ([], {}),
+        (["eval.final.num_weights=3", "eval.final.episodes=1"], {"num_weights": 3, "episodes": 1}),
+        (["--protocol", "periodic"], {"protocol": "periodic"}),
+    ],
+)
+def test_evaluate_gives_the_numbers_of_prism_evaluate(run_dir, cli_args, api_kwargs):
+    run = prism.load_run(run_dir)
+    result = run.evaluate(**api_kwargs)
+    assert main(["evaluate", str(run_dir), *cli_args]) == 0
+    row = _last_row(run_dir / "evaluate.csv")
+    assert (int(row["num_weights"]), int(row["episodes"])) == (len(result.weights), result.returns.shape[1])
+    for key in ("hv", "eum", "vo"):
+        assert float(row[key]) == pytest.approx(getattr(result, key), rel=1e-12, abs=1e-12), key
+    for i, name in enumerate(run.spec.objective_names):
+        assert float(row[f"return_{name}"]) == pytest.approx(float(result.mean[:, i].mean()), rel=1e-12)
+
+
+def test_evaluate_by_default_reproduces_the_runs_final_evaluation(run_dir):
+    with (run_dir / "eval.csv").open(newline="") as fh:
+        final = [r for r in csv.DictReader(fh) if r["final"] == "1"][-1]
+    result = prism.load_run(run_dir).evaluate()
+    assert len(result.weights) == 4 and result.returns.shape[1] == 2
+    for key in ("hv", "eum", "vo"):
+        assert float(final[key]) == pytest.approx(getattr(result, key), rel=1e-9), key
+
+
+def test_act_is_the_policy_the_evaluation_rolls_out(run_dir):
+    """An episode stepped by hand with ``run.act`` has the discounted return the evaluation reports for the
+    same weight and reset seed (an independent, unbatched rollout)."""
+    run = prism.load_run(run_dir)
+    cfg = run.eval_config(num_weights=3, episodes=1)
+    result = run.evaluate(num_weights=3, episodes=1)
+    env = run.spec.make()
+    for index, (weight, seed) in enumerate(zip(result.weights, pair_seeds(cfg.reset_seed(), 3))):
+        obs, _ = env.reset(seed=seed)
+        total, discount, done = np.zeros(run.spec.n_objectives), 1.0, False
+        while not done:
+            action = run.act(obs, weight)
+            assert action.shape == (run.spec.act_dim,) and np.all(np.abs(action) <= 1)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += discount * np.asarray(reward)
+            discount *= cfg.gamma
+            done = terminated or truncated
+        np.testing.assert_allclose(total, result.mean[index], rtol=1e-4, atol=1e-5)
+
+
+def test_act_batches_broadcasts_weights_and_samples_when_asked(run_dir):
+    run = prism.load_run(run_dir)
+    env = run.spec.make()
+    obs = np.stack([env.reset(seed=s)[0] for s in range(5)])
+    weight = np.full(run.spec.n_objectives, 1 / run.spec.n_objectives)
+    batch = run.act(obs, weight)
+    assert batch.shape == (5, run.spec.act_dim)
+    np.testing.assert_allclose(batch, np.stack([run.act(o, weight) for o in obs]), atol=1e-6)
+    sampled = run.act(obs, weight, deterministic=False)
+    assert sampled.shape == batch.shape and not np.allclose(sampled, batch)
+    with pytest.raises(ValueError, match="weights"):
+        run.act(obs, [1.0, 0.0, 0.0, 0.0])
+
+
+def test_shaped_reward_is_the_shapers_per_step_prediction(run_dir):
+    """The batched ``shaped_reward`` equals what the training shaper computes step by step."""
+    run = prism.load_run(run_dir)
+    assert run.reward_model is not None and run.sparse_channel == run.spec.sparse_channel
+    env = run.spec.make()
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=3)
+    transitions = []
+    for _ in range(30):
+        action = rng.uniform(-1, 1, run.spec.act_dim).astype(np.float32)
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        transitions.append(Transition(obs, action, np.asarray(reward), next_obs, terminated, np.ones(2) / 2))
+        obs = next_obs if not (terminated or truncated) else env.reset()[0]
+    shaper = ResymnetShaper(run.reward_model, run.sparse_channel)
+    expected = np.array([shaper.predict_step(t.obs, t.action, t.reward) for t in transitions])
+    values = run.shaped_reward(transitions)
+    assert values.shape == (30,)
+    np.testing.assert_allclose(values, expected, rtol=1e-5, atol=1e-6)
+    assert np.std(values) > 0  # the model tells steps apart
+    arrays = {k: np.stack([getattr(t, k) for t in transitions]) for k in ("obs", "action", "reward")}
+    np.testing.assert_allclose(run.shaped_reward(arrays), values, rtol=1e-6)
+    assert run.shaped_reward(transitions[4]).shape == ()
+
+
+def test_load_run_of_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="has no config.yaml"):
+        prism.load_run(tmp_path)

@@ -1,0 +1,104 @@
+"""Continuing a finished run to a larger budget (issue 29, item 5): ``prism fit --resume RUN_DIR
+loop.cycles=K`` runs the extra cycles as a run started with K cycles would; any other change is refused in
+one line and leaves the run folder untouched."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from toy_runs import toy_run
+
+from prism.cli import USAGE_ERROR, main
+from prism.loop.checkpoint_io import read_checkpoint
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+COMPARABLE = ("env_steps", "hv", "eum", "vo", "final")
+
+
+def _fit(run_dir: Path, cycles: int, *files: str) -> None:
+    overrides = toy_run({"loop.cycles": cycles, "figures": "false"})
+    config = [str(CONF / "quickstart.yaml"), *files]
+    assert main(["fit", "--config", *config, *overrides, f"run_dir={run_dir}", "--progress", "none"]) == 0
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return [{k: r[k] for k in COMPARABLE} for r in csv.DictReader(fh)]
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module", params=["prism", "baseline"])
+def finished(request, tmp_path_factory) -> tuple[Path, list[str]]:
+    """A finished two-cycle toy run (PRISM: reward fits between cycles; baseline: none)."""
+    files = [] if request.param == "prism" else [str(CONF / "method" / "baseline.yaml")]
+    run_dir = tmp_path_factory.mktemp(request.param) / "run"
+    _fit(run_dir, 2, *files)
+    return run_dir, files
+
+
+def test_a_finished_run_continued_to_more_cycles_is_the_longer_run(finished, tmp_path):
+    original, files = finished
+    run_dir = tmp_path / "continued"
+    shutil.copytree(original, run_dir)
+    assert main(["fit", "--resume", str(run_dir), "loop.cycles=3", "--progress", "none"]) == 0
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 600  # the new budget: 3 cycles x 200 steps
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["loop"]["cycles"] == 3
+    loop = read_checkpoint(run_dir / "checkpoints" / "last.pt")["loop"]["state"]
+    assert loop["phase"] == "done" and loop["cycle"] == 2
+    rows = _rows(run_dir / "eval.csv")
+    assert [(r["env_steps"], r["final"]) for r in rows] == [
+        ("200", "0"),
+        ("400", "0"),
+        ("600", "0"),
+        ("600", "1"),
+    ]
+    if not files:  # PRISM: a third collection and reward fit happened at the old end
+        assert len(summary["reward_fits"]) == 3 and len(loop["episodes_collected"]) == 3
+
+    # the old end's outputs are kept aside, as they were
+    kept = run_dir / "continued" / "from_400"
+    assert json.loads((kept / "summary.json").read_text())["env_steps"] == 400
+    assert (kept / "summary.json").read_bytes() == (original / "summary.json").read_bytes()
+    assert (kept / "eval.csv").read_bytes() == (original / "eval.csv").read_bytes()
+    assert (kept / "front.csv").is_file()
+
+    # ... and the continuation is what a run started with three cycles does
+    fresh = tmp_path / "fresh"
+    _fit(fresh, 3, *files)
+    assert rows == _rows(fresh / "eval.csv")
+    assert (run_dir / "front.csv").read_bytes() == (fresh / "front.csv").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [  # more cycles together with another change is refused too
+        (["loop.cycles=3", "loop.steps_per_cycle=300"], "--resume: the given config differs from"),
+        (["loop.cycles=3", "agent.lr=0.1"], "--resume: the given config differs from"),
+        (["loop.cycles=1"], "loop.cycles: --resume can only add cycles; the run has 2, 1 asked"),
+    ],
+)
+def test_any_other_change_is_refused_in_one_line_and_touches_nothing(finished, overrides, message, capsys):
+    run_dir, _ = finished
+    before = _digest(run_dir)
+    mtimes = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
+    capsys.readouterr()
+    assert main(["fit", "--resume", str(run_dir), *overrides]) == USAGE_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"prism: error: {message}"), err
+    assert _digest(run_dir) == before
+    assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == mtimes

@@ -1,0 +1,119 @@
+"""Plain progress lines when stderr is not a terminal (issue 29, item 3): ``prism fit --progress
+{auto,bar,lines,none}``; a log file gets each phase's start and end, and the RL bar's numbers every N steps."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from toy_runs import toy_run
+
+from prism.cli import main
+from prism.loop.progress import PhaseProgressBar, Progress
+from prism.loop.progress_lines import LineProgress, make_progress
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+STAMP = r"^\[\d+:\d\d:\d\d\] "
+
+
+def _drive(progress: Progress, total: int = 2000, batch: int = 8) -> None:
+    """An RL phase of ``total`` env steps, ``batch`` steps per Lightning batch, through the RL bar."""
+    loop = SimpleNamespace(
+        state=SimpleNamespace(phase="rl", cycle=0), settings=SimpleNamespace(cycles=1), total_env_steps=total
+    )
+    bar = PhaseProgressBar(loop, progress=progress)
+    module = SimpleNamespace(env_step_count=0)
+    progress.clock = lambda: module.env_step_count
+    progress.total_steps = total
+    bar.on_train_start(None, module)
+    for step in range(batch, total + 1, batch):
+        module.env_step_count = step
+        bar.on_train_batch_end(None, module, None, None, 0)
+    bar.on_train_end(None, module)
+
+
+def test_rl_lines_carry_the_bars_numbers_every_n_steps():
+    screen, log = io.StringIO(), io.StringIO()
+    _drive(Progress(file=screen, disable=False))
+    _drive(LineProgress(log, every=500))
+    lines = log.getvalue().splitlines()
+    assert all(re.match(STAMP, line) for line in lines), lines
+    shown = [int(m) for m in re.findall(r"RL: (\d+)/2000 env steps", log.getvalue())]
+    # each time the clock crosses a multiple of 500 (batches of 8 steps: 504, 1000, 1504, 2000) ...
+    assert shown == [504, 1000, 1504, 2000]
+    # ... with the counts the bar showed at its refreshes
+    assert set(shown) <= {int(m) for m in re.findall(r"(\d+)/2000", screen.getvalue())}
+    first = next(line for line in lines if "RL: " in line)
+    assert "(25%)" in first and "phase=rl cycle=1/1" in first
+    assert "RL (cycle 1/1): start at env step 0/2000" in lines[0]
+
+
+def test_modes_pick_bars_lines_or_nothing():
+    log = io.StringIO()  # not a terminal
+    assert isinstance(make_progress("auto", log), LineProgress)
+    bars = make_progress("bar", log)
+    assert not isinstance(bars, LineProgress) and bars.active
+    assert not make_progress("none", log).active
+    assert isinstance(make_progress("lines", log), LineProgress)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    auto = make_progress("auto", Terminal())
+    assert not isinstance(auto, LineProgress) and auto.active
+
+
+def _fit_to_file(path: Path, run_dir: Path, *args: str, monkeypatch) -> str:
+    """``prism fit`` in this process with stdout and stderr both going to one real file (as `> log 2>&1`)."""
+    with path.open("w") as log:
+        monkeypatch.setattr(sys, "stdout", log)
+        monkeypatch.setattr(sys, "stderr", log)
+        overrides = toy_run({"figures": "false"})
+        code = main(
+            ["fit", "--config", str(CONF / "quickstart.yaml"), *overrides, f"run_dir={run_dir}", *args]
+        )
+        monkeypatch.undo()
+    assert code == 0
+    return path.read_text()
+
+
+def test_a_run_logging_to_a_file_writes_phase_lines_before_the_closing_block(tmp_path, monkeypatch):
+    text = _fit_to_file(tmp_path / "log.txt", tmp_path / "run", monkeypatch=monkeypatch)
+    lines = text.splitlines()
+    done = next(i for i, line in enumerate(lines) if line.startswith("prism fit: done"))
+    order = [
+        "collect random episodes (cycle 1/2): start (5 episodes)",
+        "collect random episodes (cycle 1/2): 5 episodes, mean length",
+        "reward fit (cycle 1/2): start (3 epochs at most)",
+        "reward fit (cycle 1/2): 3 epochs",
+        "RL (cycle 1/2): start at env step 0/400",
+        "evaluation: start (3 episodes)",
+        "evaluation at 200 env steps (3 weights x 1 episodes): HV ",
+        "RL (cycle 1/2): end at env step 200/400, 200 env steps in ",
+        "collect expert episodes (cycle 1/2): start (3 episodes)",
+        "reward fit (cycle 2/2): start",
+        "RL (cycle 2/2): start at env step 200/400",
+        "RL (cycle 2/2): end at env step 400/400, 200 env steps in ",
+        "final evaluation at 400 env steps",
+    ]
+    found = [next((i for i, line in enumerate(lines) if want in line), None) for want in order]
+    assert None not in found, [w for w, i in zip(order, found) if i is None]
+    assert found == sorted(found) and found[-1] < done, lines
+    assert all(re.match(STAMP, lines[i]) for i in found)
+    assert "\r" not in text and "\x1b" not in text  # no bar redraws in a log
+
+
+def test_progress_none_writes_only_the_closing_block(tmp_path, monkeypatch):
+    text = _fit_to_file(tmp_path / "log.txt", tmp_path / "run", "--progress", "none", monkeypatch=monkeypatch)
+    assert text.splitlines()[0].startswith("prism fit: done"), text[:500]
+
+
+def test_an_unknown_mode_is_refused(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "--progress", "loud", "--config", str(CONF / "quickstart.yaml")])
+    assert info.value.code == 2 and "--progress" in capsys.readouterr().err

@@ -1,0 +1,162 @@
+"""``prism render`` (issue 29, item 1): headless MuJoCo frames of a trained policy, a video and a contact sheet;
+one clear line for what cannot work (no GL backend, missing extra, bad options)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import prism.render as render
+from prism.cli import USAGE_ERROR, main
+from prism.errors import ConfigError
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+HOPPER_TINY = [
+    "env.id=mo-hopper-v5",
+    "loop.cycles=1",
+    "loop.steps_per_cycle=150",
+    "loop.checkpoint_every=150",
+    "agent.learning_starts=100",
+    "agent.batch_size=32",
+    "agent.buffer_size=1000",
+    "agent.actor_hidden=[32,32]",
+    "agent.critic_hidden=[32,32]",
+    "agent.log_every=100",
+    "eval.every=150",
+    "eval.num_weights=3",
+    "eval.episodes=1",
+    "eval.final.num_weights=3",
+    "eval.final.episodes=1",
+    "figures=false",
+]
+
+
+@pytest.fixture(scope="module")
+def hopper_run(tmp_path_factory) -> Path:
+    """A quickstart-shaped run on mo-hopper-v5 at a tiny budget (the baseline: no reward fit)."""
+    run_dir = tmp_path_factory.mktemp("render") / "run"
+    files = [str(CONF / "quickstart.yaml"), str(CONF / "method" / "baseline.yaml")]
+    assert main(["fit", "--config", *files, *HOPPER_TINY, f"run_dir={run_dir}"]) == 0
+    return run_dir
+
+
+@pytest.fixture
+def gl_env(monkeypatch):
+    """Let render choose the backend (the suite sets MUJOCO_GL=disable); the environment is restored after."""
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.delenv("PYOPENGL_PLATFORM", raising=False)
+
+
+def test_a_short_render_gives_frames_of_the_stated_size_that_change_over_time(hopper_run, tmp_path, gl_env):
+    import imageio.v2 as imageio
+
+    out = tmp_path / "clips.mp4"
+    result = render.render_run(
+        hopper_run, weights=np.array([[1.0, 0, 0], [0, 0, 1.0]]), out=out, width=96, height=64, max_steps=25
+    )
+    assert len(result.clips) == 2
+    for clip in result.clips:
+        steps = len(clip.frames) - 1
+        assert 1 <= steps <= 25
+        assert clip.frames.shape == (steps + 1, 64, 96, 3) and clip.frames.dtype == np.uint8
+        # the hopper moves: late frames differ from the first, and not just by a pixel or two
+        change = np.abs(clip.frames[-1].astype(int) - clip.frames[0].astype(int)).mean()
+        assert change > 0.05, change
+        assert clip.frames.std() > 5  # a picture, not a blank buffer
+    video = imageio.mimread(result.video)
+    assert len(video) == sum(len(c.frames) for c in result.clips)
+    assert video[0].shape[:2] == (64, 96)
+    sheet = imageio.imread(result.contact_sheet)
+    assert result.contact_sheet == tmp_path / "clips_sheet.png" and sheet.ndim == 3 and sheet.shape[1] > 400
+
+
+def test_the_cli_renders_the_default_preferences_to_a_gif(hopper_run, tmp_path, gl_env, capsys):
+    out = tmp_path / "roll.gif"
+    args = ["render", str(hopper_run), "--out", str(out), "--size", "48x32", "--max-steps", "5"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    expected = render.default_weights(hopper_run, 3)
+    assert printed.count(" episode 0: ") == len(expected) and f"video          {out}" in printed
+    import imageio.v2 as imageio
+
+    frames = imageio.mimread(out)
+    assert frames[0].shape[:2] == (32, 48) and len(frames) <= 6 * len(expected)
+
+
+def test_default_weights_are_the_fronts_extremes_and_the_balanced_one(tmp_path):
+    rows = [  # weight_a, weight_b, mean_a, mean_b, on_front
+        (1.0, 0.0, 10.0, 1.0, 1),
+        (0.7, 0.3, 8.0, 5.0, 1),
+        (0.2, 0.8, 2.0, 9.0, 1),
+        (0.0, 1.0, 12.0, 12.0, 0),  # off the front: never chosen
+    ]
+    with (tmp_path / "front.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            ["weight_a", "weight_b", "discounted_return_mean_a", "discounted_return_mean_b", "on_front"]
+        )
+        writer.writerows(rows)
+    np.testing.assert_allclose(render.default_weights(tmp_path, 2), [[1.0, 0.0], [0.2, 0.8], [0.5, 0.5]])
+    # without a front: the simplex corners and the balanced weight
+    np.testing.assert_allclose(render.default_weights(tmp_path / "none", 2), [[1, 0], [0, 1], [0.5, 0.5]])
+
+
+def test_weights_and_size_options_are_parsed_or_refused_in_one_line():
+    np.testing.assert_allclose(render.parse_weights(["3,1", "0,2"]), [[0.75, 0.25], [0, 1]])
+    for bad, word in (
+        (["a,b"], "not a comma"),
+        (["-1,2"], "non-negative"),
+        (["1,0", "1,0,0"], "same number"),
+    ):
+        with pytest.raises(ConfigError, match=word):
+            render.parse_weights(bad)
+    assert render.parse_size("64x48") == (64, 48)
+    with pytest.raises(ConfigError, match="--size"):
+        render.parse_size("64")
+    with pytest.raises(ConfigError, match="^--size: an MP4 needs an even width and height, got 65x48"):
+        render.check_writer(Path("clip.mp4"), 65, 48)
+    render.check_writer(Path("clip.gif"), 65, 48)  # a GIF takes any size
+
+
+def test_no_gl_backend_is_one_line_naming_what_to_install_exit_2(hopper_run, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    tried = []
+    monkeypatch.setattr(render, "_probe", lambda backend: tried.append(backend) or False)
+    out = tmp_path / "x.gif"
+    assert main(["render", str(hopper_run), "--out", str(out)]) == USAGE_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prism: error: MUJOCO_GL: no OpenGL backend")
+    assert "libegl1" in err[0] and "libosmesa6" in err[0] and tried == ["egl", "osmesa"]
+    assert not out.exists()
+
+
+def test_a_missing_render_extra_is_one_line_naming_it(hopper_run, monkeypatch, capsys):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_imageio(name, *args, **kwargs):
+        if name.startswith("imageio"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_imageio)
+    assert main(["render", str(hopper_run)]) == USAGE_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["prism: error: --out: prism render needs imageio: pip install 'prism-morl[render]'"]
+    assert not (hopper_run / "render").exists()
+
+
+def test_an_env_without_frames_is_refused(tmp_path, monkeypatch, capsys):
+    from toy_runs import toy_run
+
+    run_dir = tmp_path / "toy"
+    files = [str(CONF / "quickstart.yaml"), str(CONF / "method" / "baseline.yaml")]
+    overrides = toy_run({"loop.cycles": 1, "figures": "false"})
+    assert main(["fit", "--config", *files, *overrides, f"run_dir={run_dir}"]) == 0
+    capsys.readouterr()
+    assert main(["render", str(run_dir), "--out", str(tmp_path / "t.gif")]) == USAGE_ERROR
+    assert "cannot render frames" in capsys.readouterr().err
