@@ -95,10 +95,13 @@ def _damage(path: Path, how: str, like: Path | None = None) -> None:
     elif how == "wrong_format":
         state = torch.load(like, weights_only=True)
         torch.save({**state, "format": 99}, path)
-    elif how == "nan_weights":
+    elif how in ("nan_weights", "one_inf_weight"):
         state = torch.load(like, weights_only=True)
-        name = next(k for k, v in state["agent"].items() if v.is_floating_point())
-        state["agent"][name] = torch.full_like(state["agent"][name], float("nan"))
+        name = next(k for k, v in state["agent"].items() if v.is_floating_point() and v.numel() > 1)
+        if how == "nan_weights":
+            state["agent"][name] = torch.full_like(state["agent"][name], float("nan"))
+        else:  # one diverged weight among finite ones is as unusable as a whole NaN tensor
+            state["agent"][name].view(-1)[-1] = float("inf")
         torch.save(state, path)
     else:
         raise ValueError(how)
@@ -159,7 +162,7 @@ def test_save_keeps_the_previous_checkpoint_and_survives_a_kill_between_renames(
 
 
 @pytest.mark.parametrize(
-    "how", ["truncated", "empty", "garbage", "missing_keys", "wrong_format", "nan_weights"]
+    "how", ["truncated", "empty", "garbage", "missing_keys", "wrong_format", "nan_weights", "one_inf_weight"]
 )
 def test_damaged_last_falls_back_to_previous_with_one_warning(small_run, tmp_path, capsys, how):
     run_dir = _copy(small_run, tmp_path / "run")

@@ -105,3 +105,44 @@ def test_linear_support_loop_recovers_the_hidden_ccs():
     want = hidden[np.unique(np.argmax(grid @ hidden.T, axis=1))]
     assert _as_set(np.array(ls.ccs)) == _as_set(want)
     assert ls.is_dominated(np.array([0.45, 0.45]))
+
+
+def test_next_weight_and_top_corners_follow_morl_baselines_gpi_ls_order(monkeypatch):
+    """On a CCS whose corners all have distinct, positive GPI-LS priorities, the weight trained next and the
+    top-k corners of the iteration's weight set M are morl-baselines' (its LinearSupport.next_weight with
+    algo="gpi-ls", then ``get_weight_support() + get_corner_weights(top_k) + [w]`` as its GPI-PD builds M):
+    the highest priorities, in descending order."""
+    ls_mod = pytest.importorskip("morl_baselines.multi_policy.linear_support.linear_support")
+    # The GPI policy: GPI over a richer hidden policy set (the best of it at each weight), chosen so that every
+    # corner of the current CCS promises an improvement, a different one at each corner (0.08 … 0.6).
+    ccs = np.array([[1.0, 0.0, 0.1], [0.0, 1.0, 0.2], [0.1, 0.1, 1.0], [0.6, 0.5, 0.3]])
+    better = [
+        [1.13, 0.61, 1.17],
+        [0.1, 0.73, 0.45],
+        [0.96, 0.21, 1.05],
+        [0.65, 1.08, 0.57],
+        [0.52, 0.95, 1.18],
+    ]
+    hidden = np.concatenate([ccs, better])
+
+    def evaluate(w):
+        return hidden[np.argmax(hidden @ np.asarray(w))]
+
+    support = [np.eye(3)[0], np.eye(3)[1], np.eye(3)[2], np.array([0.4, 0.4, 0.2])]
+    ours = GPILinearSupport(3, rng=np.random.default_rng(0))
+    ours.ccs, ours.support, ours.visited = [v.copy() for v in ccs], [w.copy() for w in support], list(support)
+    corners = corner_weights(ccs)
+    priorities = gpi_ls_priorities(corners, ccs, np.stack([evaluate(c) for c in corners]))
+    assert len(corners) >= 6 and (priorities > 0).all()  # no ties at 0, so no shuffle on either side
+    assert np.diff(np.sort(priorities)).min() > 1e-3  # one order only
+
+    monkeypatch.setattr(ls_mod, "policy_evaluation_mo", lambda agent, env, w, rep=1: (0, 0, 0, evaluate(w)))
+    ref = ls_mod.LinearSupport(num_objectives=3, verbose=False)
+    ref.ccs, ref.weight_support, ref.visited_weights = [v.copy() for v in ccs], list(support), list(support)
+    want_w = ref.next_weight(algo="gpi-ls", gpi_agent=object(), env=None)
+    want_m = ref.get_weight_support() + ref.get_corner_weights(top_k=4) + [want_w]
+
+    got_w = ours.next_weight(evaluate)
+    np.testing.assert_allclose(got_w, want_w, atol=1e-4)
+    np.testing.assert_allclose(got_w, corners[np.argmax(priorities)], atol=1e-9)  # the highest priority
+    np.testing.assert_allclose(np.stack(ours.iteration_weights(got_w, 4)), np.stack(want_m), atol=1e-4)

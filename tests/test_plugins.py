@@ -140,3 +140,69 @@ def test_the_shaper_protocol_documents_its_state_methods(caplog):
     (record,) = caplog.records  # once per class
     assert record.getMessage().startswith("reward.name: warning: shaper ")
     assert "NoState has no state_dict()/load_state_dict()" in record.getMessage()
+
+
+def _fake_distribution(site: Path, dist: str, entry: str, module: str, body: str) -> metadata.EntryPoint:
+    """A distribution ``dist`` as pip would leave it on ``site`` (a module and its dist-info), declaring one
+    entry point ``entry = module:register`` in the plug-in group; returns that entry point (its ``dist`` set)."""
+    (site / f"{module}.py").write_text(textwrap.dedent(body))
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{entry} = {module}:register\n")
+    (ep,) = metadata.PathDistribution(info).entry_points
+    return ep
+
+
+@pytest.fixture
+def fake_plugin_group(tmp_path, monkeypatch):
+    """Empty registries and a plug-in group made only of fake distributions built here (nothing installed
+    counts): prism's own (``prism-morl``, registering ``shared``) and a third party's (``aaa-ext``, sorting
+    before it by name, registering ``shared`` as well); both record when they run."""
+    from prism import registry
+
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    calls: list[str] = []
+    monkeypatch.setattr(registry, "_PLUGIN_CALLS", calls, raising=False)
+    register = """
+        from prism import registry
+
+        def register():
+            registry._PLUGIN_CALLS.append({who!r})
+            registry.REWARDS.register("shared", shaper="{who}:shaper")
+        """
+    own = _fake_distribution(
+        site, "prism-morl", "prism", "fake_prism_own", register.format(who="fake_prism_own")
+    )
+    ext = _fake_distribution(site, "aaa-ext", "aaa", "fake_aaa_ext", register.format(who="fake_aaa_ext"))
+    # The third party listed first, as an installation may list it: the order must come from the rule.
+    monkeypatch.setattr(
+        registry.metadata, "entry_points", lambda group: [ext, own] if group == PLUGIN_GROUP else []
+    )
+    for table in (registry.AGENTS, registry.REWARDS, registry.REWARD_MODELS):
+        monkeypatch.setattr(table, "_entries", {})
+    monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
+    monkeypatch.setattr(registry, "_PLUGINS_ERROR", None)
+    for module in ("fake_prism_own", "fake_aaa_ext"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    return registry, calls
+
+
+def test_prisms_own_entry_point_wins_over_a_third_party_one(fake_plugin_group):
+    """The documented precedence (docs/ARCHITECTURE.md, "Plug-ins"; prism/registry.py): prism's own entry
+    point is loaded first, whatever the distributions' names, and a name is registered once, so a third-party
+    distribution cannot replace a built-in: its registration of a taken name stops the lookup with one line
+    naming the third party's entry point, and the built-in's entry stays."""
+    registry, calls = fake_plugin_group
+    from prism.config import ConfigError
+
+    assert [ep.dist.name for ep in registry._entry_points()] == ["prism-morl", "aaa-ext"]
+    with pytest.raises(ConfigError) as err:
+        registry.REWARDS.names()
+    assert calls == ["fake_prism_own", "fake_aaa_ext"]
+    message = str(err.value)
+    assert "entry point aaa = fake_aaa_ext:register (from aaa-ext) failed to load" in message
+    assert "'shared' is already registered" in message
+    assert registry.REWARDS._entries["shared"].shaper == "fake_prism_own:shaper"

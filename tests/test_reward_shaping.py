@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -18,6 +20,8 @@ from prism.reward import (
     relabel_rewards,
 )
 from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _model(in_features: int, use_dense: bool = True, seed: int = 0) -> RewardEnsemble:
@@ -159,3 +163,93 @@ def test_reward_config_merges_shipped_overlays():
         cfg.validate()
     with pytest.raises(ValueError, match="reward.patience"):
         RewardConfig(patience=0).validate()
+
+
+class _LinearModel:
+    """A stand-in reward model, ``r̂(h) = h · coef``: its prediction is computed by hand below."""
+
+    use_dense_features = True
+
+    def __init__(self, coef: np.ndarray):
+        self.coef = torch.as_tensor(coef, dtype=torch.float32)
+
+    def predict(self, features: torch.Tensor) -> torch.Tensor:
+        return features @ self.coef
+
+
+def _hopper_run_with_channel(tmp_path, reward_name: str, channel: int):
+    """A hopper run built as ``prism fit`` builds it, hiding ``channel``, ready to step (one member)."""
+    from prism.config import load_config
+    from prism.loop.run import build_run
+
+    config = load_config(
+        [ROOT / "conf" / "quickstart.yaml"],
+        [
+            f"reward.name={reward_name}",
+            f"env.sparse_channel={channel}",
+            "agent.learning_starts=1000",  # random actions throughout: no update is needed here
+            "agent.buffer_size=2000",
+            f"run_dir={tmp_path / 'run'}",
+        ],
+    )
+    run = build_run(config, progress_bar=False)
+    run.agent.setup("fit")
+    run.agent.on_fit_start()
+    return run.agent
+
+
+def _record_env_steps(agent):
+    """Record every (obs, action, true reward, emitted reward, episode end) the agent's env produces."""
+    env, steps = agent.envs[0], []
+    step = env.step
+
+    def recording_step(action):
+        obs = agent._obs[0].copy()
+        next_obs, reward, terminated, truncated, info = step(action)
+        steps.append(
+            (obs, np.array(action), info["true_reward"].copy(), reward.copy(), terminated or truncated)
+        )
+        return next_obs, reward, terminated, truncated, info
+
+    env.step = recording_step
+    return steps
+
+
+@pytest.mark.parametrize("channel", [2, -1])  # hopper's control cost (issue W: every other test shapes 0)
+def test_resymnet_shaping_of_a_non_zero_channel_through_the_agent(tmp_path, channel):
+    """The agent's replay holds r̂(h_t) in the configured channel, h_t = [s_t, a_t, the other channels' true
+    rewards], and the emitted (true) dense rewards in the others — checked step by step against values
+    computed here by hand, with numpy, from what the env returned."""
+    agent = _hopper_run_with_channel(tmp_path, "resymnet", channel)
+    coef = np.random.default_rng(0).normal(size=11 + 3 + 2).astype(np.float32)
+    agent.shapers[0].model = _LinearModel(coef)  # what the loop installs after a reward fit
+    steps = _record_env_steps(agent)
+    for _ in range(60):
+        agent.env_step()
+    stored = agent.buffer.all(0).reward.cpu().numpy()
+    assert stored.shape == (60, 3)
+    for t, (obs, action, true, emitted, _) in enumerate(steps):
+        assert emitted[:2] == pytest.approx(true[:2]) and true[2] != 0.0  # channels 0, 1 dense; 2 hidden
+        h = np.concatenate(
+            [obs, action, true[:2]]
+        )  # h_t: the dense channels in order, the hidden one left out
+        assert stored[t, 2] == pytest.approx(float(h @ coef), rel=1e-4, abs=1e-4)
+        np.testing.assert_allclose(stored[t, :2], true[:2], rtol=1e-6)
+
+
+def test_uniform_shaping_of_a_non_zero_channel_through_the_agent(tmp_path):
+    """reward.name=uniform with channel 2 hidden: every step of an episode (p_rel = 0: one segment) stores
+    R/T in channel 2, R the episode's true control-cost sum, and the true dense rewards in channels 0 and 1."""
+    agent = _hopper_run_with_channel(tmp_path, "uniform", 2)
+    steps = _record_env_steps(agent)
+    while sum(end for *_, end in steps) < 3:  # three whole episodes (random hopper episodes are short)
+        agent.env_step()
+    ends = [t for t, (*_, end) in enumerate(steps) if end][:3]
+    stored = agent.buffer.all(0).reward.cpu().numpy()
+    assert len(stored) >= ends[-1] + 1
+    start = 0
+    for end in ends:
+        true = np.stack([s[2] for s in steps[start : end + 1]])
+        np.testing.assert_allclose(stored[start : end + 1, 2], true[:, 2].sum() / len(true), rtol=1e-5)
+        np.testing.assert_allclose(stored[start : end + 1, :2], true[:, :2], rtol=1e-6)
+        start = end + 1

@@ -16,7 +16,7 @@ from toy_runs import toy_run
 from prism.config import load_config
 from prism.loop import EvalEnvPool, evaluate_agent, pair_seeds
 from prism.loop.run import build_run, fit_run
-from prism.seeding import derive_seed
+from prism.seeding import derive_seed, population_seed
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 TOY = toy_run()
@@ -41,6 +41,17 @@ def test_derive_seed_is_stable_across_processes_and_separates_streams():
     assert all(0 <= s < 2**32 for s in seeds)
     with pytest.raises(ValueError, match="derive_seed"):
         derive_seed(-1, "eval")
+
+
+def test_population_seed_depends_on_every_member_and_their_order():
+    """A population's shared draws (the update's policy noise) follow its whole composition: a single run is
+    the population of one, and changing any member's seed, adding one or reordering them changes the seed."""
+    assert population_seed([7], "update") == derive_seed(7, "update")
+    populations = [[0, 1], [0, 2], [1, 0], [0, 1, 2], [5, 1], [0], [1]]
+    seeds = {tuple(p): population_seed(p, "update") for p in populations}
+    assert len(set(seeds.values())) == len(populations), seeds
+    assert population_seed([0, 1], "update") != population_seed([0, 1], "other")
+    assert all(0 <= s < 2**32 for s in seeds.values())
 
 
 def test_expert_collection_leaves_the_training_generator_alone(tmp_path):
