@@ -43,6 +43,15 @@ def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="OmegaConf dot-list overrides")
 
 
+def _add_debug_argument(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after the command. SUPPRESS as default: a subcommand's own default would otherwise
+    overwrite ``prism --debug fit``'s True with False (argparse copies a subparser's defaults over its
+    parent's namespace)."""
+    parser.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prism",
@@ -64,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument(
         "--overwrite", action="store_true", help="delete an existing non-empty run folder and start afresh"
     )
-    fit.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _add_debug_argument(fit)
 
     show = sub.add_parser(
         "config",
@@ -74,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         "defaults of every key.",
     )
     _add_config_arguments(show)  # the same arguments as `prism fit`: it shows what that would run
-    show.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _add_debug_argument(show)
 
     evaluate = sub.add_parser(
         "evaluate",
@@ -96,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         default="final",
         help="final (eval.final.*, default) or periodic (eval.num_weights x eval.episodes)",
     )
-    evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _add_debug_argument(evaluate)
     return parser
 
 
@@ -120,7 +129,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Deprecation chatter from dependencies is not the user's problem (and would break one-line errors).
     silence_library_noise(deprecations=True)
     parser = _parser()
-    args = parser.parse_args(argv)
+    # Known args first: argparse fills a `key=value…` positional list at its first occurrence, so overrides
+    # after an option (`prism evaluate RUN --protocol periodic eval.episodes=2`) come back unparsed. They
+    # are overrides all the same, in the order given; anything else left over is an unrecognised argument.
+    args, extra = parser.parse_known_args(argv)
+    unrecognised = [item for item in extra if item.startswith("-") or "=" not in item]
+    if unrecognised or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(unrecognised or extra)}")
+    if extra:
+        args.overrides = list(args.overrides) + extra
     if args.command is None:
         parser.print_help()
         return USAGE_ERROR
