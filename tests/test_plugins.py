@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from prism.config import load_config
-from prism.registry import PLUGIN_GROUP, REWARDS
+from prism.registry import PLUGIN_GROUP, PLUGINS_ENV, REWARDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -68,7 +68,7 @@ def test_an_installed_package_adds_a_reward_model_without_editing_prism(tmp_path
         print(config.reward.name, REWARDS.entry("reward.name", "linear").model, entry.fit_fn().__name__)
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), PLUGINS_ENV: "prism-morl,ext-linear"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["linear", "linear", "fit_linear_reward"]
@@ -81,7 +81,7 @@ def test_a_broken_entry_point_is_one_line_naming_it(tmp_path):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nbroken = no_such_module_xyz:register\n")
     code = "from prism.registry import AGENTS\nAGENTS.names()"
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = {**os.environ, "PYTHONPATH": str(site), PLUGINS_ENV: "prism-morl,broken"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "prism.plugins: entry point broken = no_such_module_xyz:register (from broken) failed to load" in (
@@ -140,3 +140,42 @@ def test_the_shaper_protocol_documents_its_state_methods(caplog):
     (record,) = caplog.records  # once per class
     assert record.getMessage().startswith("reward.name: warning: shaper ")
     assert "NoState has no state_dict()/load_state_dict()" in record.getMessage()
+
+
+def _fake_distribution(site: Path, dist: str, module: str, reward_name: str) -> None:
+    """A distribution ``dist`` whose entry point registers a reward method ``reward_name`` (as pip leaves it)."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(
+        "def register():\n    from prism.registry import REWARDS\n\n"
+        f"    REWARDS.register({reward_name!r}, shaper='prism.reward.shaping:uniform_shaper')\n"
+    )
+    info = site / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{module} = {module}:register\n")
+
+
+def test_the_tests_load_only_prisms_own_plugins(tmp_path, monkeypatch):
+    """Issue 29 item 10: an installed plug-in named `linear` made test_registry's doc example fail (the name
+    was taken); the tests now load prism's entry point only, whatever else is installed."""
+    from prism.registry import _dist_name, _entry_points
+
+    _fake_distribution(tmp_path / "site", "ext-linear", "ext_linear_installed", "linear")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert "ext-linear" in {_dist_name(ep) for ep in metadata.entry_points(group=PLUGIN_GROUP)}
+    assert {_dist_name(ep) for ep in _entry_points()} == {"prism-morl"}
+
+
+def test_two_plugins_with_one_name_are_one_line_naming_both(tmp_path):
+    site = tmp_path / "site"
+    _fake_distribution(site, "alpha-shapers", "alpha_shapers", "smooth")
+    _fake_distribution(site, "beta-shapers", "beta_shapers", "smooth")
+    code = "from prism.cli import main\nraise SystemExit(main(['config', 'reward.name=smooth']))"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    del env[PLUGINS_ENV]  # every installed plug-in, as a user's environment has them
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "prism: error: prism.plugins: reward redistribution 'smooth' is registered by two plug-ins, "
+        "alpha-shapers and beta-shapers; uninstall one, or list the distributions to load in PRISM_PLUGINS"
+    ]
