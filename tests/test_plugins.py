@@ -12,7 +12,10 @@ import textwrap
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import pytest
+from subprocess_runs import subprocess_env
+from toy_runs import toy_run
 
 from prism.config import load_config
 from prism.registry import PLUGIN_GROUP, PLUGINS_ENV, REWARDS
@@ -179,3 +182,61 @@ def test_two_plugins_with_one_name_are_one_line_naming_both(tmp_path):
         "prism: error: prism.plugins: reward redistribution 'smooth' is registered by two plug-ins, "
         "alpha-shapers and beta-shapers; uninstall one, or list the distributions to load in PRISM_PLUGINS"
     ]
+
+
+def _doc_block(language: str, first_line: str) -> str:
+    """The ```<language> block of docs/ARCHITECTURE.md that starts with ``first_line``."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", ARCHITECTURE.read_text(), flags=re.S)
+    (block,) = [b for b in blocks if b.startswith(first_line)]
+    return block
+
+
+def test_the_from_outside_prism_examples_are_complete_and_run(tmp_path, monkeypatch):
+    """Issue 29 item 11: every block of "From outside prism" runs as written (imports included): the package
+    `mypkg` built from them is found through its entry point, and the class-path shaper shapes a step."""
+    import tomllib
+
+    site = tmp_path / "site"
+    (site / "mypkg").mkdir(parents=True)
+    (site / "mypkg" / "__init__.py").write_text("")
+    (site / "mypkg" / "linear.py").write_text(_doc_block("python", "# prism/reward/linear.py\n"))
+    (site / "mypkg" / "plugins.py").write_text(_doc_block("python", "# mypkg/plugins.py\n"))
+    pyproject = tomllib.loads(_doc_block("toml", '[project.entry-points."prism.plugins"]\nmypkg'))
+    (name, value), *_ = pyproject["project"]["entry-points"][PLUGIN_GROUP].items()
+    info = site / "mypkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{name} = {value}\n")
+    code = textwrap.dedent(
+        """
+        from prism.registry import REWARD_MODELS, REWARDS
+        entry = REWARD_MODELS.entry("reward.name", "linear")
+        print(REWARDS.entry("reward.name", "linear").model, entry.fit_fn().__module__, entry.load_fn().__name__)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), PLUGINS_ENV: "prism-morl,mypkg"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["linear", "mypkg.linear", "from_dict"]
+
+    # The class-path shaper, from the folder a command runs from: it clips the sparse channel ...
+    (tmp_path / "myshaper.py").write_text(_doc_block("python", "# myshaper.py\n"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "myshaper", raising=False)
+    from prism.reward.shaping import make_shaper
+
+    shaper = make_shaper("myshaper:ClippedShaper", sparse_channel=0, seed=0)
+    obs, weight = np.zeros(2, np.float32), np.full(2, 0.5, np.float32)
+    (stored,) = shaper.push(obs, np.zeros(1), np.array([25.0, -30.0]), obs, False, True, weight, True)
+    assert stored.reward.tolist() == [10.0, -30.0] and stored.terminated is False
+    sys.modules.pop("myshaper", None)
+
+
+@pytest.mark.slow  # a toy run in a child process (~1 min on a busy core)
+def test_the_documented_class_path_shaper_trains_a_run(tmp_path):
+    (tmp_path / "myshaper.py").write_text(_doc_block("python", "# myshaper.py\n"))
+    cmd = [sys.executable, "-m", "prism.cli", "fit", "--config", str(CONF / "quickstart.yaml"), *toy_run()]
+    cmd += ["reward.name=myshaper:ClippedShaper", f"run_dir={tmp_path / 'run'}", "figures=false"]
+    out = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "run" / "summary.json").is_file()
