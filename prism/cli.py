@@ -105,6 +105,11 @@ def _parser() -> argparse.ArgumentParser:
         default="final",
         help="final (eval.final.*, default) or periodic (eval.num_weights x eval.episodes)",
     )
+    evaluate.add_argument(
+        "--allow-untrained",
+        action="store_true",
+        help="evaluate a checkpoint taken before the policy's first update (refused otherwise)",
+    )
     _add_debug_argument(evaluate)
     return parser
 
@@ -166,7 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "evaluate":
             from prism.loop.run import evaluate_run
 
-            evaluate_run(args.run_dir, list(args.overrides), protocol=args.protocol)
+            evaluate_run(
+                args.run_dir,
+                list(args.overrides),
+                protocol=args.protocol,
+                allow_untrained=args.allow_untrained,
+            )
     except ConfigError as err:
         if debug:
             raise

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from toy_runs import toy_run
 
 import prism.loop.run
 from prism.cli import main
 from prism.errors import ConfigError
+from prism.loop.progress import PhaseProgressBar, Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -56,3 +62,128 @@ def test_debug_before_or_after_the_command_shows_the_traceback(where):
     with pytest.raises(ConfigError, match="no_such_file.yaml"):
         main(argv)
     assert main(args) == 2  # without --debug: the one-line error
+
+
+# ---- item 14: what the progress display says -----------------------------------------------------------
+def _screen_lines(screen: io.StringIO) -> list[str]:
+    return [
+        line.strip() for chunk in screen.getvalue().split("\n") for line in chunk.split("\r") if line.strip()
+    ]
+
+
+def test_after_an_evaluation_the_rl_bar_shows_the_phase_and_steps_of_now(monkeypatch):
+    """The RL bar redrawn under an evaluation's summary said `phase=eval` and the step count of its last
+    250-step refresh (0 at the evaluation at 200 steps); and "1 episodes"."""
+    import prism.evaluation.callback as callback_module
+    from prism.envs import TOY_SPEC
+    from prism.evaluation.callback import EvaluationCallback
+    from prism.evaluation.config import EvalConfig
+    from prism.evaluation.result import EvalResult
+    from prism.metrics import functional as F
+
+    cfg = EvalConfig(num_weights=2, episodes=1, eum_weights=4, vo_preferences=4)
+    returns = np.arange(4.0).reshape(2, 1, 2)
+    result = EvalResult.from_returns(
+        np.eye(2),
+        returns,
+        returns,
+        np.ones((2, 1)),
+        gamma=0.99,
+        ref_point=TOY_SPEC.ref_point,
+        eum_weights=F.equally_spaced_weights(2, 4),
+        vo_preferences=F.random_preferences(2, 4, cfg.preference_seed),
+    )
+    monkeypatch.setattr(callback_module, "evaluate_agent", lambda *args, **kwargs: result)
+    screen = io.StringIO()
+    progress = Progress(file=screen, disable=False)
+    loop = SimpleNamespace(
+        state=SimpleNamespace(phase="rl", cycle=0), settings=SimpleNamespace(cycles=3), total_env_steps=600
+    )
+    bar = PhaseProgressBar(loop, progress=progress)
+    module = SimpleNamespace(env_step_count=0)
+    bar.on_train_start(None, module)
+    module.env_step_count = 200  # no 250-step crossing since the start: the bar itself still says 0
+    callback = EvaluationCallback(TOY_SPEC, cfg, run_seed=0, pool=object())
+    callback.progress = progress
+    callback._rollout(module, cfg, "eval")
+    lines = _screen_lines(screen)
+    (summary,) = [i for i, line in enumerate(lines) if line.startswith("evaluation at 200 env steps")]
+    assert "(2 weights x 1 episode)" in lines[summary]
+    during = [line for line in lines[:summary] if line.startswith("prism fit (RL)") and "phase=eval" in line]
+    assert during and all("200/600" in line for line in during)
+    after = [line for line in lines[summary + 1 :] if line.startswith("prism fit (RL)")]
+    assert after and all("200/600" in line and "phase=rl cycle=1/3" in line for line in after), after
+    bar.on_train_end(None, module)
+
+
+def test_counted_nouns():
+    from prism._text import counted
+
+    assert [counted(n, "episode") for n in (0, 1, 2)] == ["0 episodes", "1 episode", "2 episodes"]
+
+
+# ---- items 14 and 15: a run stopped before any RL ------------------------------------------------------
+class _Stop(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def stopped_before_rl(tmp_path_factory):
+    """A toy run stopped in its first reward fit: its checkpoints are at 0 env steps (the phase changes)."""
+    import prism.reward.module
+
+    run_dir = tmp_path_factory.mktemp("stopped") / "run"
+
+    def stop(*args, **kwargs):
+        raise _Stop
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prism.reward.module, "fit_reward_model", stop)
+        with pytest.raises(_Stop):
+            prism.loop.run.fit_run([str(CONF / "quickstart.yaml")], [*toy_run(), f"run_dir={run_dir}"])
+    assert (run_dir / "checkpoints" / "last.pt").is_file()
+    return run_dir
+
+
+def test_evaluate_refuses_an_untrained_checkpoint_unless_allowed(stopped_before_rl, capsys):
+    with pytest.raises(
+        ConfigError, match=r"at 0 env steps, before the policy's first update.*--allow-untrained"
+    ):
+        prism.loop.run.evaluate_run(stopped_before_rl, [])
+    assert main(["evaluate", str(stopped_before_rl)]) == 2
+    assert not (stopped_before_rl / "evaluate.csv").exists()
+    capsys.readouterr()
+    assert main(["evaluate", str(stopped_before_rl), "--allow-untrained"]) == 0
+    assert "untrained=1" in capsys.readouterr().out
+    with (stopped_before_rl / "evaluate.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["untrained"] == "1" and row["env_steps"] == "0"
+
+
+def test_resume_says_where_it_resumes_from(stopped_before_rl, monkeypatch, capsys):
+    def stop(*args, **kwargs):
+        raise _Stop
+
+    monkeypatch.setattr(prism.loop.run, "build_run", stop)  # the line comes before the run is built
+    with pytest.raises(_Stop):
+        prism.loop.run.resume_run(stopped_before_rl, [], [])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [
+        f"prism: resuming {stopped_before_rl} from {stopped_before_rl / 'checkpoints' / 'last.pt'} at 0/400 "
+        "env steps (phase fit, cycle 1/2)"
+    ]
+
+
+# ---- item 16: --resume of a finished run with --config ---------------------------------------------------
+def test_resume_of_a_finished_run_with_its_config_says_the_config_is_not_used(tmp_path, capsys):
+    from prism.config import load_config, to_yaml
+
+    run_dir = tmp_path / "run"
+    args = [*toy_run(), f"run_dir={run_dir}"]
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"], args)))
+    (run_dir / "summary.json").write_text("{}")
+    assert prism.loop.run.resume_run(run_dir, [str(CONF / "quickstart.yaml")], args) is None
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert line.startswith(f"prism: run {run_dir} is finished (summary.json present); nothing to resume")
+    assert "the --config/overrides given match" in line and "--resume always uses that file" in line

@@ -38,6 +38,8 @@ class Progress:
         self.phase = "init"
         self.cycle = 0
         self.cycles = 1
+        self.steps: int | None = None
+        """The env steps when the phase was last set (the RL bar shows them; ``None``: not known yet)."""
 
     @property
     def active(self) -> bool:
@@ -72,8 +74,11 @@ class Progress:
         if self.active:
             tqdm.write(text, file=self.file)
 
-    def set_phase(self, phase: str, cycle: int, cycles: int) -> None:
+    def set_phase(self, phase: str, cycle: int, cycles: int, steps: int | None = None) -> None:
+        """Show ``phase`` (and, when given, the env-step count ``steps``) on the RL bar."""
         self.phase, self.cycle, self.cycles = phase, cycle, cycles
+        if steps is not None:
+            self.steps = steps
         self.show_phase()
 
     def postfix(self) -> str:
@@ -81,6 +86,10 @@ class Progress:
 
     def show_phase(self) -> None:
         if self.main is not None:
+            if self.steps is not None:
+                # The bar otherwise moves only every refresh_every steps: a phase shown with the count of
+                # up to 249 steps earlier reads as stale.
+                self.main.n = self.steps
             self.main.set_postfix_str(self.postfix(), refresh=False)
             self.main.refresh()
 
@@ -110,7 +119,7 @@ class PhaseProgressBar(Callback):
         self._shown_step = self._bar.n = pl_module.env_step_count
         self._phase = state.phase
         self.refreshes += 1
-        self.progress.set_phase(state.phase, state.cycle, self.loop.settings.cycles)
+        self.progress.set_phase(state.phase, state.cycle, self.loop.settings.cycles, pl_module.env_step_count)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._bar = tqdm(

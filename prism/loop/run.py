@@ -44,8 +44,10 @@ from prism.loop.checkpoint import attach_checkpointing
 from prism.loop.checkpoint_io import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
+    is_untrained,
     load_agent_weights,
     load_checkpoint,
+    resume_line,
     set_aside,
 )
 from prism.loop.members import Member, Run, member_config, member_run_dirs
@@ -251,6 +253,7 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
     if not config_path.is_file():
         raise ConfigError(f"--resume: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
     config = load_config([config_path])
+    given = ""
     if files or overrides:
         requested = load_config(files or [config_path], overrides)
         if not same_run(requested, config):
@@ -258,11 +261,13 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
                 f"--resume: the given config differs from {config_path} (resume takes the run's saved config; "
                 "drop --config/overrides or start a new run_dir)"
             )
+        # Said, not silently dropped: the arguments were checked against the run and change nothing.
+        given = f" (the --config/overrides given match {config_path}; --resume always uses that file)"
     # A population is finished once its summary.csv is written (after every member's summary.json).
     marker = SUMMARY_CSV if config.seeds is not None else SUMMARY_JSON
     if (run_dir / marker).is_file():
         # Finished: say so and touch nothing (a resumed finished run would only redo its final outputs).
-        print(f"prism: run {run_dir} is finished ({marker} present); nothing to resume")
+        print(f"prism: run {run_dir} is finished ({marker} present); nothing to resume{given}")
         return None
     if Path(config.run_dir).resolve() != run_dir.resolve():
         # The folder was moved or renamed: keep writing where the run now lives.
@@ -273,6 +278,7 @@ def resume_run(run_dir: Path, files: list[str], overrides: list[str]) -> Run | N
         # Before anything is saved: the next save would otherwise rotate a damaged last.pt over previous.pt.
         for damaged in loaded.damaged:
             set_aside(damaged)
+    print(resume_line(run_dir, config.loop, loaded) + given, flush=True)
     for index, member_dir in enumerate(member_run_dirs(config)):
         evaluation = state["evaluations"][index] if state is not None else None
         last_eval = int(evaluation["last_eval_step"]) if evaluation is not None else -1
@@ -296,7 +302,9 @@ what ``front.csv``, ``summary.json`` and the ``final`` row of ``eval.csv`` hold)
 _PERIODIC_KEYS = ("eval.num_weights", "eval.episodes")
 
 
-def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "final") -> dict | list[dict]:
+def evaluate_run(
+    run_dir: str | Path, overrides: list[str], protocol: str = "final", *, allow_untrained: bool = False
+) -> dict | list[dict]:
     """``prism evaluate``: rebuild the agent from a run folder's config and last checkpoint, evaluate once.
 
     ``protocol`` is ``final`` (default: ``eval.final.*``, the paper's protocol, the same episodes as the run's
@@ -307,6 +315,10 @@ def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "fin
     from the population's checkpoint one level up). Each evaluated member gets a row appended to its
     ``evaluate.csv`` (``eval.csv`` stays the training curve): ``protocol``, ``num_weights``, ``episodes``,
     then the columns of an ``eval.csv`` row; the same values are printed, one line per member.
+
+    A checkpoint taken before the policy's first update (fewer env steps than ``agent.learning_starts``: a run
+    stopped during its first collection or reward fit) holds the untrained policy: refused unless
+    ``allow_untrained``, and then flagged ``untrained=1`` in the row and the printed line.
     """
     _quiet()
     if protocol not in EVALUATION_PROTOCOLS:
@@ -345,6 +357,13 @@ def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "fin
     config.run_dir = str(run_dir)
     run = build_run(config, progress_bar=False)
     env_steps = load_agent_weights(run)
+    untrained = is_untrained(config.agent, env_steps)
+    if untrained and not allow_untrained:
+        raise ConfigError(
+            f"RUN_DIR: the last checkpoint of {str(run_dir)!r} is at {env_steps} env steps, before the policy's "
+            f"first update (agent.learning_starts = {config.agent.learning_starts}): it would score the "
+            "untrained policy; add --allow-untrained to evaluate it anyway"
+        )
     rows = []
     for member in run.members if only is None else [run.members[only]]:
         # The member's evaluation config, its reset seed resolved from the member's seed: the same episodes
@@ -356,10 +375,12 @@ def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "fin
             "protocol": protocol,
             "num_weights": cfg.num_weights,
             "episodes": cfg.episodes,
+            "untrained": int(untrained),
             **eval_row(result, run.spec.objective_names, env_steps),
         }
         append_csv(member.run_dir / "evaluate.csv", row, extend_header=True)
         text = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
+        text += "  (the untrained policy: no update before this checkpoint)" if untrained else ""
         print(f"seed {member.seed}: {text}" if run.population else text)
         rows.append(row)
     return rows[0] if len(rows) == 1 else rows
