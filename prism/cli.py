@@ -1,4 +1,5 @@
-"""``prism`` command line: ``prism fit``, ``prism evaluate`` and ``prism config``; ``prism --version``.
+"""``prism`` command line: ``prism fit``, ``prism evaluate``, ``prism config`` and ``prism list``;
+``prism --version``.
 
 ``prism config`` prints the config a ``prism fit`` with the same arguments would run, with every key and its
 default, and a ``resolved:`` block (what the run would decide for keys left ``null`` / ``auto``), without
@@ -59,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     parser.add_argument("--version", action="version", version=f"prism {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config}")
+    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config,list}")
 
     fit = sub.add_parser(
         "fit",
@@ -111,6 +112,14 @@ def _parser() -> argparse.ArgumentParser:
         help="evaluate a checkpoint taken before the policy's first update (refused otherwise)",
     )
     _add_debug_argument(evaluate)
+
+    listing = sub.add_parser(
+        "list",
+        help="list the envs, methods, ablations, reward methods and models, and backbones a config can name",
+        description="List what a config can name: registered envs, the method and ablation overlays in "
+        "conf/, reward methods and models, backbones (installed plug-ins included).",
+    )
+    _add_debug_argument(listing)
     return parser
 
 
@@ -168,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from prism.loop.run import fit_run
 
             fit_run(files, overrides, resume=resume, overwrite=args.overwrite, config=config)
+        elif args.command == "list":
+            from prism.catalogue import catalogue
+
+            print(catalogue(), end="")
         elif args.command == "evaluate":
             from prism.loop.run import evaluate_run
 

@@ -187,3 +187,29 @@ def test_resume_of_a_finished_run_with_its_config_says_the_config_is_not_used(tm
     (line,) = capsys.readouterr().out.strip().splitlines()
     assert line.startswith(f"prism: run {run_dir} is finished (summary.json present); nothing to resume")
     assert "the --config/overrides given match" in line and "--resume always uses that file" in line
+
+
+# ---- item 17: prism list ------------------------------------------------------------------------------
+def test_prism_list_names_every_env_overlay_reward_method_and_backbone(capsys):
+    from prism.envs import registered_env_ids
+    from prism.registry import AGENTS, REWARD_MODELS, REWARDS
+
+    assert main(["list"]) == 0
+    text = capsys.readouterr().out
+    sections: dict[str, list[str]] = {}
+    title = ""
+    for line in text.splitlines():
+        if line.startswith("  "):
+            sections[title].append(line.split()[0])
+        else:
+            title = line.split(" (")[0]
+            sections[title] = []
+    assert sections["envs"] == registered_env_ids() and "mo-walker2d-v5" in sections["envs"]
+    assert sections["methods"] == ["baseline", "oracle", "prism"]  # the files, listed independently below
+    assert sections["methods"] == sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
+    assert sections["ablations and options"] == sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
+    assert "wo_residual" in sections["ablations and options"]
+    assert sections["reward methods"] == REWARDS.names() == ["none", "random", "resymnet", "uniform"]
+    assert sections["reward models"] == REWARD_MODELS.names()
+    assert sections["backbones"] == AGENTS.names() == ["capql", "gpi_pd"]
+    assert "  wo_loss        PRISM without SymReg (λ = 0).\n" in text  # the overlay's own comment
