@@ -97,7 +97,12 @@ def test_oracle_has_no_reward_model_and_same_budget(tmp_path):
     + [
         [CONF / "hopper.yaml", p]
         for p in sorted(
-            [*CONF.glob("method/*.yaml"), *CONF.glob("ablation/*.yaml"), *CONF.glob("agent/*.yaml")]
+            [
+                *CONF.glob("method/*.yaml"),
+                *CONF.glob("ablation/*.yaml"),
+                *CONF.glob("agent/*.yaml"),
+                *CONF.glob("budget/*.yaml"),
+            ]
         )
     ],
     ids=lambda fs: "+".join(f.stem for f in fs),
