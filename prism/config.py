@@ -26,10 +26,10 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from prism import checks
-from prism.agent_keys import check_method_label, prepare_agent_layer
+from prism.agent_keys import check_method_label, foreign_key_hint, prepare_agent_layer
 from prism.agent_keys import warn_once as _warn_once
 from prism.agents.config import CAPQLConfig
-from prism.config_files import RESOLVED_KEY, RUN_LEVEL_KEYS, load_layer
+from prism.config_files import RESOLVED_KEY, RUN_LEVEL_KEYS, check_node_types, load_layer
 from prism.config_files import same_run as same_run  # re-exported
 from prism.config_files import to_yaml as to_yaml  # re-exported
 from prism.devices import accelerator as accelerator  # re-exported
@@ -186,6 +186,8 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         layers.append(OmegaConf.from_dotlist(list(overrides)))
         schema = OmegaConf.structured(RunConfig)
         schema.agent = OmegaConf.structured(agent_class)
+        for source, layer in zip([*map(str, files), "overrides"], layers):
+            check_node_types(layer, schema, source)
         merged = OmegaConf.merge(schema, *layers)
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
@@ -193,6 +195,9 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         moved = RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
         if moved is not None:
             raise ConfigError(moved) from None
+        hint = foreign_key_hint(str(getattr(err, "full_key", "")), agent_class)
+        if hint:
+            raise ConfigError(message + hint) from None
         if message.startswith("seeds"):  # e.g. `seeds[1]: Value 'a' could not be converted to Integer`
             raise ConfigError(f"seeds: must be a list of distinct integers >= 0 ({message})") from None
         raise ConfigError(message) from None
@@ -211,7 +216,7 @@ def _selected_agent(layers: Sequence[DictConfig]) -> str:
     typed merge that follows then reports it against the schema, naming the key."""
     try:
         name = OmegaConf.select(OmegaConf.merge(*layers), "agent.name", default=DEFAULT_AGENT)
-    except OmegaConfBaseException:
+    except (OmegaConfBaseException, TypeError):  # TypeError: a list merged onto a mapping (`env=[1]`)
         return DEFAULT_AGENT
     return name if isinstance(name, str) else DEFAULT_AGENT
 

@@ -213,3 +213,41 @@ def test_prism_list_names_every_env_overlay_reward_method_and_backbone(capsys):
     assert sections["reward models"] == REWARD_MODELS.names()
     assert sections["backbones"] == AGENTS.names() == ["capql", "gpi_pd"]
     assert "  wo_loss        PRISM without SymReg (λ = 0).\n" in text  # the overlay's own comment
+
+
+# ---- item 13: structural type errors name the key ------------------------------------------------------
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        (
+            "loop=3",
+            "loop: must be a mapping of LoopConfig keys (loop.initial_episodes: …), got 3 (in overrides)",
+        ),
+        ("eval.final=5", "eval.final: must be a mapping of FinalEvalConfig keys"),
+        ("env=[1]", "env: must be a mapping of EnvConfig keys (env.id: …), got [1] (in overrides)"),
+        (
+            "agent.gradient_updates=2",
+            "agent.gradient_updates: Key 'gradient_updates' not in 'CAPQLConfig'; it is a key of gpi_pd "
+            "(agent.name=gpi_pd)",
+        ),
+    ],
+)
+def test_a_structural_type_error_names_the_key(override, expected):
+    from prism.config import load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config([CONF / "quickstart.yaml"], [override])
+    assert str(err.value).startswith(expected), str(err.value)
+
+
+def test_a_structural_type_error_in_a_file_names_the_file(tmp_path):
+    from prism.config import load_config
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("eval:\n  final: 5\n")
+    with pytest.raises(ConfigError, match=rf"^eval.final: must be a mapping .* got 5 \(in {bad}\)$"):
+        load_config([CONF / "quickstart.yaml", bad])
+    with pytest.raises(
+        ConfigError, match=r"^agent.symmetry_mode: .*; it is a key of capql \(agent.name=capql\)$"
+    ):
+        load_config([CONF / "quickstart.yaml"], ["agent.name=gpi_pd", "agent.symmetry_mode=exact"])
