@@ -175,6 +175,7 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         if RESOLVED_KEY in layer:  # a run folder's record of what it resolved: informational, never read
             del layer[RESOLVED_KEY]
         layers.append(layer)
+    _warn_env_switch(files, layers)
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"{item}: overrides take the form key=value")
@@ -207,6 +208,27 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         config = apply_protocol(config, resolve_env_spec(config))
     validate(config)
     return config
+
+
+def _warn_env_switch(files: Sequence[str | Path], layers: Sequence[DictConfig]) -> None:
+    """Warn when a later config file sets another ``env.id`` than an earlier one (``conf/walker.yaml
+    conf/quickstart.yaml`` trains on hopper): composing two env files is almost always meant as "this env at
+    that budget", which the budget overlays (``conf/budget/``) are for."""
+    first: tuple[str, Any] | None = None
+    for file, layer in zip(files, layers):
+        try:
+            env_id = OmegaConf.select(layer, "env.id", default=None, throw_on_missing=False)
+        except OmegaConfBaseException:  # `env: 3`: refused, naming the key, by the typed merge
+            continue
+        if not isinstance(env_id, str):
+            continue
+        if first is not None and env_id != first[1]:
+            _warn_once(
+                f"env.id: warning: {file} sets {env_id} over {first[1]} from {first[0]}, so the run is on "
+                f"{env_id}; for {first[1]} at another budget use a budget overlay (conf/budget/tiny.yaml, "
+                "small.yaml) instead of a second env file"
+            )
+        first = (str(file), env_id)
 
 
 def _selected_agent(layers: Sequence[DictConfig]) -> str:

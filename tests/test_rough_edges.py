@@ -251,3 +251,45 @@ def test_a_structural_type_error_in_a_file_names_the_file(tmp_path):
         ConfigError, match=r"^agent.symmetry_mode: .*; it is a key of capql \(agent.name=capql\)$"
     ):
         load_config([CONF / "quickstart.yaml"], ["agent.name=gpi_pd", "agent.symmetry_mode=exact"])
+
+
+# ---- item 8: budget overlays; a second env file switching the env --------------------------------------
+BUDGET_KEYS = {
+    "loop": {"cycles", "steps_per_cycle", "checkpoint_every", "initial_episodes", "expert_episodes"},
+    "reward": {"max_epochs", "patience"},
+    "agent": {"learning_starts", "buffer_size", "log_every"},
+    "eval": {"every", "num_weights", "episodes", "final"},
+}
+
+
+@pytest.mark.parametrize("budget", ["tiny", "small"])
+@pytest.mark.parametrize("env_file", ["walker", "swimmer", "halfcheetah", "hopper"])
+def test_a_budget_overlay_composes_with_any_env_file(env_file, budget, caplog):
+    from omegaconf import OmegaConf
+
+    from prism.config import load_config
+
+    overlay = CONF / "budget" / f"{budget}.yaml"
+    layer = OmegaConf.to_container(OmegaConf.load(overlay))
+    assert set(layer) <= set(BUDGET_KEYS) and all(set(layer[k]) <= BUDGET_KEYS[k] for k in layer)
+    alone = load_config([CONF / f"{env_file}.yaml"])
+    config = load_config([CONF / f"{env_file}.yaml", CONF / "ablation" / "uniform.yaml", overlay])
+    assert (config.env, config.method, config.reward.name) == (alone.env, "uniform", "uniform")
+    assert config.agent.symreg_lambda == alone.agent.symreg_lambda
+    assert config.loop.steps_per_cycle == layer["loop"]["steps_per_cycle"] < alone.loop.steps_per_cycle
+    gpi = load_config([CONF / f"{env_file}.yaml", CONF / "agent" / "gpi_pd.yaml", overlay])
+    assert gpi.agent.name == "gpi_pd" and gpi.agent.learning_starts == layer["agent"]["learning_starts"]
+    assert "env.id: warning" not in caplog.text
+
+
+def test_a_later_env_file_switching_the_env_warns(caplog):
+    from prism.config import load_config
+
+    with caplog.at_level("WARNING", logger="prism.config"):
+        config = load_config([CONF / "walker.yaml", CONF / "quickstart.yaml"])
+    assert config.env.id == "mo-hopper-v5"
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("env.id")]
+    assert line.startswith(
+        f"env.id: warning: {CONF / 'quickstart.yaml'} sets mo-hopper-v5 over mo-walker2d-v5 from "
+        f"{CONF / 'walker.yaml'}, so the run is on mo-hopper-v5"
+    )
