@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
         "defaults of every key.",
     )
     _add_config_arguments(show)  # the same arguments as `prism fit`: it shows what that would run
+    show.add_argument(
+        "--describe", action="store_true", help="print every key with its value and its documentation"
+    )
     _add_debug_argument(show)
 
     evaluate = sub.add_parser(
@@ -169,6 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # Loaded and checked here, before prism.loop.run imports Lightning: bad input fails at once.
             config = None if resume else load_config(files, overrides)
+            if args.command == "config" and args.describe:
+                from prism.config_docs import describe
+
+                print(describe(config), end="")
+                return 0
             if args.command == "config":
                 from prism.config import resolved_values, to_yaml
 

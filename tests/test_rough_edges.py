@@ -293,3 +293,34 @@ def test_a_later_env_file_switching_the_env_warns(caplog):
         f"env.id: warning: {CONF / 'quickstart.yaml'} sets mo-hopper-v5 over mo-walker2d-v5 from "
         f"{CONF / 'walker.yaml'}, so the run is on mo-hopper-v5"
     )
+
+
+# ---- item 17: prism config --describe ------------------------------------------------------------------
+@pytest.mark.parametrize("extra", [[], ["agent.name=gpi_pd"]])
+def test_config_describe_documents_every_key_of_the_config(extra, capsys):
+    import yaml
+
+    from prism.config import load_config, to_yaml
+
+    assert main(["config", "--describe", "--config", str(CONF / "quickstart.yaml"), *extra]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    described = {}
+    for index, line in enumerate(lines):
+        if " = " in line and not line.startswith(" "):
+            key, value = line.split(" = ", 1)
+            follows = lines[index + 1] if index + 1 < len(lines) else ""
+            described[key] = (value, follows)
+
+    def leaves(node, prefix=""):  # the keys of config.yaml, flattened independently of the describer
+        if isinstance(node, dict) and node:
+            return {k: v for key, sub in node.items() for k, v in leaves(sub, f"{prefix}{key}.").items()}
+        return {prefix[:-1]: node}
+
+    saved = leaves(yaml.safe_load(to_yaml(load_config([CONF / "quickstart.yaml"], extra))))
+    assert set(saved) <= set(described)  # every key of config.yaml (a population's `seed` aside)
+    for key, (_, doc) in described.items():
+        assert doc.startswith("    ") and doc.strip() != "(undocumented)", key
+    assert described["loop.steps_per_cycle"][0] == "2000"  # quickstart's value, not the default
+    assert "M: env steps of RL per cycle" in described["loop.steps_per_cycle"][1]
+    if extra:
+        assert "agent.gradient_updates" in described and "agent.symmetry_mode" not in described
