@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "prism",
         "prism._lazy",
+        "prism._text",
         "prism._warnings",
         "prism.checks",
         "prism.config_files",
@@ -44,7 +45,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.reward",),
     ("prism.agents",),
     ("prism.evaluation",),
-    ("prism.config", "prism.agent_keys", "prism.plugins", "prism.protocols"),
+    (
+        "prism.config",
+        "prism.agent_keys",
+        "prism.plugins",
+        "prism.protocols",
+        "prism.config_docs",
+        "prism.catalogue",
+    ),
     ("prism.loop",),
     ("prism.cli",),
 ]
