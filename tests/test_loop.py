@@ -140,4 +140,4 @@ def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
         "env_steps"
     ]
     out = capsys.readouterr().out
-    assert "protocol=final, num_weights=3, episodes=1, env_steps=" in out and "hv=" in out
+    assert "protocol=final, num_weights=3, episodes=1, untrained=0, env_steps=" in out and "hv=" in out
