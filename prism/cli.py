@@ -1,5 +1,5 @@
-"""``prism`` command line: ``prism fit``, ``prism evaluate``, ``prism config``, ``prism render`` and
-``prism reproduce`` (a preset's grid of runs and its report, :mod:`prism.experiments`); ``prism --version``.
+"""``prism`` command line: ``prism fit``, ``prism evaluate``, ``prism config``, ``prism list``, ``prism render``
+and ``prism reproduce`` (a preset's grid of runs and its report, :mod:`prism.experiments`); ``prism --version``.
 
 ``prism config`` prints the config a ``prism fit`` with the same arguments would run, with every key and its
 default, and a ``resolved:`` block (what the run would decide for keys left ``null`` / ``auto``), without
@@ -44,6 +44,15 @@ def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="OmegaConf dot-list overrides")
 
 
+def _add_debug_argument(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after the command. SUPPRESS as default: a subcommand's own default would otherwise
+    overwrite ``prism --debug fit``'s True with False (argparse copies a subparser's defaults over its
+    parent's namespace)."""
+    parser.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prism",
@@ -51,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     parser.add_argument("--version", action="version", version=f"prism {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config,render,reproduce}")
+    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config,list,render,reproduce}")
 
     fit = sub.add_parser(
         "fit",
@@ -65,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument(
         "--overwrite", action="store_true", help="delete an existing non-empty run folder and start afresh"
     )
-    fit.add_argument("--debug", action="store_true", help="show full tracebacks")
+    _add_debug_argument(fit)
     _add_progress_argument(fit)
 
     show = sub.add_parser(
@@ -76,7 +85,10 @@ def _parser() -> argparse.ArgumentParser:
         "defaults of every key.",
     )
     _add_config_arguments(show)  # the same arguments as `prism fit`: it shows what that would run
-    show.add_argument("--debug", action="store_true", help="show full tracebacks")
+    show.add_argument(
+        "--describe", action="store_true", help="print every key with its value and its documentation"
+    )
+    _add_debug_argument(show)
 
     evaluate = sub.add_parser(
         "evaluate",
@@ -98,7 +110,20 @@ def _parser() -> argparse.ArgumentParser:
         default="final",
         help="final (eval.final.*, default) or periodic (eval.num_weights x eval.episodes)",
     )
-    evaluate.add_argument("--debug", action="store_true", help="show full tracebacks")
+    evaluate.add_argument(
+        "--allow-untrained",
+        action="store_true",
+        help="evaluate a checkpoint taken before the policy's first update (refused otherwise)",
+    )
+    _add_debug_argument(evaluate)
+
+    listing = sub.add_parser(
+        "list",
+        help="list the envs, methods, ablations, reward methods and models, and backbones a config can name",
+        description="List what a config can name: registered envs, the method and ablation overlays in "
+        "conf/, reward methods and models, backbones (installed plug-ins included).",
+    )
+    _add_debug_argument(listing)
     _add_render_parser(sub)
     # Listed here for `prism --help`; main() hands `prism reproduce ...` to prism.experiments.cli, imported
     # only then, which parses its own options (`prism reproduce --help`).
@@ -196,7 +221,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return reproduce(argv[1:])
     parser = _parser()
-    args = parser.parse_args(argv)
+    # Known args first: argparse fills a `key=value…` positional list at its first occurrence, so overrides
+    # after an option (`prism evaluate RUN --protocol periodic eval.episodes=2`) come back unparsed. They
+    # are overrides all the same, in the order given; anything else left over is an unrecognised argument.
+    args, extra = parser.parse_known_args(argv)
+    unrecognised = [item for item in extra if item.startswith("-") or "=" not in item]
+    if unrecognised or (extra and not hasattr(args, "overrides")):
+        parser.error(f"unrecognized arguments: {' '.join(unrecognised or extra)}")
+    if extra:
+        args.overrides = list(args.overrides) + extra
     if args.command is None:
         parser.print_help()
         return USAGE_ERROR
@@ -214,6 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # Loaded and checked here, before prism.loop.run imports Lightning: bad input fails at once.
             config = None if resume else load_config(files, overrides)
+            if args.command == "config" and args.describe:
+                from prism.config.describe import describe
+
+                print(describe(config), end="")
+                return 0
             if args.command == "config":
                 from prism.config import resolved_values, to_yaml
 
@@ -231,10 +269,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         elif args.command == "render":
             _render(args)
-        elif args.command == "evaluate":
-            from prism.loop.run import evaluate_run
+        elif args.command == "list":
+            from prism.catalogue import catalogue
 
-            evaluate_run(args.run_dir, list(args.overrides), protocol=args.protocol)
+            print(catalogue(), end="")
+        elif args.command == "evaluate":
+            from prism.loop.evaluate import evaluate_run
+
+            evaluate_run(
+                args.run_dir,
+                list(args.overrides),
+                protocol=args.protocol,
+                allow_untrained=args.allow_untrained,
+            )
     except ConfigError as err:
         if debug:
             raise

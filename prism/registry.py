@@ -193,20 +193,43 @@ PRISM_DISTRIBUTION = "prism-morl"
 _PLUGINS_LOADED = False
 _PLUGINS_ERROR: ConfigError | None = None
 _PLUGINS_LOCK = threading.RLock()
+_LOADING: str | None = None
+"""The distribution whose entry point is being loaded (``None`` outside :func:`load_plugins`): the origin
+recorded for each name it registers, so that a name registered twice names both distributions."""
 
 
 def _dist_name(ep: metadata.EntryPoint) -> str:
     """The entry point's distribution name, normalised (PEP 503: ``prism_morl`` is ``prism-morl``)."""
-    name = ep.dist.name if ep.dist is not None else ""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return _normalise(ep.dist.name if ep.dist is not None else "")
+
+
+PLUGINS_ENV = "PRISM_PLUGINS"
+"""Environment variable: comma-separated distributions whose ``prism.plugins`` entry points are loaded
+(prism's own always is); unset or empty: every installed one. prism's tests set it to ``prism-morl``, so they
+do not depend on what else is installed; a user may set it to rule a plug-in out."""
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
+def _loaded_distributions() -> set[str] | None:
+    """The distributions :data:`PLUGINS_ENV` names (with prism's own), or ``None``: all of them."""
+    value = os.environ.get(PLUGINS_ENV, "").strip()
+    if not value:
+        return None
+    return {_normalise(name) for name in value.split(",") if name.strip()} | {PRISM_DISTRIBUTION}
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
-    """The group's entry points, prism's own first, then by distribution and name; duplicates (the same
-    distribution seen twice on ``sys.path``) once."""
+    """The group's entry points (of the distributions :data:`PLUGINS_ENV` allows), prism's own first, then by
+    distribution and name; duplicates (the same distribution seen twice on ``sys.path``) once."""
     seen, unique = set(), []
+    allowed = _loaded_distributions()
     for ep in metadata.entry_points(group=PLUGIN_GROUP):
         dist = _dist_name(ep)
+        if allowed is not None and dist not in allowed:
+            continue
         if (dist, ep.name, ep.value) not in seen:
             seen.add((dist, ep.name, ep.value))
             unique.append((dist != PRISM_DISTRIBUTION, dist, ep.name, ep))
@@ -218,7 +241,7 @@ def load_plugins() -> None:
 
     An entry point names a function (called with no arguments) or a module (its import registers). One that
     fails to load is a :class:`ConfigError` naming it, raised again on every later lookup."""
-    global _PLUGINS_LOADED, _PLUGINS_ERROR
+    global _PLUGINS_LOADED, _PLUGINS_ERROR, _LOADING
     with _PLUGINS_LOCK:
         if _PLUGINS_LOADED:
             if _PLUGINS_ERROR is not None:
@@ -233,10 +256,14 @@ def load_plugins() -> None:
             )
             raise _PLUGINS_ERROR
         for ep in eps:
+            _LOADING = ep.dist.name if ep.dist is not None else ep.value
             try:
                 target = ep.load()
                 if callable(target):
                     target()
+            except ConfigError as err:  # already one line (e.g. two plug-ins with one name)
+                _PLUGINS_ERROR = err
+                raise
             except Exception as err:
                 first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
                 dist = ep.dist.name if ep.dist is not None else "?"
@@ -244,6 +271,8 @@ def load_plugins() -> None:
                     f"{PLUGIN_GROUP}: entry point {ep.name} = {ep.value} (from {dist}) failed to load: {first}"
                 )
                 raise _PLUGINS_ERROR from None
+            finally:
+                _LOADING = None
 
 
 class Registry(Generic[E]):
@@ -253,22 +282,33 @@ class Registry(Generic[E]):
         self.kind = kind
         self.entry_type = entry_type
         self._entries: dict[str, E] = {}
+        self._origins: dict[str, str | None] = {}
+        """The distribution that registered each name (``None``: a direct call, e.g. from a test)."""
 
     def register(self, name: str, **fields: Any) -> E:
         """Register one plug-in (fields of the entry type, e.g. ``factory=`` and ``config=`` for an agent).
 
         A name is registered once: registering it again raises (no silent fallbacks or overrides)."""
+        origin = _LOADING
         if name in self._entries:
-            raise ValueError(f"{self.kind} {name!r} is already registered")
+            first = self._origins.get(name)
+            if origin is not None and first is not None:
+                raise ConfigError(
+                    f"{PLUGIN_GROUP}: {self.kind} {name!r} is registered by two plug-ins, {first} and {origin}; "
+                    f"uninstall one, or list the distributions to load in {PLUGINS_ENV}"
+                )
+            raise ValueError(f"{self.kind} {name!r} is already registered (by {first or 'a direct call'})")
         if is_class_path(name):
             raise ValueError(f"{self.kind} name {name!r} must not look like a class path (no '.' or ':')")
         entry = self.entry_type(name, **fields)
         self._entries[name] = entry
+        self._origins[name] = origin
         return entry
 
     def unregister(self, name: str) -> None:
         """Remove an entry (for tests that register a plug-in temporarily)."""
         self._entries.pop(name, None)
+        self._origins.pop(name, None)
 
     def names(self) -> list[str]:
         load_plugins()

@@ -182,7 +182,12 @@ def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run
     + [
         [CONF / "hopper.yaml", p]
         for p in sorted(
-            [*CONF.glob("method/*.yaml"), *CONF.glob("ablation/*.yaml"), *CONF.glob("agent/*.yaml")]
+            [
+                *CONF.glob("method/*.yaml"),
+                *CONF.glob("ablation/*.yaml"),
+                *CONF.glob("agent/*.yaml"),
+                *CONF.glob("budget/*.yaml"),
+            ]
         )
     ],
     ids=lambda fs: "+".join(f.stem for f in fs),
@@ -199,7 +204,7 @@ def test_every_shipped_config_builds(files, tmp_path):
 
 
 def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
-    from prism.loop.run import evaluate_run
+    from prism.loop.evaluate import evaluate_run
 
     run_dir = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("loop.cycles")] + ["loop.cycles=1", f"run_dir={run_dir}"]
@@ -220,4 +225,4 @@ def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
         "env_steps"
     ]
     out = capsys.readouterr().out
-    assert "protocol=final, num_weights=3, episodes=1, env_steps=" in out and "hv=" in out
+    assert "protocol=final, num_weights=3, episodes=1, untrained=0, env_steps=" in out and "hv=" in out

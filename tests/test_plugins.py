@@ -12,10 +12,13 @@ import textwrap
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import pytest
+from subprocess_runs import subprocess_env
+from toy_runs import toy_run
 
 from prism.config import load_config
-from prism.registry import PLUGIN_GROUP, REWARDS
+from prism.registry import PLUGIN_GROUP, PLUGINS_ENV, REWARDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -68,7 +71,7 @@ def test_an_installed_package_adds_a_reward_model_without_editing_prism(tmp_path
         print(config.reward.name, REWARDS.entry("reward.name", "linear").model, entry.fit_fn().__name__)
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), PLUGINS_ENV: "prism-morl,ext-linear"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["linear", "linear", "fit_linear_reward"]
@@ -81,7 +84,7 @@ def test_a_broken_entry_point_is_one_line_naming_it(tmp_path):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nbroken = no_such_module_xyz:register\n")
     code = "from prism.registry import AGENTS\nAGENTS.names()"
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = {**os.environ, "PYTHONPATH": str(site), PLUGINS_ENV: "prism-morl,broken"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "prism.plugins: entry point broken = no_such_module_xyz:register (from broken) failed to load" in (
@@ -142,7 +145,9 @@ def test_the_shaper_protocol_documents_its_state_methods(caplog):
     assert "NoState has no state_dict()/load_state_dict()" in record.getMessage()
 
 
-def _fake_distribution(site: Path, dist: str, entry: str, module: str, body: str) -> metadata.EntryPoint:
+def _fake_plugin_distribution(
+    site: Path, dist: str, entry: str, module: str, body: str
+) -> metadata.EntryPoint:
     """A distribution ``dist`` as pip would leave it on ``site`` (a module and its dist-info), declaring one
     entry point ``entry = module:register`` in the plug-in group; returns that entry point (its ``dist`` set)."""
     (site / f"{module}.py").write_text(textwrap.dedent(body))
@@ -173,10 +178,12 @@ def fake_plugin_group(tmp_path, monkeypatch):
             registry._PLUGIN_CALLS.append({who!r})
             registry.REWARDS.register("shared", shaper="{who}:shaper")
         """
-    own = _fake_distribution(
+    own = _fake_plugin_distribution(
         site, "prism-morl", "prism", "fake_prism_own", register.format(who="fake_prism_own")
     )
-    ext = _fake_distribution(site, "aaa-ext", "aaa", "fake_aaa_ext", register.format(who="fake_aaa_ext"))
+    ext = _fake_plugin_distribution(
+        site, "aaa-ext", "aaa", "fake_aaa_ext", register.format(who="fake_aaa_ext")
+    )
     # The third party listed first, as an installation may list it: the order must come from the rule.
     monkeypatch.setattr(
         registry.metadata, "entry_points", lambda group: [ext, own] if group == PLUGIN_GROUP else []
@@ -185,6 +192,7 @@ def fake_plugin_group(tmp_path, monkeypatch):
         monkeypatch.setattr(table, "_entries", {})
     monkeypatch.setattr(registry, "_PLUGINS_LOADED", False)
     monkeypatch.setattr(registry, "_PLUGINS_ERROR", None)
+    monkeypatch.setenv(PLUGINS_ENV, "prism-morl,aaa-ext")  # both fake distributions may load
     for module in ("fake_prism_own", "fake_aaa_ext"):
         monkeypatch.delitem(sys.modules, module, raising=False)
     return registry, calls
@@ -194,7 +202,7 @@ def test_prisms_own_entry_point_wins_over_a_third_party_one(fake_plugin_group):
     """The documented precedence (docs/ARCHITECTURE.md, "Plug-ins"; prism/registry.py): prism's own entry
     point is loaded first, whatever the distributions' names, and a name is registered once, so a third-party
     distribution cannot replace a built-in: its registration of a taken name stops the lookup with one line
-    naming the third party's entry point, and the built-in's entry stays."""
+    naming both distributions, prism's first, and the built-in's entry stays."""
     registry, calls = fake_plugin_group
     from prism.config import ConfigError
 
@@ -203,6 +211,105 @@ def test_prisms_own_entry_point_wins_over_a_third_party_one(fake_plugin_group):
         registry.REWARDS.names()
     assert calls == ["fake_prism_own", "fake_aaa_ext"]
     message = str(err.value)
-    assert "entry point aaa = fake_aaa_ext:register (from aaa-ext) failed to load" in message
-    assert "'shared' is already registered" in message
+    assert message == (
+        "prism.plugins: reward redistribution 'shared' is registered by two plug-ins, prism-morl and aaa-ext; "
+        "uninstall one, or list the distributions to load in PRISM_PLUGINS"
+    )
     assert registry.REWARDS._entries["shared"].shaper == "fake_prism_own:shaper"
+
+
+def _fake_distribution(site: Path, dist: str, module: str, reward_name: str) -> None:
+    """A distribution ``dist`` whose entry point registers a reward method ``reward_name`` (as pip leaves it)."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(
+        "def register():\n    from prism.registry import REWARDS\n\n"
+        f"    REWARDS.register({reward_name!r}, shaper='prism.reward.shaping:uniform_shaper')\n"
+    )
+    info = site / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{module} = {module}:register\n")
+
+
+def test_the_tests_load_only_prisms_own_plugins(tmp_path, monkeypatch):
+    """Issue 29 item 10: an installed plug-in named `linear` made test_registry's doc example fail (the name
+    was taken); the tests now load prism's entry point only, whatever else is installed."""
+    from prism.registry import _dist_name, _entry_points
+
+    _fake_distribution(tmp_path / "site", "ext-linear", "ext_linear_installed", "linear")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert "ext-linear" in {_dist_name(ep) for ep in metadata.entry_points(group=PLUGIN_GROUP)}
+    assert {_dist_name(ep) for ep in _entry_points()} == {"prism-morl"}
+
+
+def test_two_plugins_with_one_name_are_one_line_naming_both(tmp_path):
+    site = tmp_path / "site"
+    _fake_distribution(site, "alpha-shapers", "alpha_shapers", "smooth")
+    _fake_distribution(site, "beta-shapers", "beta_shapers", "smooth")
+    code = "from prism.cli import main\nraise SystemExit(main(['config', 'reward.name=smooth']))"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    del env[PLUGINS_ENV]  # every installed plug-in, as a user's environment has them
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "prism: error: prism.plugins: reward redistribution 'smooth' is registered by two plug-ins, "
+        "alpha-shapers and beta-shapers; uninstall one, or list the distributions to load in PRISM_PLUGINS"
+    ]
+
+
+def _doc_block(language: str, first_line: str) -> str:
+    """The ```<language> block of docs/ARCHITECTURE.md that starts with ``first_line``."""
+    blocks = re.findall(rf"```{language}\n(.*?)```", ARCHITECTURE.read_text(), flags=re.S)
+    (block,) = [b for b in blocks if b.startswith(first_line)]
+    return block
+
+
+def test_the_from_outside_prism_examples_are_complete_and_run(tmp_path, monkeypatch):
+    """Issue 29 item 11: every block of "From outside prism" runs as written (imports included): the package
+    `mypkg` built from them is found through its entry point, and the class-path shaper shapes a step."""
+    import tomllib
+
+    site = tmp_path / "site"
+    (site / "mypkg").mkdir(parents=True)
+    (site / "mypkg" / "__init__.py").write_text("")
+    (site / "mypkg" / "linear.py").write_text(_doc_block("python", "# prism/reward/linear.py\n"))
+    (site / "mypkg" / "plugins.py").write_text(_doc_block("python", "# mypkg/plugins.py\n"))
+    pyproject = tomllib.loads(_doc_block("toml", '[project.entry-points."prism.plugins"]\nmypkg'))
+    (name, value), *_ = pyproject["project"]["entry-points"][PLUGIN_GROUP].items()
+    info = site / "mypkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{name} = {value}\n")
+    code = textwrap.dedent(
+        """
+        from prism.registry import REWARD_MODELS, REWARDS
+        entry = REWARD_MODELS.entry("reward.name", "linear")
+        print(REWARDS.entry("reward.name", "linear").model, entry.fit_fn().__module__, entry.load_fn().__name__)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), PLUGINS_ENV: "prism-morl,mypkg"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["linear", "mypkg.linear", "from_dict"]
+
+    # The class-path shaper, from the folder a command runs from: it clips the sparse channel ...
+    (tmp_path / "myshaper.py").write_text(_doc_block("python", "# myshaper.py\n"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "myshaper", raising=False)
+    from prism.reward.shaping import make_shaper
+
+    shaper = make_shaper("myshaper:ClippedShaper", sparse_channel=0, seed=0)
+    obs, weight = np.zeros(2, np.float32), np.full(2, 0.5, np.float32)
+    (stored,) = shaper.push(obs, np.zeros(1), np.array([25.0, -30.0]), obs, False, True, weight, True)
+    assert stored.reward.tolist() == [10.0, -30.0] and stored.terminated is False
+    sys.modules.pop("myshaper", None)
+
+
+@pytest.mark.slow  # a toy run in a child process (~1 min on a busy core)
+def test_the_documented_class_path_shaper_trains_a_run(tmp_path):
+    (tmp_path / "myshaper.py").write_text(_doc_block("python", "# myshaper.py\n"))
+    cmd = [sys.executable, "-m", "prism.cli", "fit", "--config", str(CONF / "quickstart.yaml"), *toy_run()]
+    cmd += ["reward.name=myshaper:ClippedShaper", f"run_dir={tmp_path / 'run'}", "figures=false"]
+    out = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "run" / "summary.json").is_file()

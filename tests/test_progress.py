@@ -46,11 +46,11 @@ def test_every_phase_shows_its_own_progress(tmp_path):
     order = [
         "collect random episodes (cycle 1/2): 5 episodes",
         "reward fit (cycle 1/2): 3 epochs  val_loss ",
-        "evaluation at 200 env steps (3 weights x 1 episodes): HV ",
+        "evaluation at 200 env steps (3 weights x 1 episode): HV ",
         "collect expert episodes (cycle 1/2): 3 episodes",
         "reward fit (cycle 2/2): 3 epochs  val_loss ",
-        "evaluation at 400 env steps (3 weights x 1 episodes): HV ",
-        "final evaluation at 400 env steps (4 weights x 1 episodes): HV ",
+        "evaluation at 400 env steps (3 weights x 1 episode): HV ",
+        "final evaluation at 400 env steps (4 weights x 1 episode): HV ",
     ]
     found = [next((i for i, line in enumerate(lines) if want in line), None) for want in order]
     assert None not in found and found == sorted(found), (found, [line for line in lines if line[-1] == "s"])

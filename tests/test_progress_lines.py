@@ -93,7 +93,7 @@ def test_a_run_logging_to_a_file_writes_phase_lines_before_the_closing_block(tmp
         "reward fit (cycle 1/2): 3 epochs",
         "RL (cycle 1/2): start at env step 0/400",
         "evaluation: start (3 episodes)",
-        "evaluation at 200 env steps (3 weights x 1 episodes): HV ",
+        "evaluation at 200 env steps (3 weights x 1 episode): HV ",
         "RL (cycle 1/2): end at env step 200/400, 200 env steps in ",
         "collect expert episodes (cycle 1/2): start (3 episodes)",
         "reward fit (cycle 2/2): start",

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "prism",
         "prism._lazy",
+        "prism._text",
         "prism._warnings",
         "prism.checks",
         "prism.devices",
@@ -44,7 +45,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.reward",),
     ("prism.agents",),
     ("prism.evaluation",),
-    ("prism.config", "prism.plugins"),
+    ("prism.config", "prism.plugins", "prism.catalogue"),
     ("prism.loop",),
     ("prism.api", "prism.render"),  # using a trained run from Python, and watching it
     ("prism.experiments",),

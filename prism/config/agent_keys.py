@@ -55,6 +55,19 @@ def _other_backbones_keys(agent_class: type) -> dict[str, list[str]]:
     return owners
 
 
+def foreign_key_hint(full_key: str, agent_class: type) -> str:
+    """For an ``agent.<key>`` the chosen backbone lacks: ``"; it is a key of gpi_pd (agent.name=gpi_pd)"``
+    when other registered backbones have it, else ``""``."""
+    key = full_key.removeprefix("agent.")
+    if not full_key.startswith("agent.") or "." in key or key in _fields(agent_class):
+        return ""
+    owners = sorted(_other_backbones_keys(agent_class).get(key, []))
+    if not owners:
+        return ""
+    names = ", ".join(owners)
+    return f"; it is a key of {names} (agent.name={owners[0]})" if len(owners) == 1 else f"; a key of {names}"
+
+
 def prepare_agent_layer(layer: DictConfig, source: str | Path, agent_class: type, backbone: str) -> None:
     """Adapt the ``agent:`` node of one config file to the chosen backbone (in place).
 

@@ -68,6 +68,27 @@ def load_layer(path: Path) -> DictConfig:
     return layer
 
 
+def check_node_types(layer: DictConfig, schema: DictConfig, source: str, prefix: str = "") -> None:
+    """Refuse a scalar or list where the schema has a group of keys (``loop: 3``, ``eval: {final: 5}``), naming
+    the key and ``source`` (a file, or "overrides"): OmegaConf's own error ("Merge error: int is not a
+    subclass of LoopConfig") names neither. Keys the schema lacks are left for the merge to refuse."""
+    for key in layer:
+        if key not in schema:
+            continue
+        group = schema.get(key)
+        if not isinstance(group, DictConfig):
+            continue
+        value = layer.get(key)
+        if isinstance(value, DictConfig):
+            check_node_types(value, group, source, f"{prefix}{key}.")
+            continue
+        example = next(iter(group), "key")
+        raise ConfigError(
+            f"{prefix}{key}: must be a mapping of {OmegaConf.get_type(group).__name__} keys "
+            f"({prefix}{key}.{example}: …), got {value!r} (in {source})"
+        )
+
+
 RUN_LEVEL_KEYS = {
     "agent.seed": "agent.seed: not an agent key; set the run's top-level `seed` (or `seeds`), which seeds the "
     "agent too",

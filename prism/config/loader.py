@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from prism.config.agent_keys import prepare_agent_layer
-from prism.config.files import RESOLVED_KEY, RUN_LEVEL_KEYS, load_layer
+from prism.config.agent_keys import foreign_key_hint, prepare_agent_layer, warn_once
+from prism.config.files import RESOLVED_KEY, RUN_LEVEL_KEYS, check_node_types, load_layer
 from prism.config.protocols import apply_protocol
 from prism.config.schema import DEFAULT_AGENT, RunConfig
 from prism.config.validation import resolve_env_spec, validate
@@ -49,6 +50,7 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         if RESOLVED_KEY in layer:  # a run folder's record of what it resolved: informational, never read
             del layer[RESOLVED_KEY]
         layers.append(layer)
+    _warn_env_switch(files, layers)
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"{item}: overrides take the form key=value")
@@ -60,6 +62,8 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         layers.append(OmegaConf.from_dotlist(list(overrides)))
         schema = OmegaConf.structured(RunConfig)
         schema.agent = OmegaConf.structured(agent_class)
+        for source, layer in zip([*map(str, files), "overrides"], layers):
+            check_node_types(layer, schema, source)
         merged = OmegaConf.merge(schema, *layers)
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
@@ -67,6 +71,9 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         moved = RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
         if moved is not None:
             raise ConfigError(moved) from None
+        hint = foreign_key_hint(str(getattr(err, "full_key", "")), agent_class)
+        if hint:
+            raise ConfigError(message + hint) from None
         if message.startswith("seeds"):  # e.g. `seeds[1]: Value 'a' could not be converted to Integer`
             raise ConfigError(f"seeds: must be a list of distinct integers >= 0 ({message})") from None
         raise ConfigError(message) from None
@@ -78,6 +85,27 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
     return config
 
 
+def _warn_env_switch(files: Sequence[str | Path], layers: Sequence[DictConfig]) -> None:
+    """Warn when a later config file sets another ``env.id`` than an earlier one (``conf/walker.yaml
+    conf/quickstart.yaml`` trains on hopper): composing two env files is almost always meant as "this env at
+    that budget", which the budget overlays (``conf/budget/``) are for."""
+    first: tuple[str, Any] | None = None
+    for file, layer in zip(files, layers):
+        try:
+            env_id = OmegaConf.select(layer, "env.id", default=None, throw_on_missing=False)
+        except OmegaConfBaseException:  # `env: 3`: refused, naming the key, by the typed merge
+            continue
+        if not isinstance(env_id, str):
+            continue
+        if first is not None and env_id != first[1]:
+            warn_once(
+                f"env.id: warning: {file} sets {env_id} over {first[1]} from {first[0]}, so the run is on "
+                f"{env_id}; for {first[1]} at another budget use a budget overlay (conf/budget/tiny.yaml, "
+                "small.yaml) instead of a second env file"
+            )
+        first = (str(file), env_id)
+
+
 def _selected_agent(layers: Sequence[DictConfig]) -> str:
     """``agent.name`` of the merged layers, read before the schema is known (default :data:`DEFAULT_AGENT`).
 
@@ -85,7 +113,7 @@ def _selected_agent(layers: Sequence[DictConfig]) -> str:
     typed merge that follows then reports it against the schema, naming the key."""
     try:
         name = OmegaConf.select(OmegaConf.merge(*layers), "agent.name", default=DEFAULT_AGENT)
-    except OmegaConfBaseException:
+    except (OmegaConfBaseException, TypeError):  # TypeError: a list merged onto a mapping (`env=[1]`)
         return DEFAULT_AGENT
     return name if isinstance(name, str) else DEFAULT_AGENT
 

@@ -17,6 +17,7 @@ import gymnasium as gym
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from prism._text import counted
 from prism.envs.spec import EnvSpec
 from prism.evaluation.config import EvalConfig
 from prism.evaluation.figure import front_figure
@@ -154,7 +155,8 @@ class EvaluationCallback(Callback):
         bar = None
         if self.progress is not None:
             before = self.progress.phase
-            self.progress.set_phase(kind, self.progress.cycle, self.progress.cycles)
+            steps = pl_module.env_step_count
+            self.progress.set_phase(kind, self.progress.cycle, self.progress.cycles, steps=steps)
             who = f" (seed {self.run_seed})" if self.logger is not None else ""  # as the loop's phase bars
             desc = f"{'final evaluation' if kind == 'final_eval' else 'evaluation'}{who}"
             bar = self.progress.bar(desc, total=cfg.num_weights * cfg.episodes, unit="ep")
@@ -163,14 +165,15 @@ class EvaluationCallback(Callback):
             evaluate_agent(pl_module, self.spec, cfg, pool=self._pool, member=self.member, **extra)
         )
         if bar is not None:
-            protocol = f"{cfg.num_weights} weights x {cfg.episodes} episodes"
-            steps = pl_module.env_step_count
+            protocol = f"{counted(cfg.num_weights, 'weight')} x {counted(cfg.episodes, 'episode')}"
+            # The RL bar gets its phase back first: the summary line below redraws it, and it would say
+            # phase=eval until the next refresh.
+            self.progress.set_phase(before, self.progress.cycle, self.progress.cycles, steps=steps)
             self.progress.close(
                 bar,
                 f"{desc} at {steps} env steps ({protocol}): HV {result.hv:.6g}  EUM {result.eum:.6g}  "
                 f"VO {result.vo:.6g}  {result.wall_time:.1f}s",
             )
-            self.progress.set_phase(before, self.progress.cycle, self.progress.cycles)
         return result
 
     def _measure(self, result: EvalResult) -> EvalResult:

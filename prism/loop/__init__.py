@@ -1,6 +1,6 @@
 """prism.loop: a whole ``prism fit`` / ``prism evaluate`` run, the layer above the agents, rewards and evaluation.
 
-- :mod:`~prism.loop.run`: build a run from its config, train it, resume it, evaluate a finished one;
+- :mod:`~prism.loop.run`: build a run from its config, train it, resume it; :mod:`~prism.loop.evaluate`: evaluate a finished one;
 - :mod:`~prism.loop.phases`: the PRISM loop (collection, reward fits, shaping) as a callback on the agent's
   Trainer;
 - :mod:`~prism.loop.checkpoint` / :mod:`~prism.loop.checkpoint_io`: whole-run checkpoints and their files;

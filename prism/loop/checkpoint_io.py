@@ -188,3 +188,20 @@ def load_agent_weights(run) -> int:
     if loaded is None:
         raise ConfigError(f"RUN_DIR: no checkpoint at {checkpoint_path(run.run_dir)}")
     return int(loaded.state["env_steps"])
+
+
+def is_untrained(agent_config: Any, env_steps: int) -> bool:
+    """Whether a checkpoint at ``env_steps`` predates the first policy update (the agent updates from its
+    ``learning_starts``-th env step on; a backbone without the key counts as trained once RL has begun)."""
+    return env_steps < max(int(getattr(agent_config, "learning_starts", 0)), 1)
+
+
+def resume_line(run_dir: Path, loop_config: Any, loaded: LoadedCheckpoint | None) -> str:
+    """Where ``--resume`` starts (``loop_config``: the run's ``loop.*``): the checkpoint file, its env steps,
+    and the loop's phase and cycle there."""
+    if loaded is None:
+        return f"prism: resuming {run_dir} from the start (no checkpoint was saved)"
+    steps, loop = int(loaded.state["env_steps"]), loaded.state["loop"]["state"]
+    total = loop_config.cycles * loop_config.steps_per_cycle
+    where = f"phase {loop['phase']}, cycle {int(loop['cycle']) + 1}/{loop_config.cycles}"
+    return f"prism: resuming {run_dir} from {loaded.path} at {steps}/{total} env steps ({where})"

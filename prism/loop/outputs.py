@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prism._text import counted
 from prism.evaluation.records import eval_row
 from prism.loop.hparams import log_hparams
 from prism.loop.members import Member, Run
@@ -176,7 +177,8 @@ def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> s
             final = finals[-1]
             lines.append(
                 f"{prefix}final        HV {float(final['hv']):.6g}   EUM {float(final['eum']):.6g}   "
-                f"VO {float(final['vo']):.6g}   ({protocol['num_weights']} weights x {protocol['episodes']} episodes)"
+                f"VO {float(final['vo']):.6g}   ({counted(protocol['num_weights'], 'weight')} x "
+                f"{counted(protocol['episodes'], 'episode')})"
             )
         if rows:
             periodic = periodic_rows(rows)

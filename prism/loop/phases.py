@@ -27,6 +27,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from prism._text import counted
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
@@ -129,7 +130,7 @@ class PrismLoopCallback(Callback):
                     step=steps,
                 )
         if self.progress is not None:
-            self.progress.set_phase(phase, self.state.cycle, self.settings.cycles)
+            self.progress.set_phase(phase, self.state.cycle, self.settings.cycles, steps=steps)
         if self.on_phase is not None:
             self.on_phase(self.state)
 
@@ -183,7 +184,7 @@ class PrismLoopCallback(Callback):
             )
             if bar is not None:
                 took = time.perf_counter() - start
-                summary = f"{desc}: {stats.episodes} episodes, mean length {stats.mean_episode_length:.1f}"
+                summary = f"{desc}: {counted(stats.episodes, 'episode')}, mean length {stats.mean_episode_length:.1f}"
                 self.progress.close(bar, f"{summary}  {took:.1f}s")
             episodes = stats.episodes
             if logger is not None:

@@ -47,6 +47,8 @@ class Progress:
         """``clock() -> env steps``: the agent's RL clock (set by the run builder; the line display reads it)."""
         self.total_steps: int | None = None
         """The run's RL budget in env steps (set by the run builder)."""
+        self.steps: int | None = None
+        """The env steps when the phase was last set (the RL bar shows them; ``None``: not known yet)."""
 
     @property
     def active(self) -> bool:
@@ -81,8 +83,11 @@ class Progress:
         if self.active:
             tqdm.write(text, file=self.file)
 
-    def set_phase(self, phase: str, cycle: int, cycles: int) -> None:
+    def set_phase(self, phase: str, cycle: int, cycles: int, steps: int | None = None) -> None:
+        """Show ``phase`` (and, when given, the env-step count ``steps``) on the RL bar."""
         self.phase, self.cycle, self.cycles = phase, cycle, cycles
+        if steps is not None:
+            self.steps = steps
         self.show_phase()
 
     def postfix(self) -> str:
@@ -90,6 +95,10 @@ class Progress:
 
     def show_phase(self) -> None:
         if self.main is not None:
+            if self.steps is not None:
+                # The bar otherwise moves only every refresh_every steps: a phase shown with the count of
+                # up to 249 steps earlier reads as stale.
+                self.main.n = self.steps
             self.main.set_postfix_str(self.postfix(), refresh=False)
             self.main.refresh()
 
@@ -130,7 +139,7 @@ class PhaseProgressBar(Callback):
         self._shown_step = self._bar.n = pl_module.env_step_count
         self._phase = state.phase
         self.refreshes += 1
-        self.progress.set_phase(state.phase, state.cycle, self.loop.settings.cycles)
+        self.progress.set_phase(state.phase, state.cycle, self.loop.settings.cycles, pl_module.env_step_count)
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._bar = self.progress.rl_bar(self.loop.total_env_steps)

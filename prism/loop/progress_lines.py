@@ -117,7 +117,7 @@ class LineProgress(Progress):
         total = self.total_steps if self.total_steps is not None else "?"
         return f"{steps}/{total}"
 
-    def set_phase(self, phase: str, cycle: int, cycles: int) -> None:
+    def set_phase(self, phase: str, cycle: int, cycles: int, steps: int | None = None) -> None:
         if phase not in _OWN_LINES:
             rl_ends = self._loop_phase == "rl" and (phase != "rl" or cycle != self.cycle)
             if rl_ends and self._rl_since is not None:
@@ -132,7 +132,7 @@ class LineProgress(Progress):
                 self.line(f"RL (cycle {cycle + 1}/{cycles}): start at env step {self._steps()}")
                 self._rl_since = (self.clock() if self.clock is not None else 0, time.perf_counter())
             self._loop_phase = phase
-        super().set_phase(phase, cycle, cycles)
+        super().set_phase(phase, cycle, cycles, steps=steps)
 
 
 PROGRESS_MODES = ("auto", "bar", "lines", "none")

@@ -37,15 +37,13 @@ from prism.config import (
 from prism.envs import make_env
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
-from prism.evaluation.records import append_csv, eval_row, truncate_eval_csv
-from prism.evaluation.rollout import evaluate_agent
+from prism.evaluation.records import truncate_eval_csv
 from prism.loop import interrupt
 from prism.loop.checkpoint import attach_checkpointing
 from prism.loop.checkpoint_io import (
-    CHECKPOINT_DIR,
     CONFIG_FILE,
-    load_agent_weights,
     load_checkpoint,
+    resume_line,
     set_aside,
 )
 from prism.loop.continuation import archive_final_outputs, budget_growth, reopen_state, with_cycles
@@ -264,14 +262,18 @@ def resume_run(
         raise ConfigError(f"--resume: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
     config = load_config([config_path])
     cycles = None  # loop.cycles to continue to (prism.loop.continuation), None: resume as saved
+    given = ""
     if files or overrides:
         cycles = budget_growth(config, load_config(files or [config_path], overrides), config_path)
+        if cycles is None:
+            # Said, not silently dropped: the arguments were checked against the run and change nothing.
+            given = f" (the --config/overrides given match {config_path}; --resume always uses that file)"
     # A population is finished once its summary.csv is written (after every member's summary.json).
     marker = SUMMARY_CSV if config.seeds is not None else SUMMARY_JSON
     finished = (run_dir / marker).is_file()
     if finished and cycles is None:
         # Finished: say so and touch nothing (a resumed finished run would only redo its final outputs).
-        print(f"prism: run {run_dir} is finished ({marker} present); nothing to resume")
+        print(f"prism: run {run_dir} is finished ({marker} present); nothing to resume{given}")
         return None
     if Path(config.run_dir).resolve() != run_dir.resolve():
         # The folder was moved or renamed: keep writing where the run now lives.
@@ -291,6 +293,8 @@ def resume_run(
         config = with_cycles(config, cycles)
         (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config)))
         print(f"prism: continuing {run_dir} at env step {steps} to {cycles} cycles", file=sys.stderr)
+    else:
+        print(resume_line(run_dir, config.loop, loaded) + given, flush=True)
     for index, member_dir in enumerate(member_run_dirs(config)):
         evaluation = state["evaluations"][index] if state is not None else None
         last_eval = int(evaluation["last_eval_step"]) if evaluation is not None else -1
@@ -308,80 +312,3 @@ def resume_run(
     write_final_outputs(run, wall_time_s)
     print(closing_summary(run, wall_time_s, resumed=True))
     return run
-
-
-EVALUATION_PROTOCOLS = ("final", "periodic")
-"""``prism evaluate --protocol``: the final protocol (``eval.final``: the paper's 100 weights × 5 episodes,
-what ``front.csv``, ``summary.json`` and the ``final`` row of ``eval.csv`` hold) or the periodic one
-(``eval.num_weights`` × ``eval.episodes``, the learning curve's rows)."""
-
-_PERIODIC_KEYS = ("eval.num_weights", "eval.episodes")
-
-
-def evaluate_run(run_dir: str | Path, overrides: list[str], protocol: str = "final") -> dict | list[dict]:
-    """``prism evaluate``: rebuild the agent from a run folder's config and last checkpoint, evaluate once.
-
-    ``protocol`` is ``final`` (default: ``eval.final.*``, the paper's protocol, the same episodes as the run's
-    final evaluation, so a finished run's values equal its ``final`` row of ``eval.csv``) or ``periodic``
-    (``eval.num_weights`` × ``eval.episodes``, as the periodic rows). ``eval.*`` overrides apply; one that sets
-    the other protocol's counts is refused (it would be ignored). ``run_dir`` is a single run's folder, a
-    population's folder (every member is evaluated) or one member's ``seed<N>/`` folder (its weights are read
-    from the population's checkpoint one level up). Each evaluated member gets a row appended to its
-    ``evaluate.csv`` (``eval.csv`` stays the training curve): ``protocol``, ``num_weights``, ``episodes``,
-    then the columns of an ``eval.csv`` row; the same values are printed, one line per member.
-    """
-    _quiet()
-    if protocol not in EVALUATION_PROTOCOLS:
-        raise ConfigError(f"--protocol: expected one of {', '.join(EVALUATION_PROTOCOLS)}, got {protocol!r}")
-    run_dir = Path(run_dir)
-    config_path = run_dir / CONFIG_FILE
-    if not config_path.is_file():
-        raise ConfigError(f"RUN_DIR: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
-    bad = [o for o in overrides if not o.startswith("eval.")]
-    if bad:
-        raise ConfigError(f"{bad[0].split('=')[0]}: prism evaluate only takes eval.* overrides")
-    for item in overrides:
-        key = item.split("=", 1)[0]
-        if key == "eval.every":
-            raise ConfigError(
-                "eval.every: schedules a training run's periodic evaluations; prism evaluate evaluates once "
-                "and does not use it"
-            )
-        if protocol == "final" and key in _PERIODIC_KEYS:
-            raise ConfigError(
-                f"{key}: sets the periodic protocol, and prism evaluate uses the final one; set "
-                f"eval.final.{key.split('.')[1]} instead, or add --protocol periodic"
-            )
-        if protocol == "periodic" and key.startswith("eval.final."):
-            raise ConfigError(
-                f"{key}: sets the final protocol, and --protocol periodic uses eval.num_weights / eval.episodes"
-            )
-    config = load_config([config_path], overrides)
-    only: int | None = None
-    parent_config = run_dir.parent / CONFIG_FILE
-    if config.seeds is None and not (run_dir / CHECKPOINT_DIR).is_dir() and parent_config.is_file():
-        parent = load_config([parent_config], overrides)
-        if parent.seeds is not None and config.seed in parent.seeds:  # a population member's folder
-            only, config, run_dir = parent.seeds.index(config.seed), parent, run_dir.parent
-    # The folder may have been moved or copied since training: read the checkpoints that are here.
-    config.run_dir = str(run_dir)
-    run = build_run(config, progress_bar=False)
-    env_steps = load_agent_weights(run)
-    rows = []
-    for member in run.members if only is None else [run.members[only]]:
-        # The member's evaluation config, its reset seed resolved from the member's seed: the same episodes
-        # as in training.
-        cfg = member.evaluation.config
-        cfg = cfg.final_protocol() if protocol == "final" else cfg
-        result = evaluate_agent(run.agent, run.spec, cfg, member=member.index)
-        row = {
-            "protocol": protocol,
-            "num_weights": cfg.num_weights,
-            "episodes": cfg.episodes,
-            **eval_row(result, run.spec.objective_names, env_steps),
-        }
-        append_csv(member.run_dir / "evaluate.csv", row, extend_header=True)
-        text = ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
-        print(f"seed {member.seed}: {text}" if run.population else text)
-        rows.append(row)
-    return rows[0] if len(rows) == 1 else rows
