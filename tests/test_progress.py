@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fake_evaluations import fake_eval_result
 from toy_runs import toy_run
 
 from prism.config import load_config
@@ -62,27 +63,12 @@ def test_every_phase_shows_its_own_progress(tmp_path):
 
 
 def test_a_population_members_evaluation_line_names_its_seed_as_the_other_phase_lines_do(monkeypatch):
-    import numpy as np
 
     import prism.evaluation.callback as callback_module
     from prism.envs import TOY_SPEC
     from prism.evaluation.callback import EvaluationCallback
-    from prism.evaluation.config import EvalConfig
-    from prism.evaluation.result import EvalResult
-    from prism.metrics import functional as F
 
-    cfg = EvalConfig(num_weights=2, episodes=1, eum_weights=4, vo_preferences=4)
-    returns = np.arange(4.0).reshape(2, 1, 2)
-    result = EvalResult.from_returns(
-        np.eye(2),
-        returns,
-        returns,
-        np.ones((2, 1)),
-        gamma=0.99,
-        ref_point=TOY_SPEC.ref_point,
-        eum_weights=F.equally_spaced_weights(2, 4),
-        vo_preferences=F.random_preferences(2, 4, cfg.preference_seed),
-    )
+    cfg, result = fake_eval_result()
     monkeypatch.setattr(callback_module, "evaluate_agent", lambda *args, **kwargs: result)
     screen = io.StringIO()
     callback = EvaluationCallback(TOY_SPEC, cfg, run_seed=7, member=1, logger=object(), pool=object())

@@ -7,8 +7,8 @@ import io
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
+from fake_evaluations import fake_eval_result
 from toy_runs import toy_run
 
 import prism.loop.evaluate
@@ -78,22 +78,8 @@ def test_after_an_evaluation_the_rl_bar_shows_the_phase_and_steps_of_now(monkeyp
     import prism.evaluation.callback as callback_module
     from prism.envs import TOY_SPEC
     from prism.evaluation.callback import EvaluationCallback
-    from prism.evaluation.config import EvalConfig
-    from prism.evaluation.result import EvalResult
-    from prism.metrics import functional as F
 
-    cfg = EvalConfig(num_weights=2, episodes=1, eum_weights=4, vo_preferences=4)
-    returns = np.arange(4.0).reshape(2, 1, 2)
-    result = EvalResult.from_returns(
-        np.eye(2),
-        returns,
-        returns,
-        np.ones((2, 1)),
-        gamma=0.99,
-        ref_point=TOY_SPEC.ref_point,
-        eum_weights=F.equally_spaced_weights(2, 4),
-        vo_preferences=F.random_preferences(2, 4, cfg.preference_seed),
-    )
+    cfg, result = fake_eval_result()
     monkeypatch.setattr(callback_module, "evaluate_agent", lambda *args, **kwargs: result)
     screen = io.StringIO()
     progress = Progress(file=screen, disable=False)
