@@ -50,6 +50,25 @@ step() {
   echo "step $name rc=$rc $(($(date +%s) - t0))s (limit ${limit}s)" | tee -a "$SUMMARY"
 }
 
+# Run from a source tree on PYTHONPATH (the device image: .device/env.sh), prism has no installed metadata, so
+# its built-in plug-ins (the `prism.plugins` entry point) would not register and every config would be refused.
+# Write the distribution's metadata from pyproject.toml into a directory on PYTHONPATH (nothing is installed).
+if ! $PY -c "import importlib.metadata as m; m.distribution('prism-morl')" 2>/dev/null; then
+  META=${TMPDIR:-/tmp}/prism-metadata
+  $PY - "$META" <<'PY'
+import pathlib, sys, tomllib
+project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]
+info = pathlib.Path(sys.argv[1]) / "prism_morl-0.0.0.dist-info"
+info.mkdir(parents=True, exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: 0.0.0\n")
+groups = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
+(info / "entry_points.txt").write_text(
+    "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for g, eps in groups.items())
+)
+PY
+  export PYTHONPATH=$META${PYTHONPATH:+:$PYTHONPATH}
+fi
+
 {
   echo "gpu_check $(date -u +%FT%TZ) dry_run=$DRY commit=$(git rev-parse --short HEAD 2>/dev/null || echo ?)"
   $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
