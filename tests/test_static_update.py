@@ -14,6 +14,7 @@ import torch
 from tool_modules import load_tool
 
 from prism.agents.capql import TRAIN_KEYS, CAPQLModule
+from prism.agents.config import CAPQLConfig
 from prism.agents.losses import capql_actor_loss, capql_critic_loss
 from prism.data.replay import ReplayBatch
 from prism.seeding import derive_seed, population_seed
@@ -153,6 +154,29 @@ def test_static_update_rebuilds_when_optimiser_state_is_loaded():
     assert agent.static_update() is first  # kept while nothing it points at changes
     agent._raw_optimizers[0].load_state_dict(agent._raw_optimizers[0].state_dict())
     assert agent.static_update() is not first
+
+
+def test_cuda_graph_auto_is_the_default_and_captures_only_on_cuda():
+    """``agent.cuda_graph: auto`` (the default since the H200 check passed): graphs on CUDA, eager on the CPU,
+    where the optimisers stay non-capturable; ``false`` keeps CUDA eager; anything else is refused by key."""
+    assert CAPQLConfig().cuda_graph == "auto"
+    assert [
+        CAPQLConfig(cuda_graph=v).graph_on(d) for v in ("auto", True, False) for d in ("cuda", "cpu")
+    ] == [
+        True,
+        False,
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert CAPQLConfig().graph_on(torch.device("cuda", 1)) and not CAPQLConfig().graph_on(torch.device("cpu"))
+    with pytest.raises(ValueError, match="^agent.cuda_graph: must be auto, true or false"):
+        CAPQLConfig(cuda_graph="maybe")
+    agent = gc.make_agent((3,), "cpu", "auto", **SMALL)
+    add_random_rows(agent, np.random.default_rng(4), 20)
+    assert agent.static_update().use_graph is False
+    assert [opt.defaults["capturable"] for opt in agent._raw_optimizers] == [False, False]
 
 
 def test_update_terms_land_in_the_static_buffer_without_host_reads(monkeypatch):

@@ -205,7 +205,7 @@ class CAPQLModule(OffPolicyAgent):
     def configure_optimizers(self):
         # Capturable on CUDA when the update is graphed (the fused kernel's maths is the same either way; only
         # a capturable optimiser may be captured). Never on the CPU, where the optimiser stays as it was.
-        capturable = self.config.cuda_graph and self.device.type == "cuda"
+        capturable = self.config.graph_on(self.device)
         return (
             adam(self.actor.parameters(), self.config.lr, capturable=capturable),
             adam(self.critic.parameters(), self.config.lr, capturable=capturable),
@@ -233,7 +233,7 @@ class CAPQLModule(OffPolicyAgent):
                 StaticReplayDraw(self.buffer, self.batch_size),
                 self.update,
                 len(self.train_keys),
-                cuda_graph=self.config.cuda_graph,
+                cuda_graph=self.config.graph_on(self.buffer.device),
                 graph_generators=[self._update_generator],
             )
             for opt in self._raw_optimizers:

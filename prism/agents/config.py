@@ -120,11 +120,18 @@ class CAPQLConfig(OffPolicyConfig):
     """``regularise``: add λ·L_eq to the actor loss; ``exact``: orbit-average the actor so it is exactly
     equivariant (SymReg is then identically 0 and skipped); ``none``: no symmetry at all (plain CAPQL)."""
 
-    cuda_graph: bool = False
+    cuda_graph: bool | Literal["auto"] = "auto"
     """On CUDA, capture the update (static replay buffers, capturable fused Adam, in-place Polyak) once in a
     CUDA graph and replay it (prism/agents/static_update.py); re-captured when what it points at changes. The
-    replay draw and a ``reward.relabel`` function stay eager. Ignored on the CPU, where the same static-buffer
-    update runs eagerly. Off until ``tools/gpu_check.sh`` has passed on a GPU (docs/benchmarks.md)."""
+    replay draw and a ``reward.relabel`` function stay eager. ``auto`` (the default) and ``true`` capture on
+    CUDA; the CPU has no graphs, so there the same static-buffer update runs eagerly; ``false`` keeps CUDA eager
+    too. On by default since ``tools/gpu_check.sh`` passed on an H200 (docs/benchmarks.md: replay equals the
+    eager path to 0.0 over 100 updates)."""
+
+    def graph_on(self, device: object) -> bool:
+        """Whether the update is captured in a CUDA graph on ``device`` (a ``torch.device`` or its name; only
+        CUDA has graphs)."""
+        return self.cuda_graph is not False and str(device).split(":")[0] == "cuda"
 
     def validate(self) -> None:
         super().validate()
@@ -136,7 +143,10 @@ class CAPQLConfig(OffPolicyConfig):
         checks.sizes("agent.critic_hidden", self.critic_hidden)
         checks.positive("agent.n_critics", self.n_critics)
         checks.require(
-            "agent.cuda_graph", isinstance(self.cuda_graph, bool), "be true or false", self.cuda_graph
+            "agent.cuda_graph",
+            isinstance(self.cuda_graph, bool) or self.cuda_graph == "auto",
+            "be auto, true or false",
+            self.cuda_graph,
         )
         if self.symreg_lambda is not None:
             checks.non_negative("agent.symreg_lambda", self.symreg_lambda)
