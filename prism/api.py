@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from prism.config import ConfigError, RunConfig, load_config
+from prism.config import ConfigError, RunConfig, load_run_config, run_label
 from prism.envs import EnvSpec
 from prism.evaluation.config import EvalConfig
 from prism.evaluation.result import EvalResult
@@ -61,7 +61,7 @@ class LoadedRun:
 
     def __repr__(self) -> str:
         return (
-            f"LoadedRun({str(self.run_dir)!r}, method={self.config.method!r}, env={self.spec.id!r}, "
+            f"LoadedRun({str(self.run_dir)!r}, method={run_label(self.config)!r}, env={self.spec.id!r}, "
             f"seeds={self.seeds}, env_steps={self.env_steps})"
         )
 
@@ -228,10 +228,10 @@ def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
         raise ConfigError(f"run_dir: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
-    config = load_config([config_path])
+    config = load_run_config(config_path)
     parent_config = run_dir.parent / CONFIG_FILE
     if config.seeds is None and not (run_dir / CHECKPOINT_DIR).is_dir() and parent_config.is_file():
-        parent = load_config([parent_config])
+        parent = load_run_config(parent_config)
         if parent.seeds is not None and config.seed in parent.seeds:  # a population member's folder
             member, config, run_dir = parent.seeds.index(config.seed), parent, run_dir.parent
     config.run_dir = str(run_dir)  # the folder may have moved since training: read what is here

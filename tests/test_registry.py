@@ -261,14 +261,17 @@ def test_every_method_overlay_composes_with_a_backbone_without_symreg(ddpg, conf
 
 
 def test_a_run_labelled_prism_on_a_backbone_without_symreg_warns_once(ddpg, config_warnings):
-    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg"])
-    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg"])
+    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg", "method=prism"])
+    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg", "method=prism"])
     (record,) = config_warnings.records
     assert record.getMessage().startswith(
         "method: warning: the run is labelled prism (ReSymNet + SymReg) but backbone 'ddpg' has no SymReg"
     )
-    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg", "method=resymnet_only"])
-    load_config([CONF / "quickstart.yaml"])  # capql has SymReg
+    assert "leave method out (it is then wo_loss)" in record.getMessage()
+    # left out, the method is derived: ReSymNet without SymReg is "w/o loss", and nothing warns
+    assert load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg"]).method == "wo_loss"
+    load_config([CONF / "quickstart.yaml"], ["agent.name=ddpg", "method_label=resymnet_only"])
+    assert load_config([CONF / "quickstart.yaml"]).method == "prism"  # capql has SymReg
     assert len(config_warnings.records) == 1
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from prism.config import load_config, run_label
 from prism.experiments import cli
 from prism.experiments.collect import paper_values, split_rows
 from prism.experiments.grid import CONF, Arm, Cell, Preset, Ratio
@@ -168,8 +169,6 @@ def test_a_preset_carries_its_backbone_and_the_flag_overrides_it(tmp_path, capsy
 
 def _resolved(command: list[str]):
     """The prism config a ``prism fit --config FILES... OVERRIDES...`` command line resolves to."""
-    from prism.config import load_config
-
     args = command[command.index("--config") + 1 :]
     files = [a for a in args if a.endswith(".yaml") and "=" not in a]
     overrides = [a for a in args if "=" in a]
@@ -199,7 +198,7 @@ def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
         assert config.loop.cycles * config.loop.steps_per_cycle == steps, arm
         assert config.env.dense == dense and config.reward.name == reward, arm
         assert config.agent.actor_hidden == actor and config.agent.symreg_lambda == lam, arm
-        assert config.method == arm and config.seeds == [0, 1, 2, 3, 4], arm
+        assert run_label(config) == arm and config.seeds == [0, 1, 2, 3, 4], arm
         assert (config.loop.initial_episodes, config.loop.expert_episodes, config.reward.max_epochs) == (
             1000,
             50,

@@ -96,7 +96,7 @@ def test_best_means_the_same_in_the_closing_block_and_summary_csv(tmp_path):
         members.append(SimpleNamespace(seed=seed, run_dir=member_dir, evaluation=evaluation))
     write_population_summary(tmp_path, [m.run_dir for m in members])
     run = SimpleNamespace(
-        config=SimpleNamespace(method="prism"),
+        config=SimpleNamespace(method="prism", method_label="lr-sweep"),
         spec=SimpleNamespace(id="prism/Toy-v0"),
         population=True,
         members=members,
@@ -109,3 +109,4 @@ def test_best_means_the_same_in_the_closing_block_and_summary_csv(tmp_path):
     assert float(table["0"]["best_hv"]) == 3.0 and float(table["0"]["final_hv"]) == 5.0
     assert "best         HV 3 @ 200" in text and "final        HV 5 " in text
     assert "HV 5 @" not in text  # the final row is not a candidate for best
+    assert text.startswith("prism fit: done: lr-sweep on prism/Toy-v0")  # the label, not the method

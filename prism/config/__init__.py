@@ -2,6 +2,7 @@
 
 One concern per module, bottom to top (each imports only modules above it in this list):
 
+- :mod:`~prism.config.methods` — what ``method`` names, the derived name, ``method_label``;
 - :mod:`~prism.config.files` — reading one YAML layer (one-line errors), writing a run's config.yaml;
 - :mod:`~prism.config.schema` — :class:`RunConfig` and its run-level parts (:class:`EnvConfig`,
   :class:`LoopConfig`); the parts' own dataclasses live with their parts;
@@ -18,7 +19,8 @@ API: ``from prism.config import load_config, RunConfig, ...``.
 """
 
 from prism.config.files import same_run, to_yaml
-from prism.config.loader import agent_config_class, load_config
+from prism.config.loader import agent_config_class, load_config, load_run_config
+from prism.config.methods import BUILTIN_METHODS, derive_method, run_label
 from prism.config.protocols import apply_protocol, is_model_free_arm
 from prism.config.resolved import resolved_values
 from prism.config.schema import DEFAULT_AGENT, PROTOCOLS, EnvConfig, LoopConfig, RunConfig, member_seeds
@@ -27,6 +29,7 @@ from prism.devices import accelerator, torch_device
 from prism.errors import ConfigError  # the config's error type
 
 __all__ = [
+    "BUILTIN_METHODS",
     "DEFAULT_AGENT",
     "PROTOCOLS",
     "ConfigError",
@@ -36,11 +39,14 @@ __all__ = [
     "accelerator",
     "agent_config_class",
     "apply_protocol",
+    "derive_method",
     "is_model_free_arm",
     "load_config",
+    "load_run_config",
     "member_seeds",
     "resolve_env_spec",
     "resolved_values",
+    "run_label",
     "same_run",
     "sparse_channel",
     "to_yaml",

@@ -6,8 +6,8 @@ With a backbone without SymReg (the DDPG example of docs/ARCHITECTURE.md) such a
 one-line warning** naming the key, the file and the backbone, so every overlay composes with every backbone.
 Only keys that some registered backbone has are skipped, and only in config files: a key no backbone has (a
 typo) is still refused, and a ``key=value`` override on the command line, typed for this run, is refused
-too. A run labelled ``method: prism`` (the default label) on a backbone without SymReg warns once that it is
-shaping only. Warnings go to the ``prism.config`` logger, each message once per process.
+too. A run that says ``method: prism`` on a backbone without SymReg warns once that it is shaping only
+(:mod:`prism.config.methods`). Warnings go to the ``prism.config`` logger, each message once per process.
 """
 
 from __future__ import annotations
@@ -19,13 +19,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from prism.config.methods import SYMREG_KEY, derive_method
 from prism.registry import AGENTS
 
 _LOG = logging.getLogger("prism.config")
 _WARNED: set[str] = set()
-
-SYMREG_KEY = "symreg_lambda"
-"""The key that makes a backbone one with SymReg (its λ)."""
 
 
 def warn_once(message: str) -> None:
@@ -103,5 +101,6 @@ def check_method_label(config: Any) -> None:
         warn_once(
             f"method: warning: the run is labelled prism (ReSymNet + SymReg) but backbone "
             f"{config.agent.name!r} has no SymReg (no agent.{SYMREG_KEY}): it trains with reward.name="
-            f"{config.reward.name} only; set method=<label> to say so"
+            f"{config.reward.name} only; leave method out (it is then {derive_method(config)}) or name the "
+            "variant with method_label=<label>"
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from prism.config.methods import label_resolver
 from prism.errors import ConfigError
 
 
@@ -32,6 +33,8 @@ def _register(name: str, resolver: Any) -> None:
 
 if not OmegaConf.has_resolver("prism_seed_dir"):
     _register("prism_seed_dir", _seed_dir)
+if not OmegaConf.has_resolver("prism_label"):
+    _register("prism_label", label_resolver)
 
 RESOLVED_KEY = "resolved"
 """The block at the end of a run folder's config.yaml recording what the run resolved at start (values left

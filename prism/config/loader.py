@@ -21,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from prism.config.agent_keys import foreign_key_hint, prepare_agent_layer, warn_once
 from prism.config.files import RESOLVED_KEY, RUN_LEVEL_KEYS, check_node_types, load_layer
+from prism.config.methods import derive_method, relabel_record
 from prism.config.protocols import apply_protocol
 from prism.config.schema import DEFAULT_AGENT, RunConfig
 from prism.config.validation import resolve_env_spec, validate
@@ -34,7 +35,9 @@ def _one_line(err: OmegaConfBaseException) -> str:
     return f"{key}: {message}" if key else message
 
 
-def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> RunConfig:
+def load_config(
+    files: Sequence[str | Path], overrides: Sequence[str] = (), *, record: bool = False
+) -> RunConfig:
     """Merge ``files`` (in order) and dot-list ``overrides`` onto the schema; validate; return dataclasses.
 
     Two passes: the layers are first merged without a schema only to read ``agent.name`` (default
@@ -43,6 +46,10 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
     (``agent.foo: Key 'foo' not in 'CAPQLConfig'``) and its own keys get its defaults and checks. In config
     files (not overrides), a key of another registered backbone (``symreg_lambda`` of a method overlay on a
     backbone without SymReg) is skipped with a one-line warning instead (:mod:`prism.config.agent_keys`).
+
+    A config that leaves ``method`` out gets the derived name before interpolations resolve (so the default
+    ``run_dir`` names it); ``record=True`` reads a run folder's own config.yaml, whose ``method`` may hold an
+    arm label from before labels were split (:func:`load_run_config`).
     """
     layers: list[DictConfig] = []
     for file in files:
@@ -65,6 +72,8 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         for source, layer in zip([*map(str, files), "overrides"], layers):
             check_node_types(layer, schema, source)
         merged = OmegaConf.merge(schema, *layers)
+        if merged.method is None:
+            merged.method = derive_method(merged)
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         message = _one_line(err)
@@ -79,10 +88,20 @@ def load_config(files: Sequence[str | Path], overrides: Sequence[str] = ()) -> R
         raise ConfigError(message) from None
     except ValueError as err:  # a part's own __post_init__ check; its message starts with the key
         raise ConfigError(str(err).strip().splitlines()[0]) from None
+    if record:
+        config = relabel_record(config)
     if config.protocol != "equal":
         config = apply_protocol(config, resolve_env_spec(config))
-    validate(config)
+    validate(config, record=record)
     return config
+
+
+def load_run_config(path: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+    """A run folder's config.yaml (``prism evaluate``, ``--resume``, :func:`prism.load_run`): as
+    :func:`load_config`, and a ``method`` written before labels were split (an arm name such as ``e-prism``,
+    or a built-in name the run's keys contradict) is read as ``method_label`` with the method derived
+    (:func:`prism.config.methods.relabel_record`), so every run folder prism has written still loads."""
+    return load_config([path], overrides, record=True)
 
 
 def _warn_env_switch(files: Sequence[str | Path], layers: Sequence[DictConfig]) -> None:

@@ -85,16 +85,23 @@ class RunConfig:
     ``summary.csv``; see docs/ARCHITECTURE.md for what depends on the population's composition."""
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
-    run_dir: str = "runs/${env.id}/${method}/${prism_seed_dir:${seed},${seeds}}"
+    run_dir: str = (
+        "runs/${env.id}/${prism_label:${method},${method_label}}/${prism_seed_dir:${seed},${seeds}}"
+    )
     """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved). The
     default ends in ``seed<N>`` for a single run and ``seeds<A>-<B>-…`` for a population (its members then
     write to ``seeds0-1-2/seed0/`` …), e.g. ``runs/mo-hopper-v5/prism/seed0``, ``runs/mo-hopper-v5/prism/seeds0-1-2``."""
     threads: int = 1
     """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
-    method: str = "prism"
-    """A label for reports (oracle, baseline, prism, ablation names); behaviour comes from the keys below
-    (``prism`` on a backbone without SymReg warns once: that run is shaping only)."""
+    method: str | None = None
+    """The method the run is (:mod:`prism.config.methods`): a built-in name (``oracle``, ``baseline``,
+    ``prism``, ``wo_loss``, ``uniform``, ``random``, the ablations), which the keys below must agree with, or
+    a plug-in reward model's name. Left out (``null``), it is derived from ``reward.name``, ``env.dense`` and
+    ``agent.symreg_lambda``. Behaviour always comes from those keys; ``method`` only names it."""
+    method_label: str | None = None
+    """A label of your own for ``run_dir``, reports and ``summary.json`` (``prism-lr1e-3``); ``null``: the
+    method's name. It may not be another built-in method's name."""
     protocol: str = "equal"
     """``equal`` (every method the same RL steps and agent) or ``released`` (the authors' released code's
     budgets, λ and actor): :mod:`prism.config.protocols`, docs/method.md §8a."""

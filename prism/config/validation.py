@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 
 from prism.config.agent_keys import check_method_label, warn_once
+from prism.config.methods import check_method, run_label
 from prism.config.schema import RunConfig
 from prism.devices import check_cuda_device
 from prism.errors import ConfigError
@@ -62,7 +63,7 @@ def _check_symmetry(config: RunConfig, spec) -> None:
     if mode == "regularise" and agent.symreg_lambda is None:
         warn_once(
             f"agent.symreg_lambda: warning: {spec.id} has no reflection symmetry table, so SymReg is off "
-            f"(λ = 0) and {config.method} runs without it; {SYMMETRY_HINT} to turn it on"
+            f"(λ = 0) and {run_label(config)} runs without it; {SYMMETRY_HINT} to turn it on"
         )
 
 
@@ -75,9 +76,10 @@ def sparse_channel(config: RunConfig, spec) -> int | None:
     return config.env.sparse_channel % spec.n_objectives
 
 
-def validate(config: RunConfig) -> None:
+def validate(config: RunConfig, *, record: bool = False) -> None:
     """Check the rules that tie parts of the config together (each part checked its own fields when it was
-    built); raise :class:`ConfigError` naming the key."""
+    built); raise :class:`ConfigError` naming the key. ``record``: the config is a run folder's own, whose
+    ``method_label`` may be a built-in name from before labels were split (never refused there)."""
     from prism.registry import AGENTS, REWARDS
 
     spec = resolve_env_spec(config)
@@ -111,6 +113,7 @@ def validate(config: RunConfig) -> None:
             f"got a {type(config.agent).__name__}"
         )
     _check_symmetry(config, spec)
+    check_method(config, record=record)
     check_method_label(config)
 
     # The energy method behind the weight sets needs at least one direction per objective.

@@ -139,7 +139,8 @@ PRESETS = {
                 "d-oracle-plus",
                 "oracle",
                 "equal",
-                ("agent.actor_hidden=[256,256,256]", "agent.symreg_lambda=1.0"),
+                # SymReg on the oracle's env: the built-in method oracle+symreg (oracle means λ = 0)
+                ("agent.actor_hidden=[256,256,256]", "agent.symreg_lambda=1.0", "method=oracle+symreg"),
             ),
             Arm("e-oracle", "oracle", "equal"),
             Arm("e-prism", "prism", "equal", per_seed=True),

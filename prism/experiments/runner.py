@@ -98,7 +98,7 @@ def fit_command(job: Job, preset: Preset, out: Path) -> list[str]:
         *preset.overrides_for(job.env),
         *arm.overrides,
         f"protocol={preset.protocol_of(job.method)}",
-        *([f"method={arm.name}"] if arm.name != arm.method else []),
+        *([f"method_label={arm.name}"] if arm.name != arm.method else []),
         who,
         f"run_dir={run_dir}",
     ]

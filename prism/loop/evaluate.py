@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prism.config import load_config
+from prism.config import load_run_config
 from prism.errors import ConfigError
 from prism.evaluation.records import append_csv, eval_row
 from prism.evaluation.rollout import evaluate_agent
@@ -64,11 +64,11 @@ def evaluate_run(
             raise ConfigError(
                 f"{key}: sets the final protocol, and --protocol periodic uses eval.num_weights / eval.episodes"
             )
-    config = load_config([config_path], overrides)
+    config = load_run_config(config_path, overrides)
     only: int | None = None
     parent_config = run_dir.parent / CONFIG_FILE
     if config.seeds is None and not (run_dir / CHECKPOINT_DIR).is_dir() and parent_config.is_file():
-        parent = load_config([parent_config], overrides)
+        parent = load_run_config(parent_config, overrides)
         if parent.seeds is not None and config.seed in parent.seeds:  # a population member's folder
             only, config, run_dir = parent.seeds.index(config.seed), parent, run_dir.parent
     # The folder may have been moved or copied since training: read the checkpoints that are here.

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from prism._text import counted
+from prism.config.methods import run_label
 from prism.evaluation.records import eval_row
 from prism.loop.hparams import log_hparams
 from prism.loop.members import Member, Run
@@ -69,7 +70,7 @@ def _write_member_outputs(run: Run, member: Member, wall_time_s: float) -> None:
             writer.writerow([*map(float, w), *map(float, m), *map(float, sd), *map(float, um), flag])
     final = eval_row(result, run.spec.objective_names, run.agent.env_step_count)
     summary = {
-        "method": run.config.method,
+        "method": run_label(run.config),
         "env": run.spec.id,
         "seed": member.seed,
         "env_steps": run.agent.env_step_count,
@@ -164,7 +165,7 @@ def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> s
     process = "this process, resumed" if resumed else "this process"
     seeds = ", ".join(str(m.seed) for m in run.members)
     lines = [
-        f"prism fit: done: {run.config.method} on {run.spec.id}, seed{'s' if run.population else ''} {seeds}, "
+        f"prism fit: done: {run_label(run.config)} on {run.spec.id}, seed{'s' if run.population else ''} {seeds}, "
         f"{run.agent.env_step_count} env steps, wall time {_duration(wall_time_s)} ({process})",
         f"  run folder   {run.run_dir}",
     ]

@@ -28,6 +28,7 @@ from prism.config import (
     RunConfig,
     accelerator,
     load_config,
+    load_run_config,
     member_seeds,
     resolve_env_spec,
     resolved_values,
@@ -260,11 +261,15 @@ def resume_run(
     config_path = run_dir / CONFIG_FILE
     if not config_path.is_file():
         raise ConfigError(f"--resume: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
-    config = load_config([config_path])
+    config = load_run_config(config_path)
     cycles = None  # loop.cycles to continue to (prism.loop.continuation), None: resume as saved
     given = ""
     if files or overrides:
-        cycles = budget_growth(config, load_config(files or [config_path], overrides), config_path)
+        cycles = budget_growth(
+            config,
+            load_config(files, overrides) if files else load_run_config(config_path, overrides),
+            config_path,
+        )
         if cycles is None:
             # Said, not silently dropped: the arguments were checked against the run and change nothing.
             given = f" (the --config/overrides given match {config_path}; --resume always uses that file)"

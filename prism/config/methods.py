@@ -1,0 +1,237 @@
+"""Method names: what a run's ``method`` says it is, the name derived when it is left out, and ``method_label``.
+
+``method`` is not a free label. A built-in name (:data:`BUILTIN_METHODS`: the paper's arms and ablations)
+names a reward model, whether the env is dense, and whether SymReg is on; a run whose keys say otherwise is
+refused in one line (``method=baseline`` with ReSymNet would otherwise train PRISM and file it under
+baseline). The name of a plug-in reward model (``reward.name=<plug-in>``) is also a method: its own. Left out
+(the env files leave it out), the name is **derived** from the keys (:func:`derive_method`): ``reward.name=none``
+is ``oracle`` on the dense env and ``baseline`` otherwise, ``resymnet`` is ``prism`` with SymReg and ``wo_loss``
+without, ``uniform`` / ``random`` / a plug-in reward keep their names, and ``+symreg`` marks SymReg on a
+reward-free arm (``baseline+symreg``).
+
+``method_label`` is the free part: a label of the user's own for reports, ``run_dir`` and ``summary.json``
+(``method=prism method_label=prism-lr1e-3``). It may not be another built-in method's name. A run's label is
+``method_label`` when set, else ``method`` (:func:`run_label`).
+
+"SymReg on" is what the config names: ``agent.symreg_lambda`` null (the env spec's λ) or > 0; off is λ = 0 or
+a backbone without the key. (On an env without a symmetry table a null λ resolves to 0 with a warning.)
+A run labelled ``prism`` on a backbone without SymReg warns once instead of being refused: every method
+overlay composes with every backbone.
+
+Run folders written before labels were split carry their arm in ``method`` (``method: e-prism``):
+:func:`relabel_record` moves such a name to ``method_label`` when a run folder's config.yaml is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from prism.errors import ConfigError
+
+SYMREG_KEY = "symreg_lambda"
+"""The key that makes a backbone one with SymReg (its λ)."""
+
+
+@dataclass(frozen=True)
+class MethodFacts:
+    """What a config names that decides its method: read from a typed config or a merged DictConfig."""
+
+    reward: str
+    """``reward.name``."""
+    dense: bool
+    """``env.dense`` (the oracle's env: no hidden channel)."""
+    symreg: bool | None
+    """SymReg named on (λ null or > 0), off (λ = 0), or ``None``: the backbone has no SymReg."""
+    use_dense_features: bool
+    ensemble_size: int
+    residual: bool
+    relabel: bool
+    cycles: int
+    sparse_channel: int | None
+
+    @classmethod
+    def of(cls, config: Any) -> MethodFacts:
+        """The facts of ``config`` (a :class:`~prism.config.schema.RunConfig` or its merged DictConfig)."""
+        agent, reward = config.agent, config.reward
+        has_key = SYMREG_KEY in agent if hasattr(agent, "keys") else hasattr(agent, SYMREG_KEY)
+        lam = getattr(agent, SYMREG_KEY) if has_key else None
+        return cls(
+            reward=str(reward.name),
+            dense=bool(config.env.dense),
+            symreg=(lam is None or lam > 0) if has_key else None,
+            use_dense_features=bool(reward.use_dense_features),
+            ensemble_size=int(reward.ensemble_size),
+            residual=bool(reward.residual),
+            relabel=bool(reward.relabel),
+            cycles=int(config.loop.cycles),
+            sparse_channel=config.env.sparse_channel,
+        )
+
+    @property
+    def symreg_on(self) -> bool:
+        return bool(self.symreg)
+
+
+@dataclass(frozen=True)
+class BuiltinMethod:
+    """A built-in method name: what it means (for the refusal) and the rule a config must meet to carry it."""
+
+    name: str
+    means: str
+    agrees: Callable[[MethodFacts], bool]
+
+
+def _learned(f: MethodFacts) -> bool:
+    return f.reward == "resymnet" and not f.dense
+
+
+BUILTIN_METHODS: dict[str, BuiltinMethod] = {
+    m.name: m
+    for m in (
+        BuiltinMethod(
+            "oracle",
+            "env.dense=true, reward.name=none and no SymReg (agent.symreg_lambda=0)",
+            lambda f: f.dense and f.reward == "none" and not f.symreg_on,
+        ),
+        BuiltinMethod(
+            "oracle+symreg",
+            "env.dense=true, reward.name=none and SymReg on",
+            lambda f: f.dense and f.reward == "none" and f.symreg_on,
+        ),
+        BuiltinMethod(
+            "baseline",
+            "env.dense=false, reward.name=none and no SymReg (agent.symreg_lambda=0)",
+            lambda f: not f.dense and f.reward == "none" and not f.symreg_on,
+        ),
+        BuiltinMethod(
+            "baseline+symreg",
+            "env.dense=false, reward.name=none and SymReg on",
+            lambda f: not f.dense and f.reward == "none" and f.symreg_on,
+        ),
+        BuiltinMethod(
+            "prism",
+            "reward.name=resymnet with SymReg on (agent.symreg_lambda null or > 0)",
+            # a backbone without SymReg may carry the label (it warns once: shaping only)
+            lambda f: _learned(f) and f.symreg is not False,
+        ),
+        BuiltinMethod(
+            "wo_loss",
+            "reward.name=resymnet without SymReg (agent.symreg_lambda=0)",
+            lambda f: _learned(f) and not f.symreg_on,
+        ),
+        BuiltinMethod("uniform", "reward.name=uniform", lambda f: f.reward == "uniform"),
+        BuiltinMethod("random", "reward.name=random", lambda f: f.reward == "random"),
+        BuiltinMethod(
+            "wo_dense",
+            "reward.name=resymnet with reward.use_dense_features=false",
+            lambda f: _learned(f) and not f.use_dense_features,
+        ),
+        BuiltinMethod(
+            "wo_ensemble",
+            "reward.name=resymnet with reward.ensemble_size=1",
+            lambda f: _learned(f) and f.ensemble_size == 1,
+        ),
+        BuiltinMethod(
+            "wo_residual",
+            "reward.name=resymnet with reward.residual=false",
+            lambda f: _learned(f) and not f.residual,
+        ),
+        BuiltinMethod(
+            "wo_refinement",
+            "a reward model (reward.name other than none) with loop.cycles=1",
+            lambda f: f.reward != "none" and f.cycles == 1,
+        ),
+        BuiltinMethod(
+            "relabel",
+            "a reward model (reward.name other than none) with reward.relabel=true",
+            lambda f: f.reward != "none" and f.relabel,
+        ),
+        BuiltinMethod(
+            "sparse_cost",
+            "the last reward channel hidden (env.sparse_channel=-1), not the dense env",
+            lambda f: not f.dense and f.sparse_channel == -1,
+        ),
+    )
+}
+"""The built-in method names (the paper's arms and ablations, ``conf/method/``, ``conf/ablation/``)."""
+
+BUILTIN_REWARDS = ("none", "resymnet", "uniform", "random")
+"""The reward methods prism ships; another ``reward.name`` is a plug-in's, and names a method of its own."""
+
+
+def derive_method(config: Any) -> str:
+    """The method name of a config that leaves ``method`` out (typed config or merged DictConfig)."""
+    f = MethodFacts.of(config)
+    symreg = "+symreg" if f.symreg_on else ""
+    if f.reward == "none":
+        return ("oracle" if f.dense else "baseline") + symreg
+    if f.reward == "resymnet":
+        return "prism" if f.symreg_on else "wo_loss"
+    return f.reward  # uniform, random or a plug-in reward model: its own name
+
+
+def known_method(name: str, config: Any) -> bool:
+    """Whether ``name`` may stand in ``method`` for ``config``: a built-in name, or the plug-in reward's."""
+    return name in BUILTIN_METHODS or (name == str(config.reward.name) and name not in BUILTIN_REWARDS)
+
+
+def check_method(config: Any, *, record: bool = False) -> None:
+    """Refuse, in one line naming the key, a ``method`` the config's keys contradict, an unknown one, or a
+    ``method_label`` that passes for another built-in method (except in a run folder's own config,
+    ``record``: labels written before they were split) or cannot be a folder name. A config built in Python
+    may leave ``method`` as ``None``: it is then derived where it is used (:func:`run_label`)."""
+    name, label = config.method, config.method_label
+    if name is None:
+        name = derive_method(config)
+    elif name in BUILTIN_METHODS:
+        rule = BUILTIN_METHODS[name]
+        if not rule.agrees(MethodFacts.of(config)):
+            raise ConfigError(
+                f"method: {name} means {rule.means}, but this config is {derive_method(config)}; leave method "
+                f"out (it is derived) or set the keys {name} needs, and name a variant with method_label=<label>"
+            )
+    elif not known_method(name, config):
+        raise ConfigError(
+            f"method: unknown method {name!r} (built-in: {', '.join(BUILTIN_METHODS)}; or a plug-in reward "
+            f"model's name); for a label of your own set method_label={name} and leave method out"
+        )
+    if label is None:
+        return
+    if not isinstance(label, str) or not label.strip() or "/" in label or label in (".", ".."):
+        raise ConfigError(f"method_label: must be a non-empty name without '/', got {label!r}")
+    if label in BUILTIN_METHODS and label != name and not record:
+        raise ConfigError(
+            f"method_label: {label!r} is the built-in method {label}, and this run is {name}; a label of "
+            f"your own must not pass for another method (use e.g. method_label={name}-{label})"
+        )
+
+
+def run_label(config: Any) -> str:
+    """The name a run is filed and reported under: ``method_label`` when set, else ``method``."""
+    if config.method_label is not None:
+        return config.method_label
+    return config.method if config.method is not None else derive_method(config)
+
+
+def label_resolver(method: Any, method_label: Any) -> str:
+    """The ``${prism_label:${method},${method_label}}`` interpolation of the default ``run_dir``."""
+    return str(method_label if method_label is not None else method)
+
+
+def relabel_record(config: Any) -> Any:
+    """A run folder's config as written before labels were split: an arm name in ``method`` (``e-prism``)
+    or a built-in name its keys contradict moves to ``method_label`` and ``method`` is derived. Returns the
+    config (a new one when anything moved)."""
+    import dataclasses
+
+    name = config.method
+    if config.method_label is not None or name is None:
+        return config
+    rule = BUILTIN_METHODS.get(name)
+    if rule is not None and rule.agrees(MethodFacts.of(config)):
+        return config
+    if rule is None and known_method(name, config):
+        return config
+    return dataclasses.replace(config, method=derive_method(config), method_label=name)

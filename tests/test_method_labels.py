@@ -1,0 +1,172 @@
+"""``method`` names what a run is, ``method_label`` is the free label (issue 29, item 9; prism/config/methods.py).
+
+The expected names are written here from the paper's arms (docs/method.md §8): oracle = the dense env with no
+reward model and no SymReg, baseline = the sparse env the same way, PRISM = ReSymNet with SymReg, w/o loss =
+ReSymNet with λ = 0, uniform / random = their redistributions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prism.config import BUILTIN_METHODS, ConfigError, load_config, load_run_config, run_label
+from prism.experiments.grid import CONF
+from prism.experiments.presets import PRESETS
+from prism.experiments.runner import Job, fit_command
+from prism.registry import REWARD_MODELS, REWARDS, register_reward_model
+
+QUICKSTART = CONF / "quickstart.yaml"
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "method"),
+    [
+        ([], "prism"),  # ReSymNet, λ null = the env's λ
+        (["agent.symreg_lambda=0.05"], "prism"),
+        (["agent.symreg_lambda=0"], "wo_loss"),
+        (["reward.name=uniform"], "uniform"),
+        (["reward.name=random", "agent.symreg_lambda=0"], "random"),
+        (["reward.name=none", "agent.symreg_lambda=0"], "baseline"),
+        (["reward.name=none"], "baseline+symreg"),
+        (["env.dense=true", "reward.name=none", "agent.symreg_lambda=0"], "oracle"),
+        (["env.dense=true", "reward.name=none"], "oracle+symreg"),
+    ],
+)
+def test_a_config_without_method_gets_the_name_its_keys_make(overrides, method):
+    config = load_config([QUICKSTART], overrides)
+    assert config.method == method and config.method_label is None and run_label(config) == method
+    assert Path(config.run_dir).parts == ("runs", "mo-hopper-v5", method, "seed0")
+
+
+@pytest.mark.parametrize(
+    "overlay", sorted((CONF / "method").glob("*.yaml")) + sorted((CONF / "ablation").glob("*.yaml"))
+)
+def test_every_shipped_overlay_names_a_method_its_keys_agree_with(overlay):
+    named = yaml.safe_load(overlay.read_text())["method"]
+    for env_file in ("quickstart", "walker"):
+        config = load_config([CONF / f"{env_file}.yaml", overlay])
+        assert config.method == named and named in BUILTIN_METHODS
+
+
+@pytest.mark.parametrize(
+    ("overrides", "start"),
+    [
+        # the issue's case: ReSymNet trains, and baseline would file PRISM under baseline
+        (["method=baseline"], "method: baseline means env.dense=false, reward.name=none and no SymReg"),
+        (["method=wo_loss"], "method: wo_loss means reward.name=resymnet without SymReg"),
+        (
+            ["method=prism", "agent.symreg_lambda=0"],
+            "method: prism means reward.name=resymnet with SymReg on",
+        ),
+        (["method=prism", "reward.name=uniform"], "method: prism means"),
+        (
+            ["method=oracle", "reward.name=none", "agent.symreg_lambda=0"],
+            "method: oracle means env.dense=true",
+        ),
+        (
+            ["method=wo_ensemble"],
+            "method: wo_ensemble means reward.name=resymnet with reward.ensemble_size=1",
+        ),
+        (["method=sparse_cost"], "method: sparse_cost means the last reward channel hidden"),
+    ],
+)
+def test_a_built_in_method_its_keys_contradict_is_refused_in_one_line(overrides, start):
+    with pytest.raises(ConfigError) as err:
+        load_config([QUICKSTART], overrides)
+    message = str(err.value)
+    assert message.startswith(start) and "\n" not in message
+    assert "method_label=<label>" in message
+
+
+def test_the_keys_a_built_in_method_needs_make_it_load():
+    assert load_config([QUICKSTART], ["method=wo_ensemble", "reward.ensemble_size=1"]).method == "wo_ensemble"
+    assert load_config([QUICKSTART], ["method=sparse_cost", "env.sparse_channel=-1"]).method == "sparse_cost"
+    assert load_config([QUICKSTART], ["method=uniform", "reward.name=uniform"]).method == "uniform"
+
+
+def test_an_unknown_method_is_refused_and_points_to_method_label():
+    with pytest.raises(ConfigError, match=r"^method: unknown method 'prsm' \(built-in: oracle, ") as err:
+        load_config([QUICKSTART], ["method=prsm"])
+    assert "set method_label=prsm and leave method out" in str(err.value)
+
+
+def test_method_label_files_the_run_under_a_label_of_ones_own():
+    config = load_config([QUICKSTART], ["method_label=prism-lr1e-3"])
+    assert (config.method, run_label(config)) == ("prism", "prism-lr1e-3")
+    assert Path(config.run_dir).parts[-2] == "prism-lr1e-3"
+    assert run_label(load_config([QUICKSTART], ["method_label=prism"])) == "prism"  # its own name is fine
+    with pytest.raises(ConfigError, match=r"^method_label: 'baseline' is the built-in method baseline, and"):
+        load_config([QUICKSTART], ["method_label=baseline"])  # a label may not pass for another method
+    with pytest.raises(ConfigError, match=r"^method_label: must be a non-empty name without '/'"):
+        load_config([QUICKSTART], ["method_label=a/b"])
+
+
+@pytest.fixture()
+def plugin_reward():
+    register_reward_model("my_reward", fit=lambda store, config: None, load=lambda state: None)
+    yield "my_reward"
+    REWARDS.unregister("my_reward")
+    REWARD_MODELS.unregister("my_reward")
+
+
+def test_a_plug_in_reward_model_is_a_method_of_its_own_name(plugin_reward):
+    assert load_config([QUICKSTART], [f"reward.name={plugin_reward}"]).method == plugin_reward
+    assert load_config([QUICKSTART], [f"reward.name={plugin_reward}", f"method={plugin_reward}"]).method == (
+        plugin_reward
+    )
+    with pytest.raises(ConfigError, match=r"^method: unknown method 'my_reward'"):
+        load_config([QUICKSTART], [f"method={plugin_reward}"])  # ReSymNet runs: not the plug-in's method
+
+
+def test_every_preset_arm_resolves_to_its_own_label_and_a_method_that_agrees(tmp_path):
+    """What `prism reproduce` runs: each arm's command loads (its method agrees) and files under the arm."""
+    checked = 0
+    for name, preset in PRESETS.items():
+        for env in preset.envs:
+            for arm_name in preset.methods_for(env):
+                arm = preset.arm(arm_name)
+                args = fit_command(Job(env, arm_name, (0,), False), preset, tmp_path)
+                args = args[args.index("--config") + 1 :]
+                files = [a for a in args if a.endswith(".yaml") and "=" not in a]
+                config = load_config(files, [a for a in args if "=" in a])
+                assert run_label(config) == arm_name, (name, env, arm_name)
+                assert config.method in BUILTIN_METHODS, (name, env, arm_name)
+                assert config.method.split("+")[0] == arm.method, (name, env, arm_name)
+                checked += 1
+    assert checked >= 20
+
+
+def test_every_committed_run_folder_still_loads_with_its_arm_as_label():
+    """Run folders written before the split carry the arm in ``method`` (``method: e-prism``): loaded as a run
+    record, the arm becomes the label and the method is derived from the keys."""
+    finished = sorted(
+        p for p in RESULTS.glob("*/runs/*/*/seed*/config.yaml") if (p.parent / "summary.json").is_file()
+    )
+    configs = list(
+        {p.parent.parent: p for p in reversed(finished)}.values()
+    )  # one per arm folder: its first seed
+    assert len(configs) >= 10
+    for path in configs:
+        config = load_run_config(path)
+        arm = path.parent.parent.name
+        assert run_label(config) == arm, path
+        assert config.method in BUILTIN_METHODS, path
+        if "method_label" not in yaml.safe_load(path.read_text()):  # written before the split
+            with pytest.raises(ConfigError, match=r"^method: unknown method"):
+                load_config([path])  # as a plain config file, an arm name in `method` is refused
+
+
+def test_a_record_with_a_built_in_name_its_keys_contradict_loads_with_that_name_as_label(tmp_path):
+    written = load_config([QUICKSTART], [f"run_dir={tmp_path}"])
+    record = tmp_path / "config.yaml"
+    text = yaml.safe_dump({"method": "baseline", "reward": {"name": "resymnet"}, "run_dir": str(tmp_path)})
+    record.write_text(text)
+    config = load_run_config(record)
+    assert (config.method, config.method_label) == ("prism", "baseline")
+    assert config.reward.name == written.reward.name
+    with pytest.raises(ConfigError, match=r"^method: baseline means"):
+        load_config([record])
