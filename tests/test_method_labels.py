@@ -28,6 +28,8 @@ RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
         ([], "prism"),  # ReSymNet, λ null = the env's λ
         (["agent.symreg_lambda=0.05"], "prism"),
         (["agent.symreg_lambda=0"], "wo_loss"),
+        (["agent.symmetry_mode=none"], "wo_loss"),  # no symmetry at all, whatever λ says
+        (["agent.symmetry_mode=exact"], "prism"),  # the exactly equivariant actor
         (["reward.name=uniform"], "uniform"),
         (["reward.name=random", "agent.symreg_lambda=0"], "random"),
         (["reward.name=none", "agent.symreg_lambda=0"], "baseline"),

@@ -13,8 +13,8 @@ reward-free arm (``baseline+symreg``).
 (``method=prism method_label=prism-lr1e-3``). It may not be another built-in method's name. A run's label is
 ``method_label`` when set, else ``method`` (:func:`run_label`).
 
-"SymReg on" is what the config names: ``agent.symreg_lambda`` null (the env spec's λ) or > 0; off is λ = 0 or
-a backbone without the key. (On an env without a symmetry table a null λ resolves to 0 with a warning.)
+"SymReg on" is what the config names: ``agent.symreg_lambda`` null (the env spec's λ) or > 0; off is λ = 0,
+``agent.symmetry_mode: none`` or a backbone without the key. (On an env without a symmetry table a null λ resolves to 0 with a warning.)
 A run labelled ``prism`` on a backbone without SymReg warns once instead of being refused: every method
 overlay composes with every backbone.
 
@@ -43,7 +43,8 @@ class MethodFacts:
     dense: bool
     """``env.dense`` (the oracle's env: no hidden channel)."""
     symreg: bool | None
-    """SymReg named on (λ null or > 0), off (λ = 0), or ``None``: the backbone has no SymReg."""
+    """SymReg named on (λ null or > 0), off (λ = 0 or ``agent.symmetry_mode: none``), or ``None``: the backbone
+    has no SymReg."""
     use_dense_features: bool
     ensemble_size: int
     residual: bool
@@ -60,7 +61,10 @@ class MethodFacts:
         return cls(
             reward=str(reward.name),
             dense=bool(config.env.dense),
-            symreg=(lam is None or lam > 0) if has_key else None,
+            # symmetry_mode none switches symmetry off whatever λ says; exact keeps it (an equivariant actor)
+            symreg=(getattr(agent, "symmetry_mode", None) != "none" and (lam is None or lam > 0))
+            if has_key
+            else None,
             use_dense_features=bool(reward.use_dense_features),
             ensemble_size=int(reward.ensemble_size),
             residual=bool(reward.residual),
