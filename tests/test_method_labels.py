@@ -84,6 +84,20 @@ def test_a_built_in_method_its_keys_contradict_is_refused_in_one_line(overrides,
     assert "method_label=<label>" in message
 
 
+@pytest.mark.parametrize(("dense", "method"), [("false", "baseline"), ("true", "oracle")])
+def test_under_the_released_protocol_a_reward_free_arm_is_named_without_symreg(dense, method):
+    """The released protocol runs oracle and baseline without SymReg whatever the env file's λ (0.01 on hopper):
+    the derived name says so, and the protocol's λ = 0 then agrees with it."""
+    config = load_config(
+        [CONF / "hopper.yaml"], [f"env.dense={dense}", "reward.name=none", "protocol=released"]
+    )
+    assert (config.method, config.agent.symreg_lambda) == (method, 0.0)
+    assert Path(config.run_dir).parts[2] == method
+    assert load_config([CONF / "hopper.yaml"], [f"env.dense={dense}", "reward.name=none"]).method == (
+        f"{method}+symreg"
+    )
+
+
 def test_the_keys_a_built_in_method_needs_make_it_load():
     assert load_config([QUICKSTART], ["method=wo_ensemble", "reward.ensemble_size=1"]).method == "wo_ensemble"
     assert load_config([QUICKSTART], ["method=sparse_cost", "env.sparse_channel=-1"]).method == "sparse_cost"
@@ -163,12 +177,10 @@ def test_every_committed_run_folder_still_loads_with_its_arm_as_label():
 
 
 def test_a_record_with_a_built_in_name_its_keys_contradict_loads_with_that_name_as_label(tmp_path):
-    written = load_config([QUICKSTART], [f"run_dir={tmp_path}"])
     record = tmp_path / "config.yaml"
     text = yaml.safe_dump({"method": "baseline", "reward": {"name": "resymnet"}, "run_dir": str(tmp_path)})
     record.write_text(text)
     config = load_run_config(record)
     assert (config.method, config.method_label) == ("prism", "baseline")
-    assert config.reward.name == written.reward.name
     with pytest.raises(ConfigError, match=r"^method: baseline means"):
         load_config([record])

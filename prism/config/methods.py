@@ -24,6 +24,7 @@ Run folders written before labels were split carry their arm in ``method`` (``me
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,10 @@ class MethodFacts:
         agent, reward = config.agent, config.reward
         has_key = SYMREG_KEY in agent if hasattr(agent, "keys") else hasattr(agent, SYMREG_KEY)
         lam = getattr(agent, SYMREG_KEY) if has_key else None
+        if getattr(config, "protocol", "equal") == "released" and reward.name == "none":
+            lam = (
+                0.0  # the released protocol runs its reward-free arms without SymReg (prism.config.protocols)
+            )
         return cls(
             reward=str(reward.name),
             dense=bool(config.env.dense),
@@ -228,14 +233,11 @@ def relabel_record(config: Any) -> Any:
     """A run folder's config as written before labels were split: an arm name in ``method`` (``e-prism``)
     or a built-in name its keys contradict moves to ``method_label`` and ``method`` is derived. Returns the
     config (a new one when anything moved)."""
-    import dataclasses
-
     name = config.method
     if config.method_label is not None or name is None:
         return config
     rule = BUILTIN_METHODS.get(name)
-    if rule is not None and rule.agrees(MethodFacts.of(config)):
-        return config
-    if rule is None and known_method(name, config):
+    fits = rule.agrees(MethodFacts.of(config)) if rule is not None else known_method(name, config)
+    if fits:
         return config
     return dataclasses.replace(config, method=derive_method(config), method_label=name)
