@@ -219,7 +219,8 @@ def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:
     ``seed<N>/`` folder (then ``member`` is that member). Raises :class:`~prism.config.ConfigError` naming
     the folder when it is not a run, or has no usable checkpoint. Nothing is written."""
     from prism._warnings import silence_library_noise
-    from prism.loop.checkpoint_io import CHECKPOINT_DIR, CONFIG_FILE, checkpoint_path, load_checkpoint
+    from prism.loop.checkpoint_io import checkpoint_path, load_checkpoint
+    from prism.loop.layout import CHECKPOINT_DIR, CONFIG_FILE
     from prism.loop.run import build_run
     from prism.registry import REWARD_MODELS
 

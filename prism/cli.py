@@ -247,6 +247,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # Loaded and checked here, before prism.loop.run imports Lightning: bad input fails at once.
             config = None if resume else load_config(files, overrides)
+            if resume:
+                from pathlib import Path
+
+                from prism.loop.continuation import resume_request
+
+                resume_request(Path(resume), files, overrides)
             if args.command == "config" and args.describe:
                 from prism.config.describe import describe
 

@@ -164,7 +164,20 @@ def test_an_unusable_gymnasium_env_is_one_line_without_library_warnings(tmp_path
     ]
 
 
-@pytest.mark.slow  # a prism subprocess per case (~4 s each)
+def _prism_imports(*args: str) -> tuple[list[str], list[str]]:
+    """Run ``prism ARGS`` in a child process; its exit code and whether Lightning and torch were imported
+    (printed), and its stderr lines."""
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER + "print('torch' in sys.modules)\n", *args],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    return result.stdout.split(), result.stderr.strip().splitlines()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -175,14 +188,41 @@ def test_an_unusable_gymnasium_env_is_one_line_without_library_warnings(tmp_path
         (["eval.final.episodes=2", "--protocol", "periodic"], "eval.final.episodes: sets the final protocol"),
         (["eval.every=5"], "eval.every: schedules a training run's periodic evaluations; prism evaluate"),
         (["eval.every=5", "--protocol", "periodic"], "eval.every: schedules a training run's periodic"),
+        (["agent.lr=1"], "agent.lr: prism evaluate only takes eval.* overrides"),
     ],
 )
 def test_evaluate_refuses_the_other_protocols_counts(tmp_path, args, message):
+    """Refused in one line, before torch or Lightning is imported (a fraction of a second, not seconds)."""
     (tmp_path / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"])))
-    result = _prism("evaluate", str(tmp_path), *args)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
+    printed, lines = _prism_imports("evaluate", str(tmp_path), *args)
+    assert printed == ["2", "False", "False", "False"], lines
     assert len(lines) == 1 and lines[0].startswith(f"prism: error: {message}"), lines
+
+
+@pytest.mark.parametrize(
+    "command, message",
+    [
+        (["evaluate"], "prism: error: RUN_DIR: '{run}' has no config.yaml (is it a prism run folder?)"),
+        (
+            ["fit", "--resume"],
+            "prism: error: --resume: '{run}' has no config.yaml (is it a prism run folder?)",
+        ),
+    ],
+)
+def test_a_folder_that_is_no_run_is_refused_before_lightning_is_imported(tmp_path, command, message):
+    printed, lines = _prism_imports(*command, str(tmp_path))
+    assert printed == ["2", "False", "False", "False"], lines
+    assert lines == [message.format(run=tmp_path)]
+
+
+def test_a_resume_that_changes_the_run_is_refused_before_lightning_is_imported(tmp_path):
+    (tmp_path / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"])))
+    printed, lines = _prism_imports("fit", "--resume", str(tmp_path), "loop.steps_per_cycle=7")
+    assert printed[:3] == ["2", "False", "False"], lines  # torch may come with the env spec; Lightning not
+    assert len(lines) == 1 and lines[0].startswith(
+        f"prism: error: --resume: the given config differs from {tmp_path / 'config.yaml'}"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # nothing written
 
 
 def test_prism_config_alone_lists_every_default():

@@ -10,27 +10,35 @@
 - :mod:`~prism.loop.interrupt`: Ctrl-C during a fit as ``KeyboardInterrupt`` (``prism fit`` exits 130).
 
 The evaluation protocol lives in :mod:`prism.evaluation`; its public names are re-exported here for the
-callers that import them from ``prism.loop``. Importing this package imports none of the submodules above.
+callers that import them from ``prism.loop``, lazily: importing this package imports none of the submodules above,
+nor Lightning.
 """
 
-from prism.evaluation.callback import EvaluationCallback
-from prism.evaluation.config import EvalConfig, FinalEvalConfig
-from prism.evaluation.figure import front_figure
-from prism.evaluation.pool import EvalEnvPool
-from prism.evaluation.records import append_csv, eval_row
-from prism.evaluation.result import EvalResult
-from prism.evaluation.rollout import evaluate_agent, evaluate_policy, pair_seeds
+import importlib
+from typing import Any
 
-__all__ = [
-    "EvalConfig",
-    "EvalEnvPool",
-    "EvalResult",
-    "EvaluationCallback",
-    "FinalEvalConfig",
-    "append_csv",
-    "eval_row",
-    "evaluate_agent",
-    "evaluate_policy",
-    "front_figure",
-    "pair_seeds",
-]
+_REEXPORTS = {
+    "EvalConfig": "prism.evaluation.config",
+    "EvalEnvPool": "prism.evaluation.pool",
+    "EvalResult": "prism.evaluation.result",
+    "EvaluationCallback": "prism.evaluation.callback",
+    "FinalEvalConfig": "prism.evaluation.config",
+    "append_csv": "prism.evaluation.records",
+    "eval_row": "prism.evaluation.records",
+    "evaluate_agent": "prism.evaluation.rollout",
+    "evaluate_policy": "prism.evaluation.rollout",
+    "front_figure": "prism.evaluation.figure",
+    "pair_seeds": "prism.evaluation.rollout",
+}
+"""The evaluation names re-exported here, each imported from its module on first use: importing a light
+submodule (``prism.loop.continuation``, ``prism.loop.layout``) must not import Lightning through this file, so
+that ``prism fit --resume`` and ``prism evaluate`` refuse bad arguments at once."""
+
+__all__ = sorted(_REEXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _REEXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -27,10 +27,8 @@ from typing import Any
 import torch
 
 from prism.config import ConfigError
+from prism.loop.layout import CHECKPOINT_DIR
 
-CONFIG_FILE = "config.yaml"
-"""The run folder's config (written by ``prism fit``, read by ``--resume`` and ``prism evaluate``)."""
-CHECKPOINT_DIR = "checkpoints"
 LAST = "last.pt"
 PREVIOUS = "previous.pt"
 DAMAGED_SUFFIX = ".damaged"

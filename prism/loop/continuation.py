@@ -22,7 +22,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from prism.config import ConfigError, RunConfig, same_run
+from prism.config import ConfigError, RunConfig, load_config, load_run_config, same_run
+from prism.loop.layout import CONFIG_FILE
 
 BUDGET_KEYS = ("loop.cycles",)
 """The keys ``--resume`` lets grow (see the module docstring for why ``loop.steps_per_cycle`` is not one)."""
@@ -30,6 +31,38 @@ BUDGET_KEYS = ("loop.cycles",)
 CONTINUED_DIR = "continued"
 _MOVED = ("summary.json", "front.csv", "summary.csv")
 _COPIED = ("eval.csv", "config.yaml")
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumeRequest:
+    """What ``prism fit --resume RUN_DIR [--config …] [overrides]`` asks, checked against the run folder."""
+
+    config_path: Path
+    """``RUN_DIR/config.yaml``."""
+    saved: RunConfig
+    """The run's own config (``RUN_DIR/config.yaml``)."""
+    cycles: int | None
+    """The ``loop.cycles`` to continue to; ``None``: resume as saved."""
+    given: str
+    """Said when --config/overrides were given and change nothing (they match the saved config)."""
+
+
+def resume_request(run_dir: Path, files: list[str], overrides: list[str]) -> ResumeRequest:
+    """Check a ``--resume`` request before anything heavy is imported or anything is written: the folder has a
+    ``config.yaml``, and the given config files and overrides (if any) are that config or it with more
+    cycles (:func:`budget_growth`); otherwise a one-line :class:`ConfigError`."""
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.is_file():
+        raise ConfigError(f"--resume: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
+    saved = load_run_config(config_path)
+    cycles, given = None, ""
+    if files or overrides:
+        requested = load_config(files, overrides) if files else load_run_config(config_path, overrides)
+        cycles = budget_growth(saved, requested, config_path)
+        if cycles is None:
+            # Said, not silently dropped: the arguments were checked against the run and change nothing.
+            given = f" (the --config/overrides given match {config_path}; --resume always uses that file)"
+    return ResumeRequest(config_path, saved, cycles, given)
 
 
 def budget_growth(saved: RunConfig, requested: RunConfig, config_path: Path) -> int | None:

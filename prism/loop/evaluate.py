@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prism.config import load_run_config
+from prism.config import RunConfig, load_run_config
 from prism.errors import ConfigError
-from prism.evaluation.records import append_csv, eval_row
-from prism.evaluation.rollout import evaluate_agent
-from prism.loop.checkpoint_io import CHECKPOINT_DIR, CONFIG_FILE, is_untrained, load_agent_weights
-from prism.loop.run import _quiet, build_run
+from prism.loop.layout import CHECKPOINT_DIR, CONFIG_FILE
 
 EVALUATION_PROTOCOLS = ("final", "periodic")
 """``prism evaluate --protocol``: the final protocol (``eval.final``: the paper's 100 weights × 5 episodes,
@@ -20,25 +17,13 @@ what ``front.csv``, ``summary.json`` and the ``final`` row of ``eval.csv`` hold)
 _PERIODIC_KEYS = ("eval.num_weights", "eval.episodes")
 
 
-def evaluate_run(
-    run_dir: str | Path, overrides: list[str], protocol: str = "final", *, allow_untrained: bool = False
-) -> dict | list[dict]:
-    """``prism evaluate``: rebuild the agent from a run folder's config and last checkpoint, evaluate once.
-
-    ``protocol`` is ``final`` (default: ``eval.final.*``, the paper's protocol, the same episodes as the run's
-    final evaluation, so a finished run's values equal its ``final`` row of ``eval.csv``) or ``periodic``
-    (``eval.num_weights`` × ``eval.episodes``, as the periodic rows). ``eval.*`` overrides apply; one that sets
-    the other protocol's counts is refused (it would be ignored). ``run_dir`` is a single run's folder, a
-    population's folder (every member is evaluated) or one member's ``seed<N>/`` folder (its weights are read
-    from the population's checkpoint one level up). Each evaluated member gets a row appended to its
-    ``evaluate.csv`` (``eval.csv`` stays the training curve): ``protocol``, ``num_weights``, ``episodes``,
-    then the columns of an ``eval.csv`` row; the same values are printed, one line per member.
-
-    A checkpoint taken before the policy's first update (fewer env steps than ``agent.learning_starts``: a run
-    stopped during its first collection or reward fit) holds the untrained policy: refused unless
-    ``allow_untrained``, and then flagged ``untrained=1`` in the row and the printed line.
-    """
-    _quiet()
+def evaluation_request(
+    run_dir: str | Path, overrides: list[str], protocol: str = "final"
+) -> tuple[RunConfig, int | None, Path]:
+    """Check a ``prism evaluate`` request without importing torch or Lightning: the protocol, the folder's
+    ``config.yaml`` and the overrides (``eval.*`` only, and not the other protocol's counts). Returns the
+    config to evaluate with, the population member to evaluate alone (``None``: every member) and the folder
+    holding the checkpoints (a member's ``seed<N>/`` folder resolves to its population's)."""
     if protocol not in EVALUATION_PROTOCOLS:
         raise ConfigError(f"--protocol: expected one of {', '.join(EVALUATION_PROTOCOLS)}, got {protocol!r}")
     run_dir = Path(run_dir)
@@ -71,6 +56,35 @@ def evaluate_run(
         parent = load_run_config(parent_config, overrides)
         if parent.seeds is not None and config.seed in parent.seeds:  # a population member's folder
             only, config, run_dir = parent.seeds.index(config.seed), parent, run_dir.parent
+    return config, only, run_dir
+
+
+def evaluate_run(
+    run_dir: str | Path, overrides: list[str], protocol: str = "final", *, allow_untrained: bool = False
+) -> dict | list[dict]:
+    """``prism evaluate``: rebuild the agent from a run folder's config and last checkpoint, evaluate once.
+
+    ``protocol`` is ``final`` (default: ``eval.final.*``, the paper's protocol, the same episodes as the run's
+    final evaluation, so a finished run's values equal its ``final`` row of ``eval.csv``) or ``periodic``
+    (``eval.num_weights`` × ``eval.episodes``, as the periodic rows). ``eval.*`` overrides apply; one that sets
+    the other protocol's counts is refused (it would be ignored). ``run_dir`` is a single run's folder, a
+    population's folder (every member is evaluated) or one member's ``seed<N>/`` folder (its weights are read
+    from the population's checkpoint one level up). Each evaluated member gets a row appended to its
+    ``evaluate.csv`` (``eval.csv`` stays the training curve): ``protocol``, ``num_weights``, ``episodes``,
+    then the columns of an ``eval.csv`` row; the same values are printed, one line per member.
+
+    A checkpoint taken before the policy's first update (fewer env steps than ``agent.learning_starts``: a run
+    stopped during its first collection or reward fit) holds the untrained policy: refused unless
+    ``allow_untrained``, and then flagged ``untrained=1`` in the row and the printed line.
+    """
+    config, only, run_dir = evaluation_request(run_dir, overrides, protocol)
+    # Imported only now: a bad request is refused above in a fraction of a second, before torch and Lightning.
+    from prism.evaluation.records import append_csv, eval_row
+    from prism.evaluation.rollout import evaluate_agent
+    from prism.loop.checkpoint_io import is_untrained, load_agent_weights
+    from prism.loop.run import _quiet, build_run
+
+    _quiet()
     # The folder may have been moved or copied since training: read the checkpoints that are here.
     config.run_dir = str(run_dir)
     run = build_run(config, progress_bar=False)

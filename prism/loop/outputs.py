@@ -19,10 +19,9 @@ from prism._text import counted
 from prism.config.methods import run_label
 from prism.evaluation.records import eval_row
 from prism.loop.hparams import log_hparams
+from prism.loop.layout import SUMMARY_CSV, SUMMARY_JSON
 from prism.loop.members import Member, Run
 
-SUMMARY_CSV = "summary.csv"
-SUMMARY_JSON = "summary.json"
 METRICS = ("hv", "eum", "vo")
 
 

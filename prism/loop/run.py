@@ -28,7 +28,6 @@ from prism.config import (
     RunConfig,
     accelerator,
     load_config,
-    load_run_config,
     member_seeds,
     resolve_env_spec,
     resolved_values,
@@ -41,15 +40,11 @@ from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import truncate_eval_csv
 from prism.loop import interrupt
 from prism.loop.checkpoint import attach_checkpointing
-from prism.loop.checkpoint_io import (
-    CONFIG_FILE,
-    load_checkpoint,
-    resume_line,
-    set_aside,
-)
-from prism.loop.continuation import archive_final_outputs, budget_growth, reopen_state, with_cycles
+from prism.loop.checkpoint_io import load_checkpoint, resume_line, set_aside
+from prism.loop.continuation import archive_final_outputs, reopen_state, resume_request, with_cycles
+from prism.loop.layout import CONFIG_FILE, SUMMARY_CSV, SUMMARY_JSON
 from prism.loop.members import Member, Run, member_config, member_run_dirs
-from prism.loop.outputs import SUMMARY_CSV, SUMMARY_JSON, closing_summary, write_final_outputs
+from prism.loop.outputs import closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.loop.progress import PhaseProgressBar, Progress
 from prism.loop.progress_lines import make_progress
@@ -258,21 +253,8 @@ def resume_run(
     new budget (:mod:`prism.loop.continuation`; a finished run's end-of-run outputs move to
     ``continued/from_<env steps>/``). Any other change is a one-line error before anything is written.
     """
-    config_path = run_dir / CONFIG_FILE
-    if not config_path.is_file():
-        raise ConfigError(f"--resume: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
-    config = load_run_config(config_path)
-    cycles = None  # loop.cycles to continue to (prism.loop.continuation), None: resume as saved
-    given = ""
-    if files or overrides:
-        cycles = budget_growth(
-            config,
-            load_config(files, overrides) if files else load_run_config(config_path, overrides),
-            config_path,
-        )
-        if cycles is None:
-            # Said, not silently dropped: the arguments were checked against the run and change nothing.
-            given = f" (the --config/overrides given match {config_path}; --resume always uses that file)"
+    request = resume_request(run_dir, files, overrides)
+    config, cycles, given = request.saved, request.cycles, request.given
     # A population is finished once its summary.csv is written (after every member's summary.json).
     marker = SUMMARY_CSV if config.seeds is not None else SUMMARY_JSON
     finished = (run_dir / marker).is_file()
