@@ -48,6 +48,7 @@ from prism.loop.outputs import closing_summary, write_final_outputs
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.loop.progress import PhaseProgressBar, Progress
 from prism.loop.progress_lines import make_progress
+from prism.loop.run_lock import run_dir_lock
 from prism.registry import AGENTS, REWARDS, RewardEntry
 from prism.seeding import derive_seed
 
@@ -186,16 +187,22 @@ def write_member_configs(run: Run) -> None:
 
 
 def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
-    """Create ``run_dir``; refuse a non-empty one unless ``overwrite`` (never delete anything silently)."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(f"run_dir: {str(run_dir)!r} exists and is not a folder")
-    if run_dir.is_dir() and any(run_dir.iterdir()):
+    """Refuse a non-empty ``run_dir`` unless ``overwrite`` (never delete anything silently); with ``overwrite``
+    empty it. The folder itself stays: the caller holds its lock (:mod:`prism.loop.run_lock`)."""
+    if any(run_dir.iterdir()):
         if not overwrite:
             raise ConfigError(
                 f"run_dir: {str(run_dir)!r} is not empty; use --resume {run_dir} to continue it, "
                 "--overwrite to replace it, or another run_dir"
             )
-        shutil.rmtree(run_dir)
+        for child in run_dir.iterdir():
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+
+
+def make_run_dir(run_dir: Path) -> None:
+    """Create ``run_dir`` (and its parents) unless it exists; refuse a path that is not a folder."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run_dir: {str(run_dir)!r} exists and is not a folder")
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
@@ -223,7 +230,14 @@ def fit_run(
         return resume_run(Path(resume), files, overrides, progress=progress)
     config = config if config is not None else load_config(files, overrides)
     run_dir = Path(config.run_dir)
-    prepare_run_dir(run_dir, overwrite=overwrite)
+    make_run_dir(run_dir)
+    # Locked before anything in it is deleted or written: --overwrite must not empty a live run's folder.
+    with run_dir_lock(run_dir, key="run_dir"):
+        prepare_run_dir(run_dir, overwrite=overwrite)
+        return _train_new(config, run_dir, progress)
+
+
+def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
     spec = resolve_env_spec(config)
     (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config, spec)))
     run = build_run(config, progress_bar=make_progress(progress))
@@ -265,6 +279,13 @@ def resume_run(
     if Path(config.run_dir).resolve() != run_dir.resolve():
         # The folder was moved or renamed: keep writing where the run now lives.
         config.run_dir = str(run_dir)
+    with run_dir_lock(run_dir, key="--resume"):
+        return _resume_locked(config, run_dir, cycles, given, finished, progress)
+
+
+def _resume_locked(
+    config: RunConfig, run_dir: Path, cycles: int | None, given: str, finished: bool, progress: str
+) -> Run:
     loaded = load_checkpoint(run_dir, key="--resume")
     state = loaded.state if loaded is not None else None
     if loaded is not None:
