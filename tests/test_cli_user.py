@@ -71,6 +71,20 @@ print(code, "lightning" in sys.modules, "lightning.pytorch" in sys.modules)
 """
 
 
+def _prism_imports(*args: str) -> tuple[list[str], list[str]]:
+    """Run ``prism ARGS`` in a child process; its exit code and whether Lightning and torch were imported
+    (printed), and its stderr lines."""
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER + "print('torch' in sys.modules)\n", *args],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    return result.stdout.split(), result.stderr.strip().splitlines()
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -81,16 +95,9 @@ print(code, "lightning" in sys.modules, "lightning.pytorch" in sys.modules)
     ],
 )
 def test_a_config_error_is_reported_before_lightning_is_imported(args):
-    result = subprocess.run(
-        [sys.executable, "-c", _IMPORTS_AFTER, *args],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert result.stdout.split() == ["2", "False", "False"], result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("prism: error: ")
+    printed, lines = _prism_imports(*args)
+    assert printed[:3] == ["2", "False", "False"], lines
+    assert len(lines) == 1 and lines[0].startswith("prism: error: ")
 
 
 def test_version():
@@ -162,20 +169,6 @@ def test_an_unusable_gymnasium_env_is_one_line_without_library_warnings(tmp_path
     assert result.stderr.strip().splitlines() == [
         "prism: error: env.id: mo-mountaincar-v0 has a Discrete action space; prism needs a Box"
     ]
-
-
-def _prism_imports(*args: str) -> tuple[list[str], list[str]]:
-    """Run ``prism ARGS`` in a child process; its exit code and whether Lightning and torch were imported
-    (printed), and its stderr lines."""
-    result = subprocess.run(
-        [sys.executable, "-c", _IMPORTS_AFTER + "print('torch' in sys.modules)\n", *args],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    return result.stdout.split(), result.stderr.strip().splitlines()
 
 
 @pytest.mark.parametrize(

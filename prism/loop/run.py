@@ -196,7 +196,10 @@ def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
                 "--overwrite to replace it, or another run_dir"
             )
         for child in run_dir.iterdir():
-            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
 
 
 def make_run_dir(run_dir: Path) -> None:
