@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from prism.config import load_config, run_label
-from prism.experiments import cli
+from prism.experiments import cli, runner
 from prism.experiments.collect import paper_values, split_rows
 from prism.experiments.grid import CONF, Arm, Cell, Preset, Ratio
 from prism.experiments.presets import PRESETS
 from prism.experiments.report import write_report
-from prism.experiments.runner import Job, fit_command, make_jobs
+from prism.experiments.runner import RUNNING_ELSEWHERE, Job, fit_command, make_jobs, run_job
 from prism.experiments.stats import compare
+from prism.loop.run_lock import locked_elsewhere, run_dir_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,6 +104,56 @@ def test_jobs_are_one_population_per_cell_unless_per_seed_runs_exist(tmp_path):
     ]  # fmt: skip
     per_seed = make_jobs(cells, tmp_path, per_seed=True)
     assert len(per_seed) == 6 and fit_command(per_seed[0], PRESETS["smoke"], tmp_path)[-2] == "seed=0"
+
+
+def test_a_run_another_process_is_writing_is_skipped_not_failed_and_the_grid_exits_3(
+    tmp_path, monkeypatch, capsys
+):
+    # flock locks belong to an open file description, so the probe's own open sees this test's lock as
+    # another writer's, exactly as it sees a second driver's.
+    run_dir = tmp_path / "g" / "hopper" / "oracle" / "seed0"
+    run_dir.mkdir(parents=True)
+    assert not locked_elsewhere(run_dir) and not locked_elsewhere(tmp_path / "missing")
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("a locked run folder must not get a prism fit process")
+
+    monkeypatch.setattr(runner.subprocess, "call", no_launch)
+    with run_dir_lock(run_dir, key="run_dir"):
+        assert locked_elsewhere(run_dir)
+        job = Job("hopper", "oracle", (0,), False)
+        assert run_job(job, PRESETS["smoke"], tmp_path / "g") == (job, RUNNING_ELSEWHERE, 0.0)
+        argv = ["--preset", "smoke", "--methods", "oracle", "--per-seed-processes"]
+        code = cli.main([*argv, "--out", str(tmp_path / "g"), "--results", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert code == 3
+    assert f"skipped, another process is writing {run_dir}" in out and "FAILED" not in out
+    assert "failed runs: 0; running elsewhere: 1" in out
+    assert not locked_elsewhere(run_dir) and list(run_dir.iterdir()) == []  # released, nothing written
+
+
+def test_a_child_refused_by_the_lock_counts_as_running_elsewhere_but_a_plain_failure_stays_one(
+    tmp_path, monkeypatch
+):
+    """The other writer can take the folder between run_job's check and its child's start: the child is
+    refused by the run's own lock (exit 2), and the job is "running elsewhere", not failed."""
+    job = Job("hopper", "oracle", (0,), False)
+    run_dir = job.run_dir(tmp_path)
+    run_dir.mkdir(parents=True)
+    taken = []
+
+    def refused_after_the_other_writer_started(*args, **kwargs):
+        taken.append(run_dir_lock(run_dir, key="run_dir"))
+        taken[-1].__enter__()
+        return 2
+
+    monkeypatch.setattr(runner.subprocess, "call", refused_after_the_other_writer_started)
+    try:
+        assert run_job(job, PRESETS["smoke"], tmp_path)[1] == RUNNING_ELSEWHERE
+    finally:
+        taken[-1].__exit__(None, None, None)
+    monkeypatch.setattr(runner.subprocess, "call", lambda *a, **k: 2)
+    assert run_job(job, PRESETS["smoke"], tmp_path)[1] == 2
 
 
 @pytest.mark.slow

@@ -8,8 +8,10 @@ job, then report.
     prism reproduce --preset paper --backend ray --address auto # join a running Ray cluster
 
 Each run lives in ``<out>/<env>/<method>/seed<k>`` and is a plain prism run folder. The grid is resumable:
-finished runs (``summary.json`` present) are skipped, interrupted ones are continued with ``--resume``. Arms a
-preset joins from another study's folder are read, never run.
+finished runs (``summary.json`` present) are skipped, interrupted ones are continued with ``--resume``, and a
+run another prism process is writing (a second driver on the same folder) is left to it. Arms a preset joins
+from another study's folder are read, never run. Exit status: 0 every run finished, 1 a run failed, 2 bad
+input, 3 no failure but some runs were left to another process (rerun the command when they end).
 
 Backends: ``local`` runs ``--parallel`` runs at once as subprocesses of this machine; ``ray`` submits one Ray
 task per run (``--cpus-per-run`` CPUs and ``--gpus-per-run`` GPUs declared; a task whose worker is lost is
@@ -114,9 +116,11 @@ def grid_folders(args: argparse.Namespace, other_backbone: bool, other_protocol:
 
 
 def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
-    """Run, resume or report a preset's grid; exit 0 (done), 1 (a run failed) or 2 (bad input)."""
+    """Run, resume or report a preset's grid; exit 0 (done), 1 (a run failed), 2 (bad input) or 3 (runs left to
+    another process writing their folders)."""
     from prism.experiments.report import write_report
     from prism.experiments.runner import (
+        RUNNING_ELSEWHERE,
         BackendError,
         Job,
         fit_command,
@@ -167,7 +171,7 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
             print(" ".join(fit_command(job, preset, out)))
         return 0
     start = time.perf_counter()
-    failures = 0
+    failures = elsewhere = 0
     if not args.report_only:
         own = [c for c in cells if c.source is None]  # joined arms' runs are another grid's
         todo = [job for job in jobs if not job.finished(out)]
@@ -202,6 +206,13 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
         else:
             stream = run_local(todo, run, args.parallel)
         for k, (job, code, seconds) in enumerate(stream, start=1):
+            if code == RUNNING_ELSEWHERE:
+                elsewhere += 1
+                print(
+                    f"[{k}/{len(todo)}] {job}: skipped, another process is writing {job.run_dir(out)}",
+                    flush=True,
+                )
+                continue
             status = "ok" if code == 0 else f"FAILED (exit {code}; log {job.log(out)})"
             print(f"[{k}/{len(todo)}] {job}: {status} {seconds:.0f}s", flush=True)
             if code != 0:
@@ -217,8 +228,9 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
             return 2
     else:
         print("no finished runs to report")
-    print(f"grid wall time: {wall / 60:.1f} min; failed runs: {failures}")
-    return 1 if failures else 0
+    busy = f"; running elsewhere: {elsewhere} (rerun this command when they end)" if elsewhere else ""
+    print(f"grid wall time: {wall / 60:.1f} min; failed runs: {failures}{busy}")
+    return 1 if failures else 3 if elsewhere else 0
 
 
 def _recompute_command(args: argparse.Namespace, out: Path, results: Path) -> str:

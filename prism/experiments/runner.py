@@ -1,8 +1,10 @@
 """Running a grid: one ``prism fit`` process per job, on this machine (``local``) or as Ray tasks (``ray``).
 
 A job is a population of every seed of an (env, arm) cell, or one seed of it; its command is chosen when it
-starts, so a job that finds its folder started resumes it (``prism fit --resume``). Joined arms (cells with a
-``source``) are never run.
+starts, so a job that finds its folder started resumes it (``prism fit --resume``), one that finds it finished
+returns at once, and one that finds it being written by another process (a second driver on the same grid:
+:mod:`prism.loop.run_lock`) is skipped with :data:`RUNNING_ELSEWHERE` rather than failed. Joined arms (cells
+with a ``source``) are never run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism.experiments.grid import CONF, METHODS, ROOT, Cell, Preset
+from prism.loop.run_lock import locked_elsewhere
+
+RUNNING_ELSEWHERE = -2
+"""The "exit code" :func:`run_job` reports for a job whose run folder another prism process is writing: the job
+was not run here, and did not fail; rerunning the grid after that process ends picks up its result."""
 
 
 @dataclass(frozen=True)
@@ -119,9 +126,12 @@ def run_job(job: Job, preset: Preset, out: Path) -> tuple[Job, int, float]:
     """Run (or resume) one job to the end; ``(job, exit code, seconds)``. A finished job returns at once.
 
     The command is chosen here, when the run starts, not when it is submitted: a retried Ray task finds the
-    run folder of the lost attempt and resumes it from its last checkpoint."""
+    run folder of the lost attempt and resumes it from its last checkpoint; a run another process is writing
+    (its folder locked) is left to it: ``(job, RUNNING_ELSEWHERE, 0.0)``."""
     if job.finished(out):
         return job, 0, 0.0
+    if locked_elsewhere(job.run_dir(out)):
+        return job, RUNNING_ELSEWHERE, 0.0
     log = job.log(out)
     log.parent.mkdir(parents=True, exist_ok=True)
     command = fit_command(job, preset, out)
@@ -137,7 +147,12 @@ def run_job(job: Job, preset: Preset, out: Path) -> tuple[Job, int, float]:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
-    return job, code, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if code != 0 and locked_elsewhere(job.run_dir(out)):
+        # The other writer took the folder between the check above and our child's start: the child was
+        # refused by the run's own lock (nothing written), which is this job's "running elsewhere" too.
+        return job, RUNNING_ELSEWHERE, seconds
+    return job, code, seconds
 
 
 def log_tail(job: Job, out: Path, lines: int = 15) -> str:

@@ -61,3 +61,19 @@ def run_dir_lock(run_dir: Path, *, key: str) -> Iterator[None]:
     finally:
         _held.discard(fd)
         os.close(fd)  # closing the last descriptor of the open folder releases the lock
+
+
+def locked_elsewhere(run_dir: Path) -> bool:
+    """Whether another prism process holds ``run_dir``'s lock now (a grid driver's check before it starts a
+    run: a run being written elsewhere is skipped, not failed). False for a missing folder, and where
+    ``fcntl`` is missing. The answer can age at once; the run's own lock stays the guarantee."""
+    if fcntl is None or not run_dir.is_dir():
+        return False
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases the probe's lock, if it got one
+    return False
