@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from prism.config import ConfigError, RunConfig, load_run_config, run_label
+from prism.config import ConfigError, RunConfig, run_label
 from prism.envs import EnvSpec
 from prism.evaluation.config import EvalConfig
 from prism.evaluation.result import EvalResult
@@ -220,21 +220,13 @@ def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:
     the folder when it is not a run, or has no usable checkpoint. Nothing is written."""
     from prism._warnings import silence_library_noise
     from prism.loop.checkpoint_io import checkpoint_path, load_checkpoint
-    from prism.loop.layout import CHECKPOINT_DIR, CONFIG_FILE
+    from prism.loop.layout import trained_run_folder
     from prism.loop.run import build_run
     from prism.registry import REWARD_MODELS
 
     silence_library_noise()
-    run_dir = Path(run_dir)
-    config_path = run_dir / CONFIG_FILE
-    if not config_path.is_file():
-        raise ConfigError(f"run_dir: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
-    config = load_run_config(config_path)
-    parent_config = run_dir.parent / CONFIG_FILE
-    if config.seeds is None and not (run_dir / CHECKPOINT_DIR).is_dir() and parent_config.is_file():
-        parent = load_run_config(parent_config)
-        if parent.seeds is not None and config.seed in parent.seeds:  # a population member's folder
-            member, config, run_dir = parent.seeds.index(config.seed), parent, run_dir.parent
+    config, population_member, run_dir = trained_run_folder(Path(run_dir), key="run_dir")
+    member = member if population_member is None else population_member
     config.run_dir = str(run_dir)  # the folder may have moved since training: read what is here
     run = build_run(config, progress_bar=False)
     loaded = load_checkpoint(

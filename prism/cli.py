@@ -247,12 +247,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # Loaded and checked here, before prism.loop.run imports Lightning: bad input fails at once.
             config = None if resume else load_config(files, overrides)
+            request = None
             if resume:
                 from pathlib import Path
 
                 from prism.loop.continuation import resume_request
 
-                resume_request(Path(resume), files, overrides)
+                request = resume_request(Path(resume), files, overrides)
             if args.command == "config" and args.describe:
                 from prism.config.describe import describe
 
@@ -271,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 resume=resume,
                 overwrite=args.overwrite,
                 config=config,
+                resume_checked=request,
                 progress=args.progress,
             )
         elif args.command == "render":

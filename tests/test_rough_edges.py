@@ -176,6 +176,31 @@ def test_resume_of_a_finished_run_with_its_config_says_the_config_is_not_used(tm
     assert "the --config/overrides given match" in line and "--resume always uses that file" in line
 
 
+def test_fit_resume_checks_the_request_once(tmp_path, monkeypatch, capsys):
+    """The CLI checks --resume before importing Lightning and hands that check on: the run folder's config is
+    read and compared once, not again by resume_run."""
+    import prism.loop.continuation
+    from prism.cli import main
+    from prism.config import load_config, to_yaml
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"], toy_run())))
+    (run_dir / "summary.json").write_text("{}")
+    calls = []
+    original = prism.loop.continuation.resume_request
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(prism.loop.continuation, "resume_request", counted)
+    monkeypatch.setattr(prism.loop.run, "resume_request", counted)
+    assert main(["fit", "--resume", str(run_dir)]) == 0
+    assert "is finished (summary.json present); nothing to resume" in capsys.readouterr().out
+    assert calls == [run_dir]
+
+
 # ---- item 17: prism list ------------------------------------------------------------------------------
 def test_prism_list_names_every_env_overlay_reward_method_and_backbone(capsys):
     from prism.envs import registered_env_ids

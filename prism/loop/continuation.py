@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.config import ConfigError, RunConfig, load_config, load_run_config, same_run
-from prism.loop.layout import CONFIG_FILE
+from prism.loop.layout import run_config_file
 
 BUDGET_KEYS = ("loop.cycles",)
 """The keys ``--resume`` lets grow (see the module docstring for why ``loop.steps_per_cycle`` is not one)."""
@@ -51,9 +51,7 @@ def resume_request(run_dir: Path, files: list[str], overrides: list[str]) -> Res
     """Check a ``--resume`` request before anything heavy is imported or anything is written: the folder has a
     ``config.yaml``, and the given config files and overrides (if any) are that config or it with more
     cycles (:func:`budget_growth`); otherwise a one-line :class:`ConfigError`."""
-    config_path = run_dir / CONFIG_FILE
-    if not config_path.is_file():
-        raise ConfigError(f"--resume: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
+    config_path = run_config_file(run_dir, key="--resume")
     saved = load_run_config(config_path)
     cycles, given = None, ""
     if files or overrides:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prism.config import RunConfig, load_run_config
+from prism.config import RunConfig
 from prism.errors import ConfigError
-from prism.loop.layout import CHECKPOINT_DIR, CONFIG_FILE
+from prism.loop.layout import run_config_file, trained_run_folder
 
 EVALUATION_PROTOCOLS = ("final", "periodic")
 """``prism evaluate --protocol``: the final protocol (``eval.final``: the paper's 100 weights × 5 episodes,
@@ -27,9 +27,7 @@ def evaluation_request(
     if protocol not in EVALUATION_PROTOCOLS:
         raise ConfigError(f"--protocol: expected one of {', '.join(EVALUATION_PROTOCOLS)}, got {protocol!r}")
     run_dir = Path(run_dir)
-    config_path = run_dir / CONFIG_FILE
-    if not config_path.is_file():
-        raise ConfigError(f"RUN_DIR: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
+    run_config_file(run_dir, key="RUN_DIR")  # the folder first, then what is asked of it
     bad = [o for o in overrides if not o.startswith("eval.")]
     if bad:
         raise ConfigError(f"{bad[0].split('=')[0]}: prism evaluate only takes eval.* overrides")
@@ -49,14 +47,7 @@ def evaluation_request(
             raise ConfigError(
                 f"{key}: sets the final protocol, and --protocol periodic uses eval.num_weights / eval.episodes"
             )
-    config = load_run_config(config_path, overrides)
-    only: int | None = None
-    parent_config = run_dir.parent / CONFIG_FILE
-    if config.seeds is None and not (run_dir / CHECKPOINT_DIR).is_dir() and parent_config.is_file():
-        parent = load_run_config(parent_config, overrides)
-        if parent.seeds is not None and config.seed in parent.seeds:  # a population member's folder
-            only, config, run_dir = parent.seeds.index(config.seed), parent, run_dir.parent
-    return config, only, run_dir
+    return trained_run_folder(run_dir, key="RUN_DIR", overrides=overrides)
 
 
 def evaluate_run(

@@ -41,7 +41,13 @@ from prism.evaluation.records import truncate_eval_csv
 from prism.loop import interrupt
 from prism.loop.checkpoint import attach_checkpointing
 from prism.loop.checkpoint_io import load_checkpoint, resume_line, set_aside
-from prism.loop.continuation import archive_final_outputs, reopen_state, resume_request, with_cycles
+from prism.loop.continuation import (
+    ResumeRequest,
+    archive_final_outputs,
+    reopen_state,
+    resume_request,
+    with_cycles,
+)
 from prism.loop.layout import CONFIG_FILE, SUMMARY_CSV, SUMMARY_JSON
 from prism.loop.members import Member, Run, member_config, member_run_dirs
 from prism.loop.outputs import closing_summary, write_final_outputs
@@ -220,17 +226,20 @@ def fit_run(
     resume: str | None = None,
     overwrite: bool = False,
     config: RunConfig | None = None,
+    resume_checked: ResumeRequest | None = None,
     progress: str = "auto",
 ) -> Run | None:
     """``prism fit``: load and validate the config (or take ``config``, already loaded from ``files`` and
-    ``overrides``), prepare the run folder, train, evaluate.
+    ``overrides``), prepare the run folder, train, evaluate. With ``resume``, continue that run instead
+    (:func:`resume_run`; ``resume_checked``: its :func:`~prism.loop.continuation.resume_request`, if the
+    caller already made it).
 
     ``config.yaml`` gets every key and a ``resolved:`` block (:func:`prism.config.resolved_values`).
     ``None`` when ``resume`` names a finished run (nothing is done). ``progress``: what stderr shows
     (:data:`prism.loop.progress_lines.PROGRESS_MODES`; ``auto``: bars in a terminal, plain lines elsewhere)."""
     _quiet()
     if resume is not None:
-        return resume_run(Path(resume), files, overrides, progress=progress)
+        return resume_run(Path(resume), files, overrides, checked=resume_checked, progress=progress)
     config = config if config is not None else load_config(files, overrides)
     run_dir = Path(config.run_dir)
     make_run_dir(run_dir)
@@ -255,7 +264,12 @@ def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
 
 
 def resume_run(
-    run_dir: Path, files: list[str], overrides: list[str], *, progress: str = "auto"
+    run_dir: Path,
+    files: list[str],
+    overrides: list[str],
+    *,
+    checked: ResumeRequest | None = None,
+    progress: str = "auto",
 ) -> Run | None:
     """``prism fit --resume RUN_DIR``: continue a run from its last good checkpoint (or from scratch if none).
 
@@ -270,7 +284,7 @@ def resume_run(
     new budget (:mod:`prism.loop.continuation`; a finished run's end-of-run outputs move to
     ``continued/from_<env steps>/``). Any other change is a one-line error before anything is written.
     """
-    request = resume_request(run_dir, files, overrides)
+    request = checked if checked is not None else resume_request(run_dir, files, overrides)
     config, cycles, given = request.saved, request.cycles, request.given
     # A population is finished once its summary.csv is written (after every member's summary.json).
     marker = SUMMARY_CSV if config.seeds is not None else SUMMARY_JSON
