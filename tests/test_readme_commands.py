@@ -38,6 +38,15 @@ def _flat(node, prefix: str = "") -> list[str]:
 
 
 TINY = _flat(OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "budget" / "tiny.yaml")))
+# Cheaper still, since only "does the command work" is checked: half the RL steps, small update batches, and
+# evaluations in this process (no worker pool to start). The run's every phase still happens.
+TINY += [
+    "loop.steps_per_cycle=150",
+    "loop.checkpoint_every=150",
+    "eval.every=150",
+    "agent.batch_size=32",
+    "eval.num_workers=0",
+]
 
 
 def test_the_readme_commands_are_found():

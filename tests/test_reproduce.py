@@ -175,6 +175,9 @@ def test_smoke_grid_on_a_local_ray_instance(tmp_path):
         str(out),
         "--results",
         str(results),
+        "--set",  # what is checked is the backend, not the runs: small update batches, no eval workers
+        "agent.batch_size=32",
+        "eval.num_workers=0",
     ]
     first = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
