@@ -15,7 +15,7 @@ import yaml
 from toy_runs import toy_run
 
 from prism.cli import USAGE_ERROR, main
-from prism.loop.checkpoint_io import read_checkpoint
+from prism.loop.checkpoint_io import read_checkpoint, save_atomic
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 COMPARABLE = ("env_steps", "hv", "eum", "vo", "final")
@@ -53,9 +53,14 @@ def test_a_finished_run_continued_to_more_cycles_is_the_longer_run(finished, tmp
     original, files = finished
     run_dir = tmp_path / "continued"
     shutil.copytree(original, run_dir)
+    carried = read_checkpoint(run_dir / "checkpoints" / "last.pt")["time"]
     assert main(["fit", "--resume", str(run_dir), "loop.cycles=3", "--progress", "none"]) == 0
 
     summary = json.loads((run_dir / "summary.json").read_text())
+    # the run's time is its first process's (as of its last checkpoint) plus the continuing one's
+    last = summary["wall_time_s_last_process"]
+    assert summary["wall_time_s"] == pytest.approx(carried["wall_time_s"] + last, rel=1e-12)
+    assert summary["cpu_time_s"] > carried["cpu_time_s"] > 0
     assert summary["env_steps"] == 600  # the new budget: 3 cycles x 200 steps
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["loop"]["cycles"] == 3
     loop = read_checkpoint(run_dir / "checkpoints" / "last.pt")["loop"]["state"]
@@ -82,6 +87,31 @@ def test_a_finished_run_continued_to_more_cycles_is_the_longer_run(finished, tmp
     _fit(fresh, 3, *files)
     assert rows == _rows(fresh / "eval.csv")
     assert (run_dir / "front.csv").read_bytes() == (fresh / "front.csv").read_bytes()
+
+
+def test_a_fresh_runs_time_is_its_process_and_an_old_checkpoint_leaves_the_total_unknown(
+    finished, tmp_path, capsys
+):
+    original, _ = finished
+    first = json.loads((original / "summary.json").read_text())
+    assert first["wall_time_s"] == first["wall_time_s_last_process"] > 0
+    assert first["cpu_time_s"] > 0
+    carried = read_checkpoint(original / "checkpoints" / "last.pt")["time"]
+    assert 0 < carried["wall_time_s"] <= first["wall_time_s"]  # the final save came just before the summary
+
+    # A checkpoint written before runs carried their time: the total would leave the first process out.
+    run_dir = tmp_path / "old"
+    shutil.copytree(original, run_dir)
+    state = read_checkpoint(run_dir / "checkpoints" / "last.pt")
+    del state["time"]
+    save_atomic(state, run_dir / "checkpoints" / "last.pt")
+    capsys.readouterr()
+    assert main(["fit", "--resume", str(run_dir), "loop.cycles=3", "--progress", "none"]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["wall_time_s"] is None and summary["cpu_time_s"] is None
+    assert summary["wall_time_s_last_process"] > 0
+    assert read_checkpoint(run_dir / "checkpoints" / "last.pt")["time"] is None  # and stays unknown
+    assert "(this process, resumed)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

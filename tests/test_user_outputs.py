@@ -85,6 +85,7 @@ def test_best_means_the_same_in_the_closing_block_and_summary_csv(tmp_path):
 
     from prism.evaluation.config import EvalConfig
     from prism.loop.outputs import closing_summary, write_population_summary
+    from prism.loop.run_clock import RunTimes
 
     members = []
     for seed in (0, 1):
@@ -103,7 +104,7 @@ def test_best_means_the_same_in_the_closing_block_and_summary_csv(tmp_path):
         agent=SimpleNamespace(env_step_count=200),
         run_dir=tmp_path,
     )
-    text = closing_summary(run, 1.0)
+    text = closing_summary(run, RunTimes(wall_s_this_process=1.0, wall_s=1.0, cpu_s=1.0))
     with (tmp_path / "summary.csv").open(newline="") as fh:
         table = {r["seed"]: r for r in csv.DictReader(fh)}
     assert float(table["0"]["best_hv"]) == 3.0 and float(table["0"]["final_hv"]) == 5.0

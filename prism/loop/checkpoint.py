@@ -84,6 +84,8 @@ def collect_state(run) -> dict[str, Any]:
         },
         "evaluations": [member.evaluation.state_dict() for member in run.members],
         "rng": _global_rng_state(),
+        # The run's time so far, across its processes (None once an older checkpoint made it unknown).
+        "time": run.clock.state_dict(),
     }
 
 
@@ -111,6 +113,7 @@ def restore_state(run, state: dict[str, Any]) -> None:
     for member, evaluation_state in zip(run.members, state["evaluations"]):
         member.evaluation.load_state_dict(evaluation_state)
     _set_global_rng_state(state["rng"])
+    run.clock.carry(state.get("time"))  # absent in checkpoints written before runs carried their time
 
 
 class RunCheckpointer(Callback):

@@ -8,7 +8,7 @@ even one hidden under ``TYPE_CHECKING``.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import lightning as L
@@ -18,6 +18,7 @@ from prism.config import RunConfig
 from prism.envs import EnvSpec
 from prism.evaluation.callback import EvaluationCallback
 from prism.loop.phases import PrismLoopCallback
+from prism.loop.run_clock import RunClock
 
 __all__ = ["Member", "Run", "member_config", "member_run_dirs"]
 
@@ -46,6 +47,8 @@ class Run:
     loop: PrismLoopCallback
     members: list[Member]
     trainer: L.Trainer
+    clock: RunClock = field(default_factory=RunClock)
+    """The run's training time, this process's and across its processes (:mod:`prism.loop.run_clock`)."""
 
     @property
     def population(self) -> bool:

@@ -21,6 +21,7 @@ from prism.evaluation.records import eval_row
 from prism.loop.hparams import log_hparams
 from prism.loop.layout import SUMMARY_CSV, SUMMARY_JSON
 from prism.loop.members import Member, Run
+from prism.loop.run_clock import RunTimes
 
 METRICS = ("hv", "eum", "vo")
 
@@ -44,18 +45,19 @@ def front_columns(objective_names: Sequence[str]) -> list[str]:
     ]
 
 
-def write_final_outputs(run: Run, wall_time_s: float) -> None:
+def write_final_outputs(run: Run, times: RunTimes) -> None:
     """Every member's ``front.csv`` and ``summary.json`` and its HParams summary in TensorBoard
-    (:mod:`prism.loop.hparams`), and a population's ``summary.csv``."""
+    (:mod:`prism.loop.hparams`), and a population's ``summary.csv``. ``times``: the run's training time
+    (:mod:`prism.loop.run_clock`), this process's and across its processes."""
     for member in run.members:
-        _write_member_outputs(run, member, wall_time_s)
+        _write_member_outputs(run, member, times)
         if member.evaluation.final_result is not None:
             log_hparams(member.logger, member.config, run.spec)  # TensorBoard's HParams tab
     if run.population:
         write_population_summary(run.run_dir, [m.run_dir for m in run.members])
 
 
-def _write_member_outputs(run: Run, member: Member, wall_time_s: float) -> None:
+def _write_member_outputs(run: Run, member: Member, times: RunTimes) -> None:
     result = member.evaluation.final_result
     if result is None:
         return
@@ -73,7 +75,11 @@ def _write_member_outputs(run: Run, member: Member, wall_time_s: float) -> None:
         "env": run.spec.id,
         "seed": member.seed,
         "env_steps": run.agent.env_step_count,
-        "wall_time_s_last_process": wall_time_s,
+        # Across every process that trained the run (resumes, continuations), counting the work the result is
+        # made of; None when a checkpoint from before prism carried times was resumed (prism.loop.run_clock).
+        "wall_time_s": times.wall_s,
+        "cpu_time_s": times.cpu_s,
+        "wall_time_s_last_process": times.wall_s_this_process,
         "final_protocol": final_protocol(member),
         "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
         # One record per reward fit (prism.loop.phases.fit_record): store sizes, epochs, and the model's
@@ -153,7 +159,7 @@ def _duration(seconds: float) -> str:
     return f"{hours}h {minutes:02d}m {secs:02d}s" if hours else f"{minutes}m {secs:02d}s"
 
 
-def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> str:
+def closing_summary(run: Run, times: RunTimes, *, resumed: bool = False) -> str:
     """The block ``prism fit`` prints when training is over: where the run is, how it ended, how to look.
 
     Final metrics are the end-of-run evaluation's (the final protocol); best ones are the best periodic
@@ -161,11 +167,16 @@ def closing_summary(run: Run, wall_time_s: float, *, resumed: bool = False) -> s
     earlier processes too) — the same meaning as ``summary.csv``'s ``best_*`` (:func:`final_and_best`). A population prints one block line
     per member and the mean ± standard error over seeds.
     """
-    process = "this process, resumed" if resumed else "this process"
+    if not resumed:
+        process = "this process"
+    elif times.wall_s is None:
+        process = "this process, resumed"
+    else:
+        process = f"this process, resumed; {_duration(times.wall_s)} in all"
     seeds = ", ".join(str(m.seed) for m in run.members)
     lines = [
         f"prism fit: done: {run_label(run.config)} on {run.spec.id}, seed{'s' if run.population else ''} {seeds}, "
-        f"{run.agent.env_step_count} env steps, wall time {_duration(wall_time_s)} ({process})",
+        f"{run.agent.env_step_count} env steps, wall time {_duration(times.wall_s_this_process)} ({process})",
         f"  run folder   {run.run_dir}",
     ]
     for member in run.members:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import lightning as L
@@ -255,11 +254,11 @@ def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
     run = build_run(config, progress_bar=make_progress(progress))
     write_member_configs(run)
     attach_checkpointing(run)
-    start = time.perf_counter()
+    run.clock.start()
     interrupt.fit(run.trainer, run.agent)
-    wall_time_s = time.perf_counter() - start
-    write_final_outputs(run, wall_time_s)
-    print(closing_summary(run, wall_time_s))
+    times = run.clock.read()
+    write_final_outputs(run, times)
+    print(closing_summary(run, times))
     return run
 
 
@@ -331,9 +330,9 @@ def _resume_locked(
     if cycles is not None:
         write_member_configs(run)
     attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
-    start = time.perf_counter()
+    run.clock.start()
     interrupt.fit(run.trainer, run.agent)
-    wall_time_s = time.perf_counter() - start
-    write_final_outputs(run, wall_time_s)
-    print(closing_summary(run, wall_time_s, resumed=True))
+    times = run.clock.read()
+    write_final_outputs(run, times)
+    print(closing_summary(run, times, resumed=True))
     return run
