@@ -84,6 +84,54 @@ def test_resume_after_sigkill_mid_reward_fit(reference_run, tmp_path):
     assert sorted(p.name for p in fit_logs.iterdir()) == ["version_0", "version_1"]
 
 
+def _fit_snapshot_epoch(checkpoint: Path) -> int | None:
+    """The epoch of the reward-fit snapshot a run's checkpoint holds (None: none)."""
+    import io
+
+    import torch
+
+    from prism.loop.checkpoint_io import read_checkpoint
+
+    progress = read_checkpoint(checkpoint)["loop"].get("fit_progress") or [None]
+    if progress[0] is None or "snapshot" not in progress[0]:
+        return None
+    return int(torch.load(io.BytesIO(progress[0]["snapshot"].numpy().tobytes()), weights_only=False)["epoch"])
+
+
+@pytest.mark.slow  # several full runs in subprocesses
+def test_a_run_killed_mid_fit_resumes_the_fit_from_its_snapshot_and_ends_as_if_never_stopped(
+    reference_run, tmp_path
+):
+    """loop.fit_checkpoint_every_s=0 checkpoints at every fit epoch; the resumed run's fit goes on from the
+    snapshot (its curves start after it) and the run's eval.csv is the uninterrupted run's (the reference
+    run takes no snapshots: taking them changes nothing either)."""
+    run_dir = tmp_path / "killed_mid_fit"
+    checkpoint = run_dir / "checkpoints" / "last.pt"
+    fit_logs = run_dir / "tb" / "reward_fit" / "cycle1"
+    seen = {"mtime": 0}
+
+    def snapshot_of_cycle1_fit_saved() -> bool:
+        try:  # last.pt is briefly absent while a save rotates it to previous.pt
+            mtime = checkpoint.stat().st_mtime_ns
+            if not fit_logs.is_dir() or mtime == seen["mtime"]:
+                return False
+            seen["mtime"] = mtime
+            epoch = _fit_snapshot_epoch(checkpoint)
+        except FileNotFoundError:
+            return False
+        return epoch is not None and epoch >= 2
+
+    _kill_when(_fit_cmd(run_dir, "loop.fit_checkpoint_every_s=0"), snapshot_of_cycle1_fit_saved)
+    epoch = _fit_snapshot_epoch(checkpoint)
+    _run([sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)])
+    assert _eval_table(run_dir) == _eval_table(reference_run)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    resumed = EventAccumulator(str(fit_logs / "version_1"))
+    resumed.Reload()
+    assert min(e.step for e in resumed.Scalars("reward_fit/val_corr")) == epoch + 1
+
+
 def _tree_digest(folder: Path) -> dict[str, str]:
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()

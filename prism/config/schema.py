@@ -63,6 +63,11 @@ class LoopConfig:
     """M: env steps of RL per cycle (total RL steps = cycles × steps_per_cycle for every method)."""
     checkpoint_every: int = 10_000
     """Save the whole run state every this many env steps (and at every phase end)."""
+    fit_checkpoint_every_s: float | None = 600.0
+    """During a reward fit, also save the whole run state, with the fit's progress, at the first epoch end
+    after every this many seconds (0: every epoch; ``null``: never, and a fit killed half-way starts over).
+    A resumed fit goes on from there and fits what the uninterrupted fit would have (bit for bit on a CPU):
+    with the paper's E = 1000 and ≤ 1000 epochs a refit can take hours."""
 
     def __post_init__(self) -> None:
         checks.positive("loop.initial_episodes", self.initial_episodes)
@@ -70,6 +75,8 @@ class LoopConfig:
         checks.positive("loop.cycles", self.cycles)
         checks.positive("loop.steps_per_cycle", self.steps_per_cycle)
         checks.positive("loop.checkpoint_every", self.checkpoint_every)
+        if self.fit_checkpoint_every_s is not None:
+            checks.non_negative("loop.fit_checkpoint_every_s", self.fit_checkpoint_every_s)
 
 
 @dataclass

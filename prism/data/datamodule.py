@@ -263,5 +263,14 @@ class TrajectorySumDataModule(L.LightningDataModule):
     def train_dataloader(self) -> _MemberShuffledBatches:
         return _MemberShuffledBatches(self)
 
+    # A fit resumed from a snapshot (prism.reward.module) continues each member's shuffle stream where it was:
+    # Lightning saves this with the fit's checkpoint and loads it after ``setup``.
+    def state_dict(self) -> dict[str, list[Tensor]]:
+        return {"shuffle_generators": [g.get_state() for g in self.shuffle_generators]}
+
+    def load_state_dict(self, state_dict: dict[str, list[Tensor]]) -> None:
+        for generator, state in zip(self.shuffle_generators, state_dict["shuffle_generators"], strict=True):
+            generator.set_state(state)
+
     def val_dataloader(self) -> FixedBatches[SegmentBatch]:
         return FixedBatches(self._val_batches)

@@ -67,6 +67,20 @@ def _shaper_state(shaper) -> dict:
     return {}
 
 
+def _progress_to_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A member's fit progress for the checkpoint: a snapshot's bytes as a uint8 tensor (what the
+    checkpoint loader's safe unpickler reads)."""
+    if progress is None or "snapshot" not in progress:
+        return progress
+    return {"snapshot": torch.frombuffer(bytearray(progress["snapshot"]), dtype=torch.uint8)}
+
+
+def _progress_from_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    if progress is None or "snapshot" not in progress:
+        return progress
+    return {"snapshot": progress["snapshot"].numpy().tobytes()}
+
+
 def collect_state(run) -> dict[str, Any]:
     """The whole run state as tensors and plain containers."""
     agent, loop = run.agent, run.loop
@@ -81,6 +95,8 @@ def collect_state(run) -> dict[str, Any]:
             "state": loop.state.to_dict(),
             "stores": [store.state_dict() if store is not None else None for store in loop.stores],
             "models": [model.to_dict() if model is not None else None for model in loop.models],
+            # A reward fit stopped at an epoch's end (loop.fit_checkpoint_every_s): a resumed run goes on from it.
+            "fit_progress": [_progress_to_state(p) for p in loop.fit_progress],
         },
         "evaluations": [member.evaluation.state_dict() for member in run.members],
         "rng": _global_rng_state(),
@@ -106,6 +122,9 @@ def restore_state(run, state: dict[str, Any]) -> None:
         SegmentStore.from_state_dict(store) if store is not None else None
         for store in state["loop"]["stores"]
     ]
+    saved_progress = state["loop"].get("fit_progress")  # absent in checkpoints from before fit snapshots
+    if saved_progress is not None:
+        loop.fit_progress = [_progress_from_state(p) for p in saved_progress]
     if any(model is not None for model in state["loop"]["models"]):
         # The run's reward model (from its config) rebuilds itself from its to_dict().
         load = REWARD_MODELS.entry("reward.name", loop.settings.reward_model).load_fn()
@@ -140,6 +159,14 @@ class RunCheckpointer(Callback):
         self._next = every
         self.last_save_seconds = float("nan")
         self.last_save_bytes = 0
+        self._rng_at_fit: dict[str, Any] | None = None
+
+    def phase_changed(self, state: LoopState) -> None:
+        """Checkpoint at a phase's start. Entering the fit phase, also keep the global RNG state: a reward fit
+        draws from its own forked stream (prism.reward.module), so a checkpoint taken during the fit must
+        carry the run's stream as it was before the fit, which is what continues after it."""
+        self._rng_at_fit = _global_rng_state() if state.phase == "fit" else None
+        self.save()
 
     def save(self) -> Path:
         check_finite = getattr(self.run.agent, "check_finite", None)
@@ -147,7 +174,10 @@ class RunCheckpointer(Callback):
             check_finite()  # never replace a good checkpoint by a state with NaN/inf losses or weights
         start = time.perf_counter()
         path = checkpoint_path(self.run.run_dir)
-        save_atomic(collect_state(self.run), path, previous=previous_checkpoint_path(self.run.run_dir))
+        state = collect_state(self.run)
+        if self._rng_at_fit is not None and self.run.loop.state.phase == "fit":
+            state["rng"] = self._rng_at_fit
+        save_atomic(state, path, previous=previous_checkpoint_path(self.run.run_dir))
         self.last_good = path
         self.last_save_seconds = time.perf_counter() - start
         self.last_save_bytes = path.stat().st_size
@@ -165,6 +195,10 @@ class RunCheckpointer(Callback):
     def on_fit_start(self, trainer: L.Trainer, pl_module) -> None:
         if self.resume_state is not None:
             restore_state(self.run, self.resume_state)
+            if (
+                self.run.loop.state.phase == "fit"
+            ):  # resumed at or inside a fit: its RNG state is the pre-fit one
+                self._rng_at_fit = self.resume_state["rng"]
             steps = pl_module.env_step_count
             self._next = (steps // self.every + 1) * self.every
             self.resume_state = None
@@ -198,5 +232,6 @@ def attach_checkpointing(
     """Add a :class:`RunCheckpointer` to the run's trainer and checkpoint at every phase change."""
     checkpointer = RunCheckpointer(run, run.config.loop.checkpoint_every, resume_state, resumed_from)
     run.trainer.callbacks.append(checkpointer)
-    run.loop.on_phase = lambda state: checkpointer.save()
+    run.loop.on_phase = checkpointer.phase_changed
+    run.loop.on_fit_progress = checkpointer.save
     return checkpointer

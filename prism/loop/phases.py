@@ -63,6 +63,8 @@ class LoopSettings:
     """The population's member seeds (default ``(seed,)``: a single run)."""
     run_dirs: tuple[Path, ...] | None = None
     """Each member's output folder (default ``(run_dir,)``)."""
+    fit_checkpoint_every_s: float | None = None
+    """Seconds between checkpoints during a reward fit (``loop.fit_checkpoint_every_s``; None: none)."""
 
     @property
     def member_seeds(self) -> tuple[int, ...]:
@@ -95,6 +97,11 @@ class PrismLoopCallback(Callback):
         """Per member, the logger its ``reward/``, ``loop/`` and ``time/`` scalars go to (None: the trainer's
         logger, for a single run)."""
         self.on_phase = on_phase
+        self.on_fit_progress: Callable[[], None] | None = None
+        """Called when a reward fit has new progress to keep (the run saves its checkpoint)."""
+        self.fit_progress: list[dict[str, Any] | None] = [None] * members
+        """Per member, the fit phase so far (cleared at its end; a run resumed inside it goes on from here):
+        ``{"snapshot": bytes}`` (:class:`prism.reward.module.FitSnapshots`), ``{"model": dict}`` or None."""
         self.progress: Progress | None = None
         """The run's terminal display (:mod:`prism.loop.progress`), None: nothing shown."""
 
@@ -223,7 +230,13 @@ class PrismLoopCallback(Callback):
             # Every member's model in one stacked fit (each equal to its own fit; no per-epoch curves).
             seeds = [seed * 1_000 + self.state.fits for seed in s.member_seeds]
             stacked = fit_together(self.stores, s.reward, seeds=seeds, device=device)
+        accepts = set(inspect.signature(fit_model).parameters) if stacked is None else set()
         for m, (seed, logger) in enumerate(zip(s.member_seeds, self._loggers(trainer))):
+            progress = self.fit_progress[m] or {}
+            if "model" in progress:
+                # Fitted before the run was stopped, its record already kept: not fitted again.
+                models.append(entry.load_fn()(progress["model"]))
+                continue
             fit_logger = None
             member_dir = s.member_dir(m)
             if trainer is not None and member_dir is not None and stacked is None:
@@ -239,14 +252,18 @@ class PrismLoopCallback(Callback):
                 )
             # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads. A fit
             # function that takes Lightning callbacks gets the progress bar of its epochs.
-            extra = {}
-            if (
-                stacked is None
-                and self.progress is not None
-                and "callbacks" in inspect.signature(fit_model).parameters
-            ):
+            extra: dict[str, Any] = {}
+            if self.progress is not None and "callbacks" in accepts:
                 desc = f"reward fit{self._who(m)} (cycle {self.state.cycle + 1}/{s.cycles})"
                 extra["callbacks"] = [RewardFitProgress(self.progress, desc, s.reward.max_epochs)]
+            if {"on_snapshot", "resume"} <= accepts:
+                # A long fit keeps its progress in the run's checkpoint (loop.fit_checkpoint_every_s), and a
+                # resumed run's fit goes on from there: the same model as if never stopped.
+                if "snapshot" in progress:
+                    extra["resume"] = progress["snapshot"]
+                if self.on_fit_progress is not None and s.fit_checkpoint_every_s is not None:
+                    extra["on_snapshot"] = lambda snapshot, m=m: self._keep_fit_progress(m, snapshot=snapshot)
+                    extra["snapshot_every_s"] = s.fit_checkpoint_every_s
             model = (
                 stacked[m]
                 if stacked is not None
@@ -264,11 +281,20 @@ class PrismLoopCallback(Callback):
             add_fit_record(self.state.member_fits(m), record)
             if logger is not None:
                 logger.log_metrics(fit_scalars(model, record), step=agent.env_step_count)
+            if stacked is None and m + 1 < len(s.member_seeds) and hasattr(model, "to_dict"):
+                # A later member's snapshot must not lose this member's finished fit.
+                self.fit_progress[m] = {"model": model.to_dict()}
+        self.fit_progress = [None] * len(s.member_seeds)
         self.state.fits += 1
         self.set_model(agent, models)
         if s.figures and trainer is not None:
             for m, logger in enumerate(self._loggers(trainer)):
                 self._log_shaped_vs_true(agent, logger, m)
+
+    def _keep_fit_progress(self, member: int, *, snapshot: bytes) -> None:
+        self.fit_progress[member] = {"snapshot": snapshot}
+        if self.on_fit_progress is not None:
+            self.on_fit_progress()
 
     def _who(self, member: int) -> str:
         """`` (seed N)`` in a population's progress lines, nothing for a single run."""

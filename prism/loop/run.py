@@ -126,6 +126,7 @@ def build_run(
         figures=config.figures,
         seeds=tuple(seeds),
         run_dirs=tuple(dirs),
+        fit_checkpoint_every_s=config.loop.fit_checkpoint_every_s,
     )
     loop = PrismLoopCallback(spec, settings)
     # One TensorBoard run per member; purge_step (on resume) drops events the killed process logged after

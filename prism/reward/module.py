@@ -8,9 +8,12 @@ described in :mod:`prism.reward.training`.
 from __future__ import annotations
 
 import contextlib
+import io
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -93,6 +96,32 @@ def evaluate_segments(model: RewardEnsemble, dm: TrajectorySumDataModule) -> dic
     }
 
 
+class FitSnapshots(Callback):
+    """Hands ``on_snapshot`` the fit's state at the end of an epoch once ``every_s`` seconds have passed since
+    the fit (or the last snapshot) began (0: every epoch), never at the last epoch (the fit is about to
+    return). A snapshot is bytes: Lightning's checkpoint of the fit (weights, optimiser and scheduler, loop
+    progress, the data module's shuffle streams) with :class:`RewardModelModule`'s own state, plus the fit's
+    wall seconds so far; :func:`fit_reward_model` ``resume=`` goes on from it."""
+
+    def __init__(self, on_snapshot: Callable[[bytes], None], every_s: float, carried_s: float = 0.0):
+        self.on_snapshot = on_snapshot
+        self.every_s = float(every_s)
+        self.carried_s = carried_s
+        self._start = self._last = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        now = time.perf_counter()
+        last_epoch = trainer.current_epoch + 1 >= (trainer.max_epochs or 0)
+        if trainer.sanity_checking or trainer.should_stop or last_epoch or now - self._last < self.every_s:
+            return
+        checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
+        checkpoint["prism_fit_wall_s"] = self.carried_s + now - self._start
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        self.on_snapshot(buffer.getvalue())
+        self._last = time.perf_counter()
+
+
 def fit_reward_model(
     store: SegmentStore,
     config: RewardConfig,
@@ -103,6 +132,9 @@ def fit_reward_model(
     device: str | torch.device = "cpu",
     layout: str = "auto",
     callbacks: Sequence[Callback] = (),
+    on_snapshot: Callable[[bytes], None] | None = None,
+    snapshot_every_s: float = 600.0,
+    resume: bytes | None = None,
 ) -> RewardEnsemble:
     """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode).
 
@@ -120,6 +152,11 @@ def fit_reward_model(
             equivalence tests compare against.
         callbacks: Lightning callbacks for the fit's Trainer (e.g. a run's progress bar over epochs); they
             must not draw random numbers.
+        on_snapshot: called with a snapshot of the fit (bytes, :class:`FitSnapshots`) at the end of an epoch
+            every ``snapshot_every_s`` seconds (0: every epoch); a run stores it in its checkpoint, so a fit of
+            hours killed half-way does not start again from epoch 0.
+        resume: a snapshot of this fit (same store, config, seed, device and layout): the fit goes on from
+            the epoch after it and returns what the uninterrupted fit would have (bit for bit on a CPU).
     """
     config.validate()
     if layout not in ("auto", "ragged", "padded"):
@@ -146,9 +183,24 @@ def fit_reward_model(
     dm.setup("fit")
     # fork_rng: the fit seeds torch's global RNG (dropout masks come from it) without disturbing the caller's
     # stream, so a refit in the middle of an RL run leaves the agent's randomness as it was.
-    with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
+    carried_s = (
+        float(torch.load(io.BytesIO(resume), weights_only=False)["prism_fit_wall_s"]) if resume else 0.0
+    )
+    callbacks = list(callbacks)
+    if on_snapshot is not None:
+        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s))
+    with (
+        quiet_lightning(),
+        torch.random.fork_rng(devices=[]),
+        _torch_threads(fit_threads(config)),
+        tempfile.TemporaryDirectory(prefix="prism-fit-") as scratch,
+    ):
         torch.manual_seed(seed)
         module = RewardModelModule(dm.in_features, config, member_seeds(seed, k), log_prefix=log_prefix)
+        ckpt_path = None
+        if resume is not None:  # Lightning resumes from a file: the snapshot's bytes, as they are
+            ckpt_path = Path(scratch) / "fit.ckpt"
+            ckpt_path.write_bytes(resume)
         trainer = L.Trainer(
             accelerator="gpu" if device.type == "cuda" else device.type,
             devices=[device.index or 0] if device.type == "cuda" else 1,
@@ -159,10 +211,10 @@ def fit_reward_model(
             enable_model_summary=False,
             num_sanity_val_steps=0,
             log_every_n_steps=1,
-            callbacks=list(callbacks),
+            callbacks=callbacks,
         )
         try:
-            trainer.fit(module, datamodule=dm)
+            trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
         finally:
             module._close_noise()  # the dropout worker, should the fit stop on an exception
     model = RewardEnsemble(module.net.cpu(), use_dense_features=dm.use_dense_features)
@@ -178,7 +230,7 @@ def fit_reward_model(
         best_val_loss=module.best_val_loss.tolist(),
         val_correlation=float(report["correlation"]),
         val_segment_rel_error=float(rel),
-        wall_time_s=time.perf_counter() - start,
+        wall_time_s=carried_s + time.perf_counter() - start,
         seconds_per_epoch=float(torch.tensor(module.epoch_seconds).median()) if module.epoch_seconds else 0.0,
         n_train_segments=int(dm.train_segments.shape[0]),
         n_val_segments=int(dm.val_segments.shape[0]),

@@ -226,6 +226,37 @@ class RewardModelModule(L.LightningModule):
         self._close_noise()
         self.restore_best()
 
+    # ---- snapshots (a fit resumed mid-way: prism.reward.module) ---------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """What Lightning's checkpoint lacks to go on as if never stopped: each member's best weights, the
+        curves so far, and the random streams. Taken at an epoch's end, where the dropout stream has no draw
+        in flight (an epoch's last batch asks for none ahead)."""
+        checkpoint["prism_reward_fit"] = {
+            "best_state": {n: t.detach().cpu().clone() for n, t in self.best_state.items()},
+            "val_history": [v.clone() for v in self.val_history],
+            "corr_history": list(self.corr_history),
+            "epoch_seconds": list(self.epoch_seconds),
+            "ragged": self._ragged,
+            "noise_generator": self._noise.generator.get_state() if self._noise is not None else None,
+            # The padded layout's dropout draws from the global generator (the fit runs inside fork_rng).
+            "global_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        saved = checkpoint["prism_reward_fit"]
+        self.best_state = {n: t.clone() for n, t in saved["best_state"].items()}
+        self.val_history = [v.clone() for v in saved["val_history"]]
+        self.corr_history = list(saved["corr_history"])
+        self.epoch_seconds = list(saved["epoch_seconds"])
+        self._ragged = bool(saved["ragged"])
+        self._close_noise()
+        if saved["noise_generator"] is not None:
+            self._noise = DropoutNoiseStream(self.net, saved["noise_generator"])
+        torch.set_rng_state(saved["global_rng"])
+        if saved["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state(saved["cuda_rng"], self.device)
+
     def _close_noise(self) -> None:
         if self._noise is not None:
             self._noise.close()

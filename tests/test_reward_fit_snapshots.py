@@ -1,0 +1,148 @@
+"""A reward fit resumed from a snapshot (prism.reward.module.FitSnapshots) is the uninterrupted fit: the same
+weights, early-stopping record and curves, bit for bit, in both batch layouts. A fit of hours (the paper's
+E = 1000, ≤ 1000 epochs) killed half-way then goes on instead of starting again from epoch 0."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from segment_stores import synthetic_store
+
+from prism.reward.config import RewardConfig
+from prism.reward.module import fit_reward_model
+
+# Patience long enough that some member is still improving at the snapshots, short enough that one stops.
+CONFIG = dict(ensemble_size=3, hidden=16, max_epochs=12, patience=3, batch_size=8, dropout=0.1)
+
+
+def _fit(layout: str, **kwargs):
+    store = synthetic_store(60, seed=1, max_length=11)
+    return fit_reward_model(store, RewardConfig(**CONFIG), seed=5, layout=layout, **kwargs)
+
+
+def _same(a, b) -> None:
+    for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    sa, sb = a.fit_summary, b.fit_summary
+    assert (sa.epochs_run, sa.best_epoch, sa.best_val_loss) == (
+        sb.epochs_run,
+        sb.best_epoch,
+        sb.best_val_loss,
+    )
+    assert sa.val_correlation == sb.val_correlation
+
+
+@pytest.mark.parametrize("layout", ["ragged", "padded"])
+def test_a_fit_resumed_from_any_snapshot_is_the_uninterrupted_fit(layout):
+    snapshots: list[bytes] = []
+    whole = _fit(layout, on_snapshot=snapshots.append, snapshot_every_s=0)
+    epochs = [torch.load(io.BytesIO(s), weights_only=False)["epoch"] for s in snapshots]
+    # one snapshot per epoch but the last (the fit returns then), numbered as Lightning counts epochs
+    assert epochs == list(range(len(snapshots))) and len(snapshots) == max(whole.fit_summary.epochs_run) - 1
+    assert min(whole.fit_summary.epochs_run) < max(whole.fit_summary.epochs_run)  # a member stopped early
+    assert _fit(layout).fit_summary.epochs_run == whole.fit_summary.epochs_run  # snapshots change nothing
+    for snapshot in (snapshots[0], snapshots[len(snapshots) // 2], snapshots[-1]):
+        _same(_fit(layout, resume=snapshot), whole)
+    # a resumed fit's time includes the time before the snapshot
+    late = torch.load(io.BytesIO(snapshots[-1]), weights_only=False)["prism_fit_wall_s"]
+    assert _fit(layout, resume=snapshots[-1]).fit_summary.wall_time_s > late > 0
+
+
+def test_a_snapshot_of_a_resumed_fit_resumes_too():
+    first: list[bytes] = []
+    _fit("ragged", on_snapshot=first.append, snapshot_every_s=0)
+    second: list[bytes] = []
+    resumed = _fit("ragged", resume=first[1], on_snapshot=second.append, snapshot_every_s=0)
+    assert len(second) == len(first) - 2  # epochs 2.. of the same fit
+    _same(_fit("ragged", resume=second[0]), resumed)
+
+
+def test_snapshots_wait_for_their_interval():
+    taken: list[bytes] = []
+    _fit("ragged", on_snapshot=taken.append, snapshot_every_s=3600)
+    assert taken == []
+
+
+def test_checkpoints_inside_a_fit_carry_the_runs_random_state_from_before_the_fit(tmp_path, monkeypatch):
+    """The fit draws from its own forked stream; a checkpoint taken inside it must hold the run's global RNG
+    state as the fit phase found it (what the run goes on with after the fit), not the fit's stream."""
+    from pathlib import Path
+
+    from toy_runs import toy_run
+
+    import prism.loop.checkpoint as checkpoint
+    from prism.cli import main
+
+    saved = []
+    original = checkpoint.save_atomic
+
+    def recording(state, path, previous=None):
+        progress = state["loop"]["fit_progress"][0]
+        saved.append((state["loop"]["state"]["phase"], progress is not None, state["rng"]["torch"].clone()))
+        return original(state, path, previous)
+
+    monkeypatch.setattr(checkpoint, "save_atomic", recording)
+    conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
+    args = [*toy_run({"reward.max_epochs": 6, "reward.patience": 6}), "loop.fit_checkpoint_every_s=0"]
+    assert (
+        main(["fit", "--config", str(conf), *args, f"run_dir={tmp_path / 'run'}", "--progress", "none"]) == 0
+    )
+    fits = [i for i, (phase, _, _) in enumerate(saved) if phase == "fit"]
+    for start in [i for i in fits if not saved[i][1]]:  # each fit phase's start (no snapshot yet) ...
+        inside = [saved[i] for i in fits if i > start and saved[i][1] and i - start <= 6]
+        assert inside, "no checkpoint was taken inside the fit"
+        for _, _, rng in inside:  # ... and the checkpoints inside that fit
+            assert torch.equal(rng, saved[start][2])
+
+
+def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_uninterrupted_run(
+    tmp_path, monkeypatch
+):
+    """Members are fitted one after the other: a checkpoint inside member 1's fit keeps member 0's finished
+    model, and the resumed run fits neither again from scratch, ending as the uninterrupted run."""
+    from pathlib import Path
+
+    from toy_runs import toy_run
+
+    import prism.loop.checkpoint as checkpoint
+    from prism.cli import main
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
+    args = [*toy_run({"reward.max_epochs": 6, "reward.patience": 6}), "seeds=[0,1]", "figures=false"]
+
+    def fit(run_dir, *extra):
+        return main(["fit", "--config", str(conf), *args, *extra, f"run_dir={run_dir}", "--progress", "none"])
+
+    assert fit(tmp_path / "whole") == 0
+
+    class Stop(Exception):
+        pass
+
+    original = checkpoint.save_atomic
+    inside_member_1 = []
+
+    def stop_inside_member_1(state, path, previous=None):
+        original(state, path, previous)
+        progress = state["loop"]["fit_progress"]
+        if state["loop"]["state"]["phase"] == "fit" and progress[1] is not None:
+            assert "model" in progress[0]  # member 0's finished fit is kept
+            inside_member_1.append(True)
+            if len(inside_member_1) == 2:
+                raise Stop
+
+    monkeypatch.setattr(checkpoint, "save_atomic", stop_inside_member_1)
+    stopped = tmp_path / "stopped"
+    with pytest.raises(Stop):
+        fit(stopped, "loop.fit_checkpoint_every_s=0")
+    monkeypatch.setattr(checkpoint, "save_atomic", original)
+    assert main(["fit", "--resume", str(stopped), "--progress", "none"]) == 0
+    for seed in (0, 1):
+        whole, resumed = (d / f"seed{seed}" / "eval.csv" for d in (tmp_path / "whole", stopped))
+        assert resumed.read_text() == whole.read_text()
+    # member 0's first fit ran once; member 1's went on in a second TensorBoard run of that fit
+    fit_runs = lambda seed: sorted(
+        p.name for p in (stopped / f"seed{seed}" / "tb" / "reward_fit" / "cycle0").iterdir()
+    )  # noqa: E731
+    assert fit_runs(0) == ["version_0"] and fit_runs(1) == ["version_0", "version_1"]
