@@ -98,7 +98,7 @@ def test_checkpoints_inside_a_fit_carry_the_runs_random_state_from_before_the_fi
 
 
 def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_uninterrupted_run(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ):
     """Members are fitted one after the other: a checkpoint inside member 1's fit keeps member 0's finished
     model, and the resumed run fits neither again from scratch, ending as the uninterrupted run."""
@@ -137,12 +137,18 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
     with pytest.raises(Stop):
         fit(stopped, "loop.fit_checkpoint_every_s=0")
     monkeypatch.setattr(checkpoint, "save_atomic", original)
+    capsys.readouterr()
     assert main(["fit", "--resume", str(stopped), "--progress", "none"]) == 0
+    # the second snapshot inside member 1's fit was taken at the end of its second epoch
+    assert (
+        "(phase fit, cycle 1/2; the reward fit of member 1 goes on after epoch 2)" in capsys.readouterr().out
+    )
     for seed in (0, 1):
         whole, resumed = (d / f"seed{seed}" / "eval.csv" for d in (tmp_path / "whole", stopped))
         assert resumed.read_text() == whole.read_text()
+
     # member 0's first fit ran once; member 1's went on in a second TensorBoard run of that fit
-    fit_runs = lambda seed: sorted(
-        p.name for p in (stopped / f"seed{seed}" / "tb" / "reward_fit" / "cycle0").iterdir()
-    )  # noqa: E731
+    def fit_runs(seed: int) -> list[str]:
+        return sorted(p.name for p in (stopped / f"seed{seed}" / "tb" / "reward_fit" / "cycle0").iterdir())
+
     assert fit_runs(0) == ["version_0"] and fit_runs(1) == ["version_0", "version_1"]

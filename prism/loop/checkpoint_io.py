@@ -202,4 +202,17 @@ def resume_line(run_dir: Path, loop_config: Any, loaded: LoadedCheckpoint | None
     steps, loop = int(loaded.state["env_steps"]), loaded.state["loop"]["state"]
     total = loop_config.cycles * loop_config.steps_per_cycle
     where = f"phase {loop['phase']}, cycle {int(loop['cycle']) + 1}/{loop_config.cycles}"
+    progress = loaded.state["loop"].get("fit_progress") or []
+    for member, entry in enumerate(progress):
+        if entry is not None and "snapshot" in entry:  # a checkpoint taken inside a reward fit
+            snapshot = torch_load_bytes(entry["snapshot"].numpy().tobytes())
+            who = f" of member {member}" if len(progress) > 1 else ""
+            where += f"; the reward fit{who} goes on after epoch {int(snapshot['epoch']) + 1}"
     return f"prism: resuming {run_dir} from {loaded.path} at {steps}/{total} env steps ({where})"
+
+
+def torch_load_bytes(data: bytes) -> Any:
+    """A ``torch.save`` payload held in memory (a reward fit's snapshot), loaded."""
+    import io
+
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
