@@ -49,12 +49,14 @@ def finished(request, tmp_path_factory) -> tuple[Path, list[str]]:
     return run_dir, files
 
 
-def test_a_finished_run_continued_to_more_cycles_is_the_longer_run(finished, tmp_path):
+def test_a_finished_run_continued_to_more_cycles_is_the_longer_run(finished, tmp_path, capsys):
     original, files = finished
     run_dir = tmp_path / "continued"
     shutil.copytree(original, run_dir)
     carried = read_checkpoint(run_dir / "checkpoints" / "last.pt")["time"]
+    capsys.readouterr()
     assert main(["fit", "--resume", str(run_dir), "loop.cycles=3", "--progress", "none"]) == 0
+    assert " in all)" in capsys.readouterr().out  # the closing block adds the run's whole time
 
     summary = json.loads((run_dir / "summary.json").read_text())
     # the run's time is its first process's (as of its last checkpoint) plus the continuing one's

@@ -86,16 +86,12 @@ def test_resume_after_sigkill_mid_reward_fit(reference_run, tmp_path):
 
 def _fit_snapshot_epoch(checkpoint: Path) -> int | None:
     """The epoch of the reward-fit snapshot a run's checkpoint holds (None: none)."""
-    import io
-
-    import torch
-
-    from prism.loop.checkpoint_io import read_checkpoint
+    from prism.loop.checkpoint_io import read_checkpoint, torch_load_bytes
 
     progress = read_checkpoint(checkpoint)["loop"].get("fit_progress") or [None]
     if progress[0] is None or "snapshot" not in progress[0]:
         return None
-    return int(torch.load(io.BytesIO(progress[0]["snapshot"].numpy().tobytes()), weights_only=False)["epoch"])
+    return int(torch_load_bytes(progress[0]["snapshot"].numpy().tobytes())["epoch"])
 
 
 @pytest.mark.slow  # several full runs in subprocesses

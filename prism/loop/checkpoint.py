@@ -195,9 +195,8 @@ class RunCheckpointer(Callback):
     def on_fit_start(self, trainer: L.Trainer, pl_module) -> None:
         if self.resume_state is not None:
             restore_state(self.run, self.resume_state)
-            if (
-                self.run.loop.state.phase == "fit"
-            ):  # resumed at or inside a fit: its RNG state is the pre-fit one
+            # Resumed at or inside a fit: the checkpoint's RNG state is the pre-fit one.
+            if self.run.loop.state.phase == "fit":
                 self._rng_at_fit = self.resume_state["rng"]
             steps = pl_module.env_step_count
             self._next = (steps // self.every + 1) * self.every

@@ -281,7 +281,7 @@ class PrismLoopCallback(Callback):
             add_fit_record(self.state.member_fits(m), record)
             if logger is not None:
                 logger.log_metrics(fit_scalars(model, record), step=agent.env_step_count)
-            if stacked is None and m + 1 < len(s.member_seeds) and hasattr(model, "to_dict"):
+            if "on_snapshot" in extra and m + 1 < len(s.member_seeds) and hasattr(model, "to_dict"):
                 # A later member's snapshot must not lose this member's finished fit.
                 self.fit_progress[m] = {"model": model.to_dict()}
         self.fit_progress = [None] * len(s.member_seeds)
