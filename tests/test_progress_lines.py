@@ -10,10 +10,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 from toy_runs import toy_run
 
 from prism.cli import main
-from prism.loop.progress import PhaseProgressBar, Progress
+from prism.loop.progress import PhaseProgressBar, Progress, RewardFitProgress
 from prism.loop.progress_lines import LineProgress, make_progress
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -117,3 +118,61 @@ def test_an_unknown_mode_is_refused(capsys):
     with pytest.raises(SystemExit) as info:
         main(["fit", "--progress", "loud", "--config", str(CONF / "quickstart.yaml")])
     assert info.value.code == 2 and "--progress" in capsys.readouterr().err
+
+
+class _Clock:
+    """A stand-in for ``time.perf_counter`` that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _drive_fit(log: io.StringIO, clock: _Clock, *, first_epoch: int, epochs: int, seconds: float) -> None:
+    """A reward fit of ``epochs`` epochs from ``first_epoch`` (a resumed fit starts past 0), each ``seconds``
+    long, through :class:`RewardFitProgress` on a line display that prints at most once a minute."""
+    progress = LineProgress(log, fit_every_s=60.0)
+    callback = RewardFitProgress(progress, "reward fit (cycle 2/2)", max_epochs=100)
+    trainer = SimpleNamespace(current_epoch=first_epoch, callback_metrics={})
+    callback.on_fit_start(trainer, None)
+    for epoch in range(first_epoch, first_epoch + epochs):
+        trainer.current_epoch = epoch
+        callback.on_train_epoch_start(trainer, None)
+        clock.now += seconds
+        trainer.callback_metrics = {
+            "reward_fit/val_loss/m0": torch.tensor(float(epoch)),
+            "reward_fit/val_loss/m1": torch.tensor(float(epoch) + 2),
+            "reward_fit/val_corr": torch.tensor(0.5),
+        }
+        callback.on_train_epoch_end(trainer, None)
+    callback.on_fit_end(trainer, None)
+
+
+def test_a_long_fit_writes_its_epoch_and_numbers_about_once_a_minute(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr("time.perf_counter", clock)
+    log = io.StringIO()
+    _drive_fit(log, clock, first_epoch=0, epochs=10, seconds=25.0)
+    lines = log.getvalue().splitlines()
+    epochs = [line for line in lines if ": epoch " in line]
+    # 25 s epochs, a line at the first epoch end 60 s after the last one: after epochs 3, 6 and 9
+    assert [int(re.search(r"epoch (\d+)/100", line).group(1)) for line in epochs] == [3, 6, 9]
+    assert all(re.match(STAMP, line) for line in epochs)
+    # the bar's numbers (mean of the members' validation losses at that epoch) and the pace
+    assert "val_loss 3, val_corr 0.5, 25.0 s/epoch" in epochs[0]
+    assert "val_loss 6, val_corr 0.5" in epochs[1]
+    assert lines[-1].split("] ", 1)[1].startswith("reward fit (cycle 2/2): 10 epochs")
+
+
+def test_a_resumed_fit_counts_on_from_its_snapshots_epoch(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr("time.perf_counter", clock)
+    log = io.StringIO()
+    _drive_fit(log, clock, first_epoch=10, epochs=4, seconds=40.0)
+    lines = log.getvalue().splitlines()
+    epochs = [int(m) for m in re.findall(r": epoch (\d+)/100", log.getvalue())]
+    assert epochs == [12, 14]  # epochs 11–14 ran here; 80 s after the start, then 80 s after that
+    assert "40.0 s/epoch" in lines[1]
+    assert "reward fit (cycle 2/2): 14 epochs" in lines[-1]

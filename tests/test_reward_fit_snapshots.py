@@ -5,10 +5,12 @@ E = 1000, ≤ 1000 epochs) killed half-way then goes on instead of starting agai
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 import torch
 from segment_stores import synthetic_store
+from tb_events import FIT_TIMING, scalar_curves
 
 from prism.reward.config import RewardConfig
 from prism.reward.module import fit_reward_model
@@ -102,8 +104,6 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
 ):
     """Members are fitted one after the other: a checkpoint inside member 1's fit keeps member 0's finished
     model, and the resumed run fits neither again from scratch, ending as the uninterrupted run."""
-    from pathlib import Path
-
     from toy_runs import toy_run
 
     import prism.loop.checkpoint as checkpoint
@@ -124,13 +124,17 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
     inside_member_1 = []
 
     def stop_inside_member_1(state, path, previous=None):
-        original(state, path, previous)
         progress = state["loop"]["fit_progress"]
         if state["loop"]["state"]["phase"] == "fit" and progress[1] is not None:
             assert "model" in progress[0]  # member 0's finished fit is kept
             inside_member_1.append(True)
-            if len(inside_member_1) == 2:
-                raise Stop
+            # Killed two epochs after the second snapshot inside member 1's fit: the fit went on (and logged
+            # its curves) past the last checkpoint written.
+            if len(inside_member_1) > 2:
+                if len(inside_member_1) == 4:
+                    raise Stop
+                return
+        original(state, path, previous)
 
     monkeypatch.setattr(checkpoint, "save_atomic", stop_inside_member_1)
     stopped = tmp_path / "stopped"
@@ -147,8 +151,39 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
         whole, resumed = (d / f"seed{seed}" / "eval.csv" for d in (tmp_path / "whole", stopped))
         assert resumed.read_text() == whole.read_text()
 
-    # member 0's first fit ran once; member 1's went on in a second TensorBoard run of that fit
-    def fit_runs(seed: int) -> list[str]:
-        return sorted(p.name for p in (stopped / f"seed{seed}" / "tb" / "reward_fit" / "cycle0").iterdir())
+    # member 1's fit went on in its own TensorBoard run, and its curves read as the uninterrupted fit's: what
+    # the stopped process logged after the snapshot is purged, and nothing before it is lost
+    def fit_runs(run: Path, seed: int) -> list[str]:
+        return sorted(p.name for p in (run / f"seed{seed}" / "tb" / "reward_fit" / "cycle0").iterdir())
 
-    assert fit_runs(0) == ["version_0"] and fit_runs(1) == ["version_0", "version_1"]
+    assert fit_runs(stopped, 0) == ["version_0"] and fit_runs(stopped, 1) == ["version_0"]
+    whole, resumed = (
+        scalar_curves(run / "seed1" / "tb" / "reward_fit" / "cycle0" / "version_0")
+        for run in (tmp_path / "whole", stopped)
+    )
+    assert len(whole["reward_fit/val_loss/m0"]) == 6 and set(resumed) >= FIT_TIMING
+    for tag in set(whole) - FIT_TIMING:
+        assert resumed[tag] == whole[tag], tag
+    assert set(resumed) == set(whole)
+
+
+def test_a_resumed_fits_progress_counts_on_from_the_snapshots_epoch():
+    """The epoch bar (here as log lines, one per epoch) of a fit resumed from the snapshot taken at the end of
+    the third epoch counts on from 3 (Lightning ends that epoch again: the first line says 3)."""
+    from prism.loop.progress import RewardFitProgress
+    from prism.loop.progress_lines import LineProgress
+
+    snapshots: list[bytes] = []
+    whole = _fit("ragged", on_snapshot=snapshots.append, snapshot_every_s=0)
+    log = io.StringIO()
+    progress = LineProgress(log, fit_every_s=0.0)
+    bar = RewardFitProgress(progress, "reward fit", max_epochs=CONFIG["max_epochs"])
+    _fit("ragged", resume=snapshots[2], callbacks=[bar])  # snapshot taken at the end of epoch index 2
+    shown = [
+        int(line.split("epoch ")[1].split("/")[0])
+        for line in log.getvalue().splitlines()
+        if ": epoch " in line
+    ]
+    last = max(whole.fit_summary.epochs_run)
+    assert shown == list(range(3, last + 1))
+    assert f"reward fit: {last} epochs" in log.getvalue()

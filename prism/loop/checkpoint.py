@@ -72,13 +72,13 @@ def _progress_to_state(progress: dict[str, Any] | None) -> dict[str, Any] | None
     checkpoint loader's safe unpickler reads)."""
     if progress is None or "snapshot" not in progress:
         return progress
-    return {"snapshot": torch.frombuffer(bytearray(progress["snapshot"]), dtype=torch.uint8)}
+    return {**progress, "snapshot": torch.frombuffer(bytearray(progress["snapshot"]), dtype=torch.uint8)}
 
 
 def _progress_from_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
     if progress is None or "snapshot" not in progress:
         return progress
-    return {"snapshot": progress["snapshot"].numpy().tobytes()}
+    return {**progress, "snapshot": progress["snapshot"].numpy().tobytes()}
 
 
 def collect_state(run) -> dict[str, Any]:

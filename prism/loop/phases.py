@@ -32,6 +32,7 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
+from prism.loop.fit_logging import fit_tensorboard_logger
 from prism.loop.fit_records import add_fit_record, fit_record, fit_scalars, record_new_episodes
 from prism.loop.loop_state import PHASES, LoopState
 from prism.loop.progress import Progress, RewardFitProgress
@@ -240,16 +241,9 @@ class PrismLoopCallback(Callback):
             fit_logger = None
             member_dir = s.member_dir(m)
             if trainer is not None and member_dir is not None and stacked is None:
-                from lightning.pytorch.loggers import TensorBoardLogger
-
-                # Per-epoch curves (reward_fit/*, x-axis = epoch) go to a TensorBoard run of this fit's own,
-                # tb/reward_fit/cycle<c>/version_<n>: a fit redone after a resume gets a fresh version. The
-                # summaries (reward/*) go to the member's main run against env steps below.
-                fit_logger = TensorBoardLogger(
-                    str(Path(member_dir) / "tb" / "reward_fit"),
-                    name=f"cycle{self.state.cycle}",
-                    default_hp_metric=False,
-                )
+                # Per-epoch curves (reward_fit/*, x-axis = epoch) go to a TensorBoard run of this fit's own
+                # (prism.loop.fit_logging); the summaries (reward/*) to the member's main run, below.
+                fit_logger = fit_tensorboard_logger(member_dir, self.state.cycle, progress)
             # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads. A fit
             # function that takes Lightning callbacks gets the progress bar of its epochs.
             extra: dict[str, Any] = {}
@@ -262,7 +256,10 @@ class PrismLoopCallback(Callback):
                 if "snapshot" in progress:
                     extra["resume"] = progress["snapshot"]
                 if self.on_fit_progress is not None and s.fit_checkpoint_every_s is not None:
-                    extra["on_snapshot"] = lambda snapshot, m=m: self._keep_fit_progress(m, snapshot=snapshot)
+                    version = fit_logger.version if fit_logger is not None else None
+                    extra["on_snapshot"] = lambda snapshot, m=m, v=version: self._keep_fit_progress(
+                        m, snapshot=snapshot, tb_version=v
+                    )
                     extra["snapshot_every_s"] = s.fit_checkpoint_every_s
             model = (
                 stacked[m]
@@ -291,8 +288,8 @@ class PrismLoopCallback(Callback):
             for m, logger in enumerate(self._loggers(trainer)):
                 self._log_shaped_vs_true(agent, logger, m)
 
-    def _keep_fit_progress(self, member: int, *, snapshot: bytes) -> None:
-        self.fit_progress[member] = {"snapshot": snapshot}
+    def _keep_fit_progress(self, member: int, *, snapshot: bytes, tb_version: int | None) -> None:
+        self.fit_progress[member] = {"snapshot": snapshot, "tb_version": tb_version}
         if self.on_fit_progress is not None:
             self.on_fit_progress()
 

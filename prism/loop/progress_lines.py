@@ -6,6 +6,9 @@ Every line starts with the wall time since the run started, ``[h:mm:ss]``:
 
 - a phase with a bar of its own (collection, reward fit, evaluation) writes ``<desc>: start (<n> <unit>)``
   when it starts and the bar's summary line when it ends;
+- a reward fit also writes, at the first epoch end after every ``fit_every_s`` seconds (60), ``<desc>: epoch
+  e/E, val_loss …, val_corr …, <t> s/epoch`` (the bar's numbers), so a fit of hours shows in the log that it
+  moves;
 - RL writes ``RL (cycle c/C): start at env step s/S`` when a cycle's RL phase starts, ``RL (cycle c/C): end
   at env step s/S, <n> env steps in <t>s`` when it ends, and every ``every`` env steps the RL bar's numbers:
   ``RL: s/S env steps (p%), <rate> steps/s, phase=… cycle=c/C``.
@@ -76,12 +79,42 @@ class _RLLines(_CountingBar):
             self._printed = self.n
 
 
+class _FitLines(_CountingBar):
+    """A reward fit's epoch bar as lines: one at the first epoch end after each ``every_s`` seconds."""
+
+    def __init__(self, progress: LineProgress, desc: str, total: int | None, every_s: float):
+        super().__init__(total)
+        self.progress, self.desc, self.every_s = progress, desc, float(every_s)
+        self._started = time.perf_counter()
+        self._since: tuple[int, float] | None = None  # (epochs, time) at the last line
+
+    def set_postfix(
+        self, ordered_dict: dict[str, Any] | None = None, refresh: bool = True, **kwargs: Any
+    ) -> None:
+        values = {**(ordered_dict or {}), **kwargs}
+        self.postfix = ", ".join(f"{k} {v}" for k, v in values.items())
+
+    def update(self, n: int = 1) -> None:
+        now = time.perf_counter()
+        if self._since is None:  # the first epoch end; a resumed fit's count starts at its epoch, not 0
+            self._since = (self.n, self._started)
+        self.n += n
+        epochs, since = self._since
+        if now - since >= self.every_s and self.n > epochs:
+            total = self.total if self.total is not None else "?"
+            postfix = f", {self.postfix}" if self.postfix else ""
+            per_epoch = (now - since) / (self.n - epochs)
+            self.progress.line(f"{self.desc}: epoch {self.n}/{total}{postfix}, {per_epoch:.1f} s/epoch")
+            self._since = (self.n, now)
+
+
 class LineProgress(Progress):
     """:class:`~prism.loop.progress.Progress` as plain lines (see the module docstring)."""
 
-    def __init__(self, file: IO[str] | None = None, *, every: int = 1000):
+    def __init__(self, file: IO[str] | None = None, *, every: int = 1000, fit_every_s: float = 60.0):
         super().__init__(file, disable=False)
         self.every = every
+        self.fit_every_s = fit_every_s
         self._start = time.perf_counter()
         self._loop_phase = "init"
         self._rl_since: tuple[int, float] | None = None
@@ -100,6 +133,8 @@ class LineProgress(Progress):
         self.show_phase()
         count = f" ({total} {_UNITS.get(unit, unit)})" if total is not None else ""
         self.line(f"{desc}: start{count}")
+        if unit == "epoch":
+            return _FitLines(self, desc, total, self.fit_every_s)
         return _CountingBar(total)
 
     def close(self, bar: Any, summary: str) -> None:
@@ -140,13 +175,15 @@ PROGRESS_MODES = ("auto", "bar", "lines", "none")
 nothing."""
 
 
-def make_progress(mode: str = "auto", file: IO[str] | None = None, *, every: int = 1000) -> Progress:
+def make_progress(
+    mode: str = "auto", file: IO[str] | None = None, *, every: int = 1000, fit_every_s: float = 60.0
+) -> Progress:
     """The run's display for ``--progress mode`` (see :data:`PROGRESS_MODES`); ``every``: RL env steps
-    between two progress lines."""
+    between two progress lines; ``fit_every_s``: seconds between two of a reward fit's epoch lines."""
     if mode not in PROGRESS_MODES:
         raise ValueError(f"--progress: expected one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
     if mode == "auto":
         mode = "bar" if Progress(file).active else "lines"
     if mode == "lines":
-        return LineProgress(file, every=every)
+        return LineProgress(file, every=every, fit_every_s=fit_every_s)
     return Progress(file, disable=mode == "none")

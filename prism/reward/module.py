@@ -114,6 +114,8 @@ class FitSnapshots(Callback):
         last_epoch = trainer.current_epoch + 1 >= (trainer.max_epochs or 0)
         if trainer.sanity_checking or trainer.should_stop or last_epoch or now - self._last < self.every_s:
             return
+        for logger in trainer.loggers:  # the curves so far reach the disk with the snapshot (a resume
+            logger.save()  # logs on from the epoch after it; a kill must not lose what came before)
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         checkpoint["prism_fit_wall_s"] = self.carried_s + now - self._start
         buffer = io.BytesIO()

@@ -154,10 +154,16 @@ class RewardModelModule(L.LightningModule):
                     p[self._frozen] = self.best_state[name][self._frozen]
 
     def on_train_epoch_end(self) -> None:
-        if self._train_count:
-            train = self._train_sse / self._train_count
-            metrics = {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in self._trained}
-            self.log_dict({**metrics, "step": float(self.current_epoch)}, on_epoch=True, on_step=False)
+        self._log_train_loss()  # (an epoch without validation; otherwise logged with the validation's numbers)
+
+    def _log_train_loss(self) -> None:
+        """Log the epoch's mean training loss per trained member, once (the accumulators are emptied)."""
+        if not self._train_count:
+            return
+        train = self._train_sse / self._train_count
+        self._reset_train_acc()
+        metrics = {f"{self.log_prefix}/train_loss/m{k}": train[k] for k in self._trained}
+        self.log_dict({**metrics, "step": float(self.current_epoch)}, on_epoch=True, on_step=False)
 
     # ---- validation / early stopping ----------------------------------------------------------------
     def on_validation_epoch_start(self) -> None:
@@ -216,6 +222,9 @@ class RewardModelModule(L.LightningModule):
         self.stopped |= active & (epoch - self.best_epoch >= self.config.patience)
         if bool(self.stopped.all()):
             self.trainer.should_stop = True
+        # Every scalar of the epoch is logged here, before a snapshot (prism.reward.module.FitSnapshots) can
+        # be taken at the validation's end: a fit resumed from it logs from the next epoch on.
+        self._log_train_loss()
         metrics = {f"{self.log_prefix}/val_loss/m{k}": val[k] for k in range(self.n_members)}
         metrics[f"{self.log_prefix}/val_corr"] = corr
         metrics[f"{self.log_prefix}/members_active"] = (~self.stopped).sum().float()
