@@ -130,9 +130,13 @@ class _Clock:
         return self.now
 
 
-def _drive_fit(log: io.StringIO, clock: _Clock, *, first_epoch: int, epochs: int, seconds: float) -> None:
-    """A reward fit of ``epochs`` epochs from ``first_epoch`` (a resumed fit starts past 0), each ``seconds``
-    long, through :class:`RewardFitProgress` on a line display that prints at most once a minute."""
+def _drive_fit(monkeypatch, *, first_epoch: int, epochs: int, seconds: float) -> list[str]:
+    """The log lines of a reward fit of ``epochs`` epochs from ``first_epoch`` (a resumed fit starts past 0),
+    each ``seconds`` long on a stand-in clock, through :class:`RewardFitProgress` on a line display that
+    prints at most once a minute."""
+    clock = _Clock()
+    monkeypatch.setattr("time.perf_counter", clock)
+    log = io.StringIO()
     progress = LineProgress(log, fit_every_s=60.0)
     callback = RewardFitProgress(progress, "reward fit (cycle 2/2)", max_epochs=100)
     trainer = SimpleNamespace(current_epoch=first_epoch, callback_metrics={})
@@ -148,14 +152,11 @@ def _drive_fit(log: io.StringIO, clock: _Clock, *, first_epoch: int, epochs: int
         }
         callback.on_train_epoch_end(trainer, None)
     callback.on_fit_end(trainer, None)
+    return log.getvalue().splitlines()
 
 
 def test_a_long_fit_writes_its_epoch_and_numbers_about_once_a_minute(monkeypatch):
-    clock = _Clock()
-    monkeypatch.setattr("time.perf_counter", clock)
-    log = io.StringIO()
-    _drive_fit(log, clock, first_epoch=0, epochs=10, seconds=25.0)
-    lines = log.getvalue().splitlines()
+    lines = _drive_fit(monkeypatch, first_epoch=0, epochs=10, seconds=25.0)
     epochs = [line for line in lines if ": epoch " in line]
     # 25 s epochs, a line at the first epoch end 60 s after the last one: after epochs 3, 6 and 9
     assert [int(re.search(r"epoch (\d+)/100", line).group(1)) for line in epochs] == [3, 6, 9]
@@ -167,12 +168,8 @@ def test_a_long_fit_writes_its_epoch_and_numbers_about_once_a_minute(monkeypatch
 
 
 def test_a_resumed_fit_counts_on_from_its_snapshots_epoch(monkeypatch):
-    clock = _Clock()
-    monkeypatch.setattr("time.perf_counter", clock)
-    log = io.StringIO()
-    _drive_fit(log, clock, first_epoch=10, epochs=4, seconds=40.0)
-    lines = log.getvalue().splitlines()
-    epochs = [int(m) for m in re.findall(r": epoch (\d+)/100", log.getvalue())]
+    lines = _drive_fit(monkeypatch, first_epoch=10, epochs=4, seconds=40.0)
+    epochs = [int(m) for line in lines for m in re.findall(r": epoch (\d+)/100", line)]
     assert epochs == [12, 14]  # epochs 11–14 ran here; 80 s after the start, then 80 s after that
     assert "40.0 s/epoch" in lines[1]
     assert "reward fit (cycle 2/2): 14 epochs" in lines[-1]

@@ -187,3 +187,25 @@ def test_a_resumed_fits_progress_counts_on_from_the_snapshots_epoch():
     last = max(whole.fit_summary.epochs_run)
     assert shown == list(range(3, last + 1))
     assert f"reward fit: {last} epochs" in log.getvalue()
+
+
+def test_a_resumed_fit_writes_no_temporary_file(tmp_path, monkeypatch):
+    """The snapshot Lightning resumes from is handed over in memory: nothing lies in the temporary folder while
+    the fit runs (a process killed mid-fit would leave it there) and nothing is left in memory after."""
+    import tempfile
+
+    import fsspec
+    from lightning.pytorch.callbacks import Callback
+
+    snapshots: list[bytes] = []
+    _fit("ragged", on_snapshot=snapshots.append, snapshot_every_s=0)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen: list[list[str]] = []
+
+    class LookInTheTemporaryFolder(Callback):
+        def on_train_epoch_start(self, trainer, pl_module) -> None:
+            seen.append(sorted(p.name for p in tmp_path.rglob("*")))
+
+    _fit("ragged", resume=snapshots[1], callbacks=[LookInTheTemporaryFolder()])
+    assert seen and all(found == [] for found in seen), seen
+    assert not fsspec.filesystem("memory").glob("/prism-fit/*")

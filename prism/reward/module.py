@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
+import fsspec  # (lightning's own dependency: it reads checkpoint paths through fsspec)
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
@@ -124,6 +124,14 @@ class FitSnapshots(Callback):
         self._last = time.perf_counter()
 
 
+def _in_memory_file(data: bytes) -> str:
+    """``data`` as a file of fsspec's in-memory file system; returns its ``memory://`` path."""
+    path = f"memory://prism-fit/{uuid.uuid4().hex}.ckpt"
+    with fsspec.open(path, "wb") as file:
+        file.write(data)
+    return path
+
+
 def fit_reward_model(
     store: SegmentStore,
     config: RewardConfig,
@@ -195,14 +203,14 @@ def fit_reward_model(
         quiet_lightning(),
         torch.random.fork_rng(devices=[]),
         _torch_threads(fit_threads(config)),
-        tempfile.TemporaryDirectory(prefix="prism-fit-") as scratch,
     ):
         torch.manual_seed(seed)
         module = RewardModelModule(dm.in_features, config, member_seeds(seed, k), log_prefix=log_prefix)
         ckpt_path = None
-        if resume is not None:  # Lightning resumes from a file: the snapshot's bytes, as they are
-            ckpt_path = Path(scratch) / "fit.ckpt"
-            ckpt_path.write_bytes(resume)
+        if resume is not None:
+            # Lightning resumes from a path (read through fsspec): the snapshot's bytes go to fsspec's
+            # in-memory file system, not to a temporary file that a killed process would leave behind.
+            ckpt_path = _in_memory_file(resume)
         trainer = L.Trainer(
             accelerator="gpu" if device.type == "cuda" else device.type,
             devices=[device.index or 0] if device.type == "cuda" else 1,
@@ -219,6 +227,8 @@ def fit_reward_model(
             trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
         finally:
             module._close_noise()  # the dropout worker, should the fit stop on an exception
+            if ckpt_path is not None:
+                fsspec.filesystem("memory").rm(ckpt_path)
     model = RewardEnsemble(module.net.cpu(), use_dense_features=dm.use_dense_features)
     model.set_scaler(dm.feature_mean, dm.feature_scale)
     model.eval()
