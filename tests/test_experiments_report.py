@@ -92,7 +92,8 @@ def _fit_record(cycle: int, pearson: float, epochs: list[int], new_pearson: floa
         "best_epoch": [e - 20 for e in epochs],
         "wall_time_s": 30.0 + cycle,
         "validation": quality,
-        "validation_expert": None,
+        # held-out expert episodes exist from the second fit on (the first sees random episodes only)
+        "validation_expert": None if cycle == 0 else {"pearson": pearson + 0.05},
         "new_episodes": None if new_pearson is None else {"pearson": new_pearson, "segment_sum_mse": 99.0},
     }
 
@@ -255,6 +256,9 @@ def test_fit_diagnostics_per_arm_and_cycle_match_the_records(study):
     assert walker[0]["epochs run (median)"] == f"{np.median(all_epochs):g}"
     assert walker[0]["store episodes (train / val)"] == "80 / 20"
     assert walker[0]["new episodes, previous model: Pearson"] == "—"  # the first fit has no previous model
+    assert walker[0]["val expert episodes: Pearson"] == "—"  # nor expert episodes
+    expert = np.array(PEARSON[1]) + 0.05
+    assert walker[1]["val expert episodes: Pearson"] == f"{expert.mean():.2f} ± {expert.std(ddof=1) / 2:.2f}"
     new = np.array([0.2, 0.3, 0.4, 0.5])
     assert (
         walker[1]["new episodes, previous model: Pearson"] == f"{new.mean():.2f} ± {new.std(ddof=1) / 2:.2f}"

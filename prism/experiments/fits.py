@@ -23,6 +23,8 @@ QUALITY_COLUMNS = (
     ("validation", "mean_true_terminal", "val terminal step: true"),
     ("validation", "mean_predicted_other", "val other steps: predicted"),
     ("validation", "mean_true_other", "val other steps: true"),
+    # The held-out episodes a trained policy collected: how well the model prices the policies it shapes.
+    ("validation_expert", "pearson", "val expert episodes: Pearson"),
     ("new_episodes", "pearson", "new episodes, previous model: Pearson"),
     ("new_episodes", "segment_sum_mse", "new episodes, previous model: episode-sum MSE"),
 )
