@@ -2,6 +2,7 @@
 
     python tools/bench_reward_fit.py [--quick] [--env mo-hopper-v5] [--episodes N] [--epochs E]
     python tools/bench_reward_fit.py --long [--rounds R] [--epochs E] [--long-segments L] [--short-segments S]
+    python tools/bench_reward_fit.py --memory [--epochs E] [--long-segments L] [--short-segments S]
 
 Default mode: one batched K = 3 ReSymNet fit vs three K = 1 fits one after another.
 
@@ -28,6 +29,15 @@ within each of R rounds:
 Seconds per epoch are each fit's median epoch (training + validation); the last line is the ratio of the
 medians over rounds, ``epoch_speedup: <x>x``.
 
+``--memory``: the fit's peak resident memory under glibc's allocator settings, on ``--long``'s data shape
+(E epochs, 2 by default). Each arm is a fresh child process (the same fit, ``reward.threads: 0``) with one
+environment setting: ``default`` (glibc's dynamic mmap threshold), and ``MALLOC_MMAP_THRESHOLD_`` fixed at
+1, 8 and 32 MiB (a fixed threshold sends every larger block to ``mmap``, returned to the system on free,
+and turns the dynamic threshold off). Each line gives the child's peak and final RSS (``VmHWM``, ``VmRSS``)
+and its median seconds per epoch; the last line is ``peak_rss_default_over_1MiB: <x>x``. Why: glibc raises
+its mmap threshold to the size of each large block freed (up to 32 MiB), after which the fit's activations
+of varying sizes (ragged batches) come from the heap and fragment it; a run's RSS then stays at its peak.
+
 ``--stacked S``: a population's refit: S stores shaped like ``--long``'s (one per member, seeds differ) fitted
 in one stacked S × K fit (``reward.stacked_fit``, prism/reward/stacked.py) vs the S members' fits one after
 the other (``fit_reward_model``, the run's default), E epochs each, early stopping out of reach; the last
@@ -41,6 +51,7 @@ import argparse
 import os
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -117,6 +128,52 @@ def bench_long(args: argparse.Namespace) -> None:
     print(f"epoch_speedup: {med['before'] / med['after']:.2f}x")
 
 
+MEMORY_ARMS = {
+    "default": None,
+    "mmap_threshold_1MiB": 1 << 20,
+    "mmap_threshold_8MiB": 8 << 20,
+    "mmap_threshold_32MiB": 32 << 20,
+}
+
+
+def _memory_child(args: argparse.Namespace) -> None:
+    """One ``--memory`` arm (in a child process): the fit, then ``peak_mib final_mib s_per_epoch``."""
+    torch.set_num_threads(1)
+    store = synthetic_hopper_store(args.long_segments, args.short_segments, seed=args.seed)
+    epochs = args.epochs or 2
+    cfg = RewardConfig(ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=0)
+    model = fit_reward_model(store, cfg, seed=args.seed)
+    lines = Path("/proc/self/status").read_text().splitlines()
+    status = {
+        ln.split(":")[0]: int(ln.split()[1]) // 1024 for ln in lines if ln.startswith(("VmHWM", "VmRSS"))
+    }
+    print(f"{status['VmHWM']} {status['VmRSS']} {model.fit_summary.seconds_per_epoch:.2f}")
+
+
+def bench_memory(args: argparse.Namespace) -> None:
+    import subprocess
+    import sys
+
+    print(
+        f"data: synthetic hopper-width, {args.long_segments} segments of 975-1000 steps and "
+        f"{args.short_segments} of 8-39; epochs={args.epochs or 2}, K={args.members}, hidden=256, batch=32, one "
+        f"thread, each arm a fresh process; cpus={os.cpu_count()}, load={os.getloadavg()[0]:.2f}"
+    )
+    peaks = {}
+    for name, threshold in MEMORY_ARMS.items():
+        env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+        if threshold is not None:
+            env["MALLOC_MMAP_THRESHOLD_"] = str(threshold)
+        cmd = [sys.executable, __file__, "--memory-child", "--long-segments", str(args.long_segments),
+               "--short-segments", str(args.short_segments), "--members", str(args.members),
+               "--seed", str(args.seed)] + (["--epochs", str(args.epochs)] if args.epochs else [])  # fmt: skip
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
+        peak, final, per_epoch = int(out[-3]), int(out[-2]), float(out[-1])
+        peaks[name] = peak
+        print(f"{name}: peak RSS {peak} MiB, final RSS {final} MiB, {per_epoch:.2f} s/epoch", flush=True)
+    print(f"peak_rss_default_over_1MiB: {peaks['default'] / peaks['mmap_threshold_1MiB']:.2f}x")
+
+
 def bench_stacked(args: argparse.Namespace) -> None:
     members = args.stacked
     stores = [
@@ -164,7 +221,15 @@ def main() -> None:
     parser.add_argument("--long-segments", type=int, default=100, help="--long: segments of 975-1000 steps")
     parser.add_argument("--short-segments", type=int, default=1000, help="--long: segments of 8-39 steps")
     parser.add_argument("--stacked", type=int, default=0, help="S: stacked S x K refit vs S fits in sequence")
+    parser.add_argument("--memory", action="store_true", help="peak RSS of a fit under glibc malloc settings")
+    parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_child:
+        _memory_child(args)
+        return
+    if args.memory:
+        bench_memory(args)
+        return
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("bench_reward_fit: --device cuda but CUDA is not available")
     if args.stacked:
