@@ -270,3 +270,35 @@ def test_tensorboard_logging(tmp_path):
     assert acc.Scalars("reward_fit/epochs_run/m1")[-1].value == 3
     # against epochs (Lightning's `step` key), with no bare `epoch` tag beside them
     assert [e.step for e in acc.Scalars("reward_fit/val_loss/m0")] == [0, 1, 2] and "epoch" not in tags
+
+
+def test_the_ragged_fit_backpropagates_one_member_at_a_time():
+    """Member by member, forward then backward: the peak of the tensors autograd keeps for backward in a K = 3
+    fit is a lone member's (K = 1), where one backward of the summed loss would keep all three graphs. Every
+    segment has 2 steps, so every member's batch is the same size."""
+    import weakref
+
+    def peak_saved_bytes(members: int) -> int:
+        live = {"now": 0, "peak": 0}
+
+        class Saved:
+            def __init__(self, tensor: torch.Tensor):
+                self.tensor = tensor
+
+        def release(n: int) -> None:
+            live["now"] -= n
+
+        def pack(tensor: torch.Tensor) -> Saved:
+            saved, n = Saved(tensor), tensor.numel() * tensor.element_size()
+            live["now"] += n
+            live["peak"] = max(live["peak"], live["now"])
+            weakref.finalize(saved, release, n)  # freed with the graph, after its backward
+            return saved
+
+        config = RewardConfig(ensemble_size=members, hidden=32, max_epochs=1, batch_size=8, dropout=0.1)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved.tensor):
+            fit_reward_model(synthetic_store(64, seed=1, max_length=2), config, seed=5, layout="ragged")
+        return live["peak"]
+
+    one, three = peak_saved_bytes(1), peak_saved_bytes(3)
+    assert one > 0 and three < 1.5 * one, (one, three)

@@ -183,6 +183,7 @@ class StackedRewardModule(RewardModelModule):
         k = config.ensemble_size
         seeds = [m for s in store_seeds for m in member_seeds(s, k)]
         super().__init__(in_features, config, seeds)
+        self.automatic_optimization = True  # one summed backward over the stacked batch (S·K networks)
         self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
         self._noise_generators: list[torch.Generator] = []
 

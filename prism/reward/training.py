@@ -4,7 +4,8 @@
 All K members are trained in one pass over stacked weights, yet each behaves as if trained alone:
 
 - its own initialisation (seed) and its own shuffle order (see :class:`TrajectorySumDataModule`);
-- the loss backpropagated is the *sum* of the members' losses, so member k's gradient is that of its own loss;
+- member k's gradient is that of its own loss: the ragged layout backpropagates each member's loss right after
+  its forward pass (one member's graph alive at a time), the padded layout the *sum* of the members' losses;
 - AdamW acts element-wise, so one optimiser over stacked tensors is K optimisers;
 - the gradient-norm clip is computed and applied per member (a global clip would couple them);
 - early stopping is tracked per member: each keeps a copy of its weights from its best validation epoch and
@@ -26,6 +27,7 @@ Two layouts of the same training batches (see :mod:`prism.data.datamodule`), sam
 from __future__ import annotations
 
 import math
+import re
 import time
 import warnings
 
@@ -68,6 +70,9 @@ class RewardModelModule(L.LightningModule):
         self.log_prefix = log_prefix
         k = len(seeds)
         self.net = ReSymNetEnsemble(k, in_features, config.hidden, config.dropout, config.residual, seeds)
+        # Manual optimisation: the ragged layout backpropagates each member's loss right after its forward
+        # pass, so only one member's activations are alive at a time (see training_step).
+        self.automatic_optimization = False
         self.register_buffer("best_val_loss", torch.full((k,), math.inf))
         self.register_buffer("best_epoch", torch.full((k,), -1, dtype=torch.long))
         self.register_buffer("stopped", torch.zeros(k, dtype=torch.bool))
@@ -115,32 +120,41 @@ class RewardModelModule(L.LightningModule):
         self._frozen = self.stopped & (self.best_epoch >= 0)
         self._trained = [k for k, frozen in enumerate(self._frozen.tolist()) if not frozen]
 
-    def training_step(self, batch: SegmentBatch | MemberBatch, batch_idx: int) -> Tensor | None:
+    def training_step(self, batch: SegmentBatch | MemberBatch, batch_idx: int) -> None:
         n_seg = batch.targets.shape[-1]
         self._ragged = isinstance(batch, MemberBatch)
+        optimizer = self.optimizers()
         if self._ragged:
             members = self._trained
             if not members:  # every member stopped (the trainer stops at this epoch's end anyway)
-                return None
+                return
             if self._noise is None:
                 # The global generator as the padded layout's first dropout would find it.
                 self._noise = DropoutNoiseStream(self.net, torch.get_rng_state())
             noise = self._noise.take(batch.steps, members, batch.next_steps)
-            preds = self.net.forward_members([batch.features[k] for k in members], noise, members)
-            losses = torch.stack(
-                [
-                    trajectory_sum_loss(pred[None], batch.segment_ids[k][None], batch.targets[k : k + 1])[0]
-                    for pred, k in zip(preds, members)
+            optimizer.zero_grad()
+            losses = []
+            for i, k in enumerate(members):
+                # Member by member, forward then backward: one member's activations are alive at a time, not
+                # K members' (the fit's peak memory). Members share no parameter, so each gradient slice is
+                # the one a single backward of the summed loss gives, bit for bit.
+                own_noise = None if noise is None else [[block[i]] for block in noise]
+                pred = self.net.forward_members([batch.features[k]], own_noise, [k])[0]
+                loss = trajectory_sum_loss(pred[None], batch.segment_ids[k][None], batch.targets[k : k + 1])[
+                    0
                 ]
-            )  # [K_active]   (eq. 1)
-            self._train_sse[members] += losses.detach() * n_seg
+                self.manual_backward(loss)  # (eq. 1)
+                losses.append(loss.detach())
+            self._train_sse[members] += torch.stack(losses) * n_seg
         else:
+            optimizer.zero_grad()
             pred = self.net(batch.features)  # [K, N], dropout active
             losses = trajectory_sum_loss(pred, batch.segment_ids, batch.targets)  # [K]   (eq. 1)
+            # Sum, not mean, over members: each member's gradient is then exactly that of its own loss.
+            self.manual_backward(losses.sum())
             self._train_sse += losses.detach() * n_seg
         self._train_count += n_seg
-        # Sum, not mean, over members: each member's gradient is then exactly that of its own loss.
-        return losses.sum()
+        optimizer.step()  # the per-member gradient clip runs first (on_before_optimizer_step)
 
     def on_before_optimizer_step(self, optimizer) -> None:
         clip_per_member_(list(self.net.parameters()), self.config.grad_clip)
@@ -155,6 +169,15 @@ class RewardModelModule(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self._log_train_loss()  # (an epoch without validation; otherwise logged with the validation's numbers)
+        if (
+            not self.automatic_optimization
+        ):  # the epoch's learning-rate decay (Lightning's own in automatic mode)
+            with warnings.catch_warnings():
+                # A fit resumed from a snapshot ends the snapshot's epoch again before its first optimiser step
+                # in this process; torch then warns of a step order that did not happen (the decay is right:
+                # the resumed fit equals the uninterrupted one bit for bit).
+                warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
+                self.lr_schedulers().step()
 
     def _log_train_loss(self) -> None:
         """Log the epoch's mean training loss per trained member, once (the accumulators are emptied)."""
