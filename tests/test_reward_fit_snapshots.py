@@ -169,7 +169,8 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
 
 def test_a_resumed_fits_progress_counts_on_from_the_snapshots_epoch():
     """The epoch bar (here as log lines, one per epoch) of a fit resumed from the snapshot taken at the end of
-    the third epoch counts on from 3 (Lightning ends that epoch again: the first line says 3)."""
+    the third epoch counts on from 3: its first line is the fourth epoch, the first one this process ran
+    (Lightning ends the third epoch again, which counts it without a line)."""
     from prism.loop.progress import RewardFitProgress
     from prism.loop.progress_lines import LineProgress
 
@@ -185,7 +186,7 @@ def test_a_resumed_fits_progress_counts_on_from_the_snapshots_epoch():
         if ": epoch " in line
     ]
     last = max(whole.fit_summary.epochs_run)
-    assert shown == list(range(3, last + 1))
+    assert shown == list(range(4, last + 1))
     assert f"reward fit: {last} epochs" in log.getvalue()
 
 

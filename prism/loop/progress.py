@@ -180,32 +180,37 @@ class RewardFitProgress(Callback):
         self._bar: tqdm | None = None
         self._start = 0.0
         self._last: dict[str, float] = {}
+        self._in_epoch = False  # between an epoch-start hook and its epoch-end hook
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
         self._bar = self.progress.bar(self.desc, total=self.max_epochs, unit="epoch")
 
-    def _count_from(self, trainer) -> None:
-        # A fit resumed from a snapshot goes on at its epoch: the count starts there, not at 0. (Lightning
-        # resumes a snapshot taken at an epoch's validation end by ending that epoch: its epoch-end hooks run
-        # once more, with no epoch-start hook before them.)
-        if self._bar is not None and self._bar.n < trainer.current_epoch:
-            self._bar.n = trainer.current_epoch
+    def _count_from(self, epochs: int) -> None:
+        # A fit resumed from a snapshot goes on at its epoch: the count starts there, not at 0.
+        if self._bar is not None and self._bar.n < epochs:
+            self._bar.n = epochs
             self._bar.refresh()
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._count_from(trainer)
+        self._count_from(trainer.current_epoch)
+        self._in_epoch = True
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:  # after the epoch's validation
         if self._bar is None:
             return
-        self._count_from(trainer)
+        if not self._in_epoch:
+            # Lightning resumes a snapshot taken at an epoch's validation end by ending that epoch again (its
+            # epoch-end hooks run with no epoch-start hook before them): it ran in the stopped process, so it
+            # is counted, not shown nor timed as one of this process's epochs.
+            self._count_from(trainer.current_epoch + 1)
+            return
+        self._in_epoch = False
         metrics = trainer.callback_metrics
         prefix = f"{self.log_prefix}/val_loss/m"
         losses = [float(v) for k, v in metrics.items() if k.startswith(prefix)]
         corr = metrics.get(f"{self.log_prefix}/val_corr")
-        if losses:  # (the epoch a resumed fit ends has no metrics in this process: keep the last shown)
-            self._last = {"val_loss": sum(losses) / len(losses)}
+        self._last = {"val_loss": sum(losses) / len(losses) if losses else float("nan")}
         if corr is not None:
             self._last["val_corr"] = float(corr)
         self._bar.set_postfix({k: f"{v:.4g}" for k, v in self._last.items()}, refresh=False)

@@ -96,7 +96,7 @@ class _FitLines(_CountingBar):
 
     def update(self, n: int = 1) -> None:
         now = time.perf_counter()
-        if self._since is None:  # the first epoch end; a resumed fit's count starts at its epoch, not 0
+        if self._since is None:  # the first epoch end (a resumed fit's count starts at its epoch, not 0)
             self._since = (self.n, self._started)
         self.n += n
         epochs, since = self._since

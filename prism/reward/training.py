@@ -123,16 +123,16 @@ class RewardModelModule(L.LightningModule):
     def training_step(self, batch: SegmentBatch | MemberBatch, batch_idx: int) -> None:
         n_seg = batch.targets.shape[-1]
         self._ragged = isinstance(batch, MemberBatch)
+        if self._ragged and not self._trained:  # every member stopped (the trainer stops at this epoch's end)
+            return
         optimizer = self.optimizers()
+        optimizer.zero_grad()
         if self._ragged:
             members = self._trained
-            if not members:  # every member stopped (the trainer stops at this epoch's end anyway)
-                return
             if self._noise is None:
                 # The global generator as the padded layout's first dropout would find it.
                 self._noise = DropoutNoiseStream(self.net, torch.get_rng_state())
             noise = self._noise.take(batch.steps, members, batch.next_steps)
-            optimizer.zero_grad()
             losses = []
             for i, k in enumerate(members):
                 # Member by member, forward then backward: one member's activations are alive at a time, not
@@ -140,14 +140,12 @@ class RewardModelModule(L.LightningModule):
                 # the one a single backward of the summed loss gives, bit for bit.
                 own_noise = None if noise is None else [[block[i]] for block in noise]
                 pred = self.net.forward_members([batch.features[k]], own_noise, [k])[0]
-                loss = trajectory_sum_loss(pred[None], batch.segment_ids[k][None], batch.targets[k : k + 1])[
-                    0
-                ]
-                self.manual_backward(loss)  # (eq. 1)
+                ids, targets = batch.segment_ids[k][None], batch.targets[k : k + 1]
+                loss = trajectory_sum_loss(pred[None], ids, targets)[0]  # (eq. 1)
+                self.manual_backward(loss)
                 losses.append(loss.detach())
             self._train_sse[members] += torch.stack(losses) * n_seg
         else:
-            optimizer.zero_grad()
             pred = self.net(batch.features)  # [K, N], dropout active
             losses = trajectory_sum_loss(pred, batch.segment_ids, batch.targets)  # [K]   (eq. 1)
             # Sum, not mean, over members: each member's gradient is then exactly that of its own loss.
@@ -169,9 +167,8 @@ class RewardModelModule(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self._log_train_loss()  # (an epoch without validation; otherwise logged with the validation's numbers)
-        if (
-            not self.automatic_optimization
-        ):  # the epoch's learning-rate decay (Lightning's own in automatic mode)
+        # The epoch's learning-rate decay (Lightning steps it itself only in automatic optimisation).
+        if not self.automatic_optimization:
             with warnings.catch_warnings():
                 # A fit resumed from a snapshot ends the snapshot's epoch again before its first optimiser step
                 # in this process; torch then warns of a step order that did not happen (the decay is right:
