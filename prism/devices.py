@@ -1,7 +1,9 @@
-"""The run's ``device`` key on this machine: checked, resolved to a torch device and to Lightning's accelerator."""
+"""The run's ``device`` key on this machine: checked, resolved to a torch device and to Lightning's accelerator;
+and the ``deterministic`` key's torch flags."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from prism.errors import ConfigError
@@ -38,3 +40,19 @@ def torch_device(device: str) -> torch.device:
 def accelerator(device: str) -> str:
     """The Lightning ``Trainer(accelerator=...)`` value of the run's ``device``."""
     return "gpu" if torch_device(device).type == "cuda" else "cpu"
+
+
+CUBLAS_DETERMINISTIC_WORKSPACE = ":4096:8"
+"""The cuBLAS workspace setting NVIDIA documents as reproducible (one buffer per stream, no split reductions
+across a varying number of buffers); torch refuses CUDA matmuls in deterministic mode without it."""
+
+
+def make_deterministic() -> None:
+    """The ``deterministic: true`` flags, process-wide: torch's deterministic algorithms (an op with only a
+    non-deterministic CUDA kernel then raises instead of drifting), cuBLAS's fixed workspace and no cuDNN
+    autotuning. Must run before this process's first cuBLAS call for the workspace setting to take effect."""
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC_WORKSPACE)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False

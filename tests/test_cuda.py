@@ -8,6 +8,8 @@ the same on the device, and a captured CUDA graph's replays equal the eager stat
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -103,3 +105,32 @@ def test_stacked_reward_fit_on_cuda_equals_per_member_fits_without_dropout():
     for s, module in enumerate(alone):
         for (name, p), (_, q) in zip(stacked.net.named_parameters(), module.net.named_parameters()):
             torch.testing.assert_close(p[2 * s : 2 * s + 2], q, rtol=1e-7, atol=1e-9, msg=name)
+
+
+def test_a_deterministic_cuda_run_repeats_bit_for_bit(tmp_path):
+    """``deterministic: true``: two PRISM populations on the device (reward fits, graphed updates, evaluations)
+    write the same numbers. Without the key they need not (docs/benchmarks.md: four HVs of one config)."""
+    import json
+
+    from toy_runs import toy_run
+
+    from prism.loop.run import fit_run
+
+    quickstart = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
+    before = torch.are_deterministic_algorithms_enabled()
+    outputs = []
+    try:
+        for attempt in range(2):
+            run_dir = tmp_path / str(attempt)
+            overrides = [*toy_run({"eval.num_workers": 0}), "seeds=[0,1]", "figures=false", "device=cuda",
+                         "deterministic=true", f"run_dir={run_dir}"]  # fmt: skip
+            fit_run([quickstart], overrides, progress="none")
+            files = [
+                (run_dir / m / f).read_bytes() for m in ("seed0", "seed1") for f in ("eval.csv", "front.csv")
+            ]
+            fits = json.loads((run_dir / "seed0" / "summary.json").read_text())["reward_fits"]
+            outputs.append((files, [fit["validation"]["segment_sum_mse"] for fit in fits]))
+    finally:
+        torch.use_deterministic_algorithms(before)
+    assert len(outputs[0][1]) == 2  # both cycles' reward fits
+    assert outputs[0] == outputs[1]

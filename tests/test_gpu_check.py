@@ -27,6 +27,8 @@ PASSING = {
     "stacked_speedup_vs_sequential: 6.00x\n",
     "cuda_tests": "7 passed in 30.00s\n",
     "gpu_check": "step quickstart_population rc=0 50s (limit 120s)\n",
+    "quickstart_deterministic": "  seed0/eval.csv: identical\ndeterministic_files_identical: 8/8\n"
+    "deterministic_run_wall_s: 48.5\n",
 }
 
 
@@ -44,6 +46,7 @@ def test_all_goals_met_reads_pass_with_the_numbers():
     assert "INFO bench_train_graph overhead_vs_bare_graph: 1.05" in lines
     assert "INFO cuda_tests: 7 passed in 30.00s" in lines
     assert "INFO quickstart_population rc: 0" in lines
+    assert "INFO quickstart_deterministic run_wall_s: 48.5" in lines
 
 
 def test_a_goal_missed_fails_and_a_missing_number_is_missing():
@@ -54,6 +57,7 @@ def test_a_goal_missed_fails_and_a_missing_number_is_missing():
         "Traceback (most recent call last):\n  ...\nRuntimeError: CUDA out of memory\n"
     )
     del logs["bench_reward_fit"]
+    logs["quickstart_deterministic"] = "deterministic_files_identical: 7/8\n"
     status = _status(V.verdicts(logs))
     assert status == {
         "graph_equals_eager": "FAIL",
@@ -62,6 +66,7 @@ def test_a_goal_missed_fails_and_a_missing_number_is_missing():
         "population_s32_vs_morl": "FAIL",
         "reward_fit_batched": "MISSING",
         "stacked_refit": "MISSING",
+        "deterministic_repeats": "FAIL",
     }
 
 
@@ -77,3 +82,12 @@ def test_graph_verdict_needs_100_updates_and_one_capture_per_population():
 
 def test_gpu_check_script_parses():
     subprocess.run(["bash", "-n", str(ROOT / "tools" / "gpu_check.sh")], check=True)
+
+
+def test_the_determinism_verdict_is_missing_without_its_line_and_a_pair_of_no_files_fails():
+    crashed = dict(
+        PASSING, quickstart_deterministic="deterministic run deterministic0: rc 1, 3.0 s, final HV []\n"
+    )
+    assert _status(V.verdicts(crashed))["deterministic_repeats"] == "MISSING"
+    empty = dict(PASSING, quickstart_deterministic="deterministic_files_identical: 0/0\n")
+    assert _status(V.verdicts(empty))["deterministic_repeats"] == "FAIL"

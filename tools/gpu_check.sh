@@ -18,9 +18,11 @@
 #   bench_reward_fit_stacked   bench_reward_fit.py --device cuda --stacked 10 (S = 10 stores of ~122 000 steps)
 #   bench_train_eager          bench_train.py --device cuda --quick (graph off: the default)
 #   quickstart_population      prism fit, conf/quickstart.yaml shortened, seeds [0,1,2,3], device=cuda, graph on
+#   quickstart_deterministic   the same twice with deterministic=true, files compared (tools/determinism_check.py)
 # and last `verdicts` (tools/gpu_check_verdicts.py), also printed. The population benches time one block per
 # side (each Trainer.fit builds new optimisers, so the graph is captured again: one capture per side). Steps are ordered by the goals they decide;
 # one that would start with under 15 s of the deadline left is skipped (its verdict reads MISSING).
+# GPU_CHECK_STEPS="cuda_tests quickstart_deterministic" runs only the steps named (the others read MISSING).
 set -u
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
@@ -37,6 +39,10 @@ export MUJOCO_GL=${MUJOCO_GL:-disable} PYTHONUNBUFFERED=1
 step() {
   local name=$1 limit=$2
   shift 2
+  if [ -n "${GPU_CHECK_STEPS:-}" ] && [[ " $GPU_CHECK_STEPS " != *" $name "* ]]; then
+    echo "step $name skipped: not in GPU_CHECK_STEPS" | tee -a "$SUMMARY"
+    return
+  fi
   local left=$((BUDGET - ($(date +%s) - START)))
   if [ "$left" -lt 15 ]; then
     echo "step $name skipped: ${left}s of the deadline left" | tee -a "$SUMMARY"
@@ -104,5 +110,7 @@ else
 fi
 step quickstart_population 120 $PY -m prism.cli fit --config conf/quickstart.yaml "device=$DEV" "seeds=[0,1,2,3]" \
   agent.cuda_graph=true "${QS[@]}" "run_dir=$OUT/quickstart_population"
+step quickstart_deterministic 150 $PY tools/determinism_check.py --out "$OUT/quickstart_deterministic" -- \
+  --config conf/quickstart.yaml "device=$DEV" "seeds=[0,1,2,3]" agent.cuda_graph=true "${QS[@]}" figures=false
 echo "total $(($(date +%s) - START))s" | tee -a "$SUMMARY"
 $PY tools/gpu_check_verdicts.py "$OUT" | tee "$OUT/verdicts.log"

@@ -1,4 +1,5 @@
-"""The verdict lines of ``tools/gpu_check.sh``: one per goal of issue 20, read from the step logs.
+"""The verdict lines of ``tools/gpu_check.sh``: one per goal (issue 20's, and the ``deterministic`` key's),
+read from the step logs.
 
     python tools/gpu_check_verdicts.py OUT_DIR
 
@@ -20,6 +21,7 @@ GOALS = (
     ("population_s32_vs_morl", "population S=32 aggregate >= 100x morl-baselines' single run"),
     ("reward_fit_batched", "reward fit batched >= 3x sequential"),
     ("stacked_refit", "stacked S x K refit (S=10, ~122 000 steps each) >= 5x sequential member fits"),
+    ("deterministic_repeats", "a population quickstart with deterministic=true repeats bit for bit"),
 )
 
 
@@ -76,6 +78,13 @@ def verdicts(logs: dict[str, str]) -> list[str]:
     s10 = re.search(r"^stacked S=10 x", stacked_log, flags=re.M) is not None
     out.append(_line("stacked_refit", stacked, stacked is not None and stacked >= 5 and s10,
                      f"{stacked}x >= 5x at S=10 ({'S=10' if s10 else 'not S=10'})"))  # fmt: skip
+    # 6. deterministic=true: two fresh processes of one config write the same eval.csv and front.csv.
+    same = re.findall(
+        r"^deterministic_files_identical: (\d+)/(\d+)", get("quickstart_deterministic"), flags=re.M
+    )
+    equal, total = (int(same[-1][0]), int(same[-1][1])) if same else (None, None)
+    out.append(_line("deterministic_repeats", equal, total is not None and total > 0 and equal == total,
+                     f"{equal}/{total} files identical"))  # fmt: skip
     # INFO: what else the check measured.
     for key, name in (
         ("overhead_vs_bare_graph", "bench_train_graph"),
@@ -91,6 +100,8 @@ def verdicts(logs: dict[str, str]) -> list[str]:
     out.append(f"INFO cuda_tests: {tests[-1] if tests else 'no pytest summary'}")
     quick = re.findall(r"^step quickstart_population rc=(\d+)", get("gpu_check"), flags=re.M)
     out.append(f"INFO quickstart_population rc: {quick[-1] if quick else 'not run'}")
+    wall = number(get("quickstart_deterministic"), "deterministic_run_wall_s")
+    out.append(f"INFO quickstart_deterministic run_wall_s: {wall}")
     return out
 
 

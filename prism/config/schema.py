@@ -101,6 +101,13 @@ class RunConfig:
     threads: int = 1
     """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
+    deterministic: bool = False
+    """Make a CUDA run repeat bit for bit: when the run is built, ``torch.use_deterministic_algorithms(True)``
+    with cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless already set) and cuDNN autotuning
+    off (:func:`prism.devices.make_deterministic`). Off by default: CUDA's fastest kernels (atomic adds in
+    ``index_add``/scatter, cuBLAS's workspace-dependent reductions) sum in a varying order, so two CUDA runs of
+    one config drift apart. A CPU run repeats bit for bit either way. The flag is process-wide and stays set
+    after the run; set it before the process first uses CUDA (``prism fit`` does)."""
     method: str | None = None
     """The method the run is (:mod:`prism.config.methods`): a built-in name (``oracle``, ``baseline``,
     ``prism``, ``wo_loss``, ``uniform``, ``random``, the ablations), which the keys below must agree with, or

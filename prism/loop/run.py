@@ -33,6 +33,7 @@ from prism.config import (
     sparse_channel,
     to_yaml,
 )
+from prism.devices import make_deterministic
 from prism.envs import make_env
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
@@ -89,6 +90,8 @@ def build_run(
     dirs = member_run_dirs(config)
     if config.threads > 0:
         torch.set_num_threads(config.threads)
+    if config.deterministic:
+        make_deterministic()  # before the agent and the Trainer touch the device
     L.seed_everything(seeds[0], verbose=False)
 
     def env_factory(member: int):
