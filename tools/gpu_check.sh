@@ -29,6 +29,9 @@ DRY=0
 OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
 SUMMARY=$OUT/gpu_check.log
+# Run folders outside $OUT: the device tool returns a limited number of files, and the logs must come back.
+RUNS=${GPU_CHECK_RUNS:-${TMPDIR:-/tmp}/gpu_check_runs}
+mkdir -p "$RUNS"
 : > "$SUMMARY"
 BUDGET=${GPU_CHECK_BUDGET_S:-460}
 START=$(date +%s)
@@ -109,8 +112,8 @@ else
   step bench_train_eager 90 $PY tools/bench_train.py --device cuda --quick
 fi
 step quickstart_population 120 $PY -m prism.cli fit --config conf/quickstart.yaml "device=$DEV" "seeds=[0,1,2,3]" \
-  agent.cuda_graph=true "${QS[@]}" "run_dir=$OUT/quickstart_population"
-step quickstart_deterministic 150 $PY tools/determinism_check.py --out "$OUT/quickstart_deterministic" -- \
+  agent.cuda_graph=true "${QS[@]}" "run_dir=$RUNS/quickstart_population"
+step quickstart_deterministic 150 $PY tools/determinism_check.py --out "$RUNS/quickstart_deterministic" -- \
   --config conf/quickstart.yaml "device=$DEV" "seeds=[0,1,2,3]" agent.cuda_graph=true "${QS[@]}" figures=false
 echo "total $(($(date +%s) - START))s" | tee -a "$SUMMARY"
 $PY tools/gpu_check_verdicts.py "$OUT" | tee "$OUT/verdicts.log"
