@@ -33,8 +33,9 @@ medians over rounds, ``epoch_speedup: <x>x``.
 (E epochs, 2 by default). Each arm is a fresh child process (the same fit, ``reward.threads: 0``) with one
 environment setting: ``default`` (glibc's dynamic mmap threshold), and ``MALLOC_MMAP_THRESHOLD_`` fixed at
 1, 8 and 32 MiB (a fixed threshold sends every larger block to ``mmap``, returned to the system on free,
-and turns the dynamic threshold off). Each line gives the child's peak and final RSS (``VmHWM``, ``VmRSS``)
-and its median seconds per epoch; the last line is ``peak_rss_default_over_1MiB: <x>x``. Why: glibc raises
+and turns the dynamic threshold off). Each line gives the child's peak and final RSS (``VmHWM``, ``VmRSS``),
+its RSS once :func:`prism.memory.release_freed_memory` has run (as a run does after each fit) and its median
+seconds per epoch; the last line is ``peak_rss_default_over_1MiB: <x>x``. Why: glibc raises
 its mmap threshold to the size of each large block freed (up to 32 MiB), after which the fit's activations
 of varying sizes (ragged batches) come from the heap and fragment it; a run's RSS then stays at its peak.
 
@@ -58,6 +59,7 @@ import torch
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
+from prism.memory import release_freed_memory
 from prism.reward.config import RewardConfig
 from prism.reward.module import fit_reward_model
 from prism.reward.stacked import fit_reward_models_stacked
@@ -137,17 +139,24 @@ MEMORY_ARMS = {
 
 
 def _memory_child(args: argparse.Namespace) -> None:
-    """One ``--memory`` arm (in a child process): the fit, then ``peak_mib final_mib s_per_epoch``."""
+    """One ``--memory`` arm (in a child process): the fit, then ``peak_mib final_mib released_mib s_per_epoch``
+    (``released``: the RSS once :func:`prism.memory.release_freed_memory` has run, as a run does after a fit)."""
     torch.set_num_threads(1)
     store = synthetic_hopper_store(args.long_segments, args.short_segments, seed=args.seed)
     epochs = args.epochs or 2
     cfg = RewardConfig(ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=0)
     model = fit_reward_model(store, cfg, seed=args.seed)
+    status = _vm_mib()
+    release_freed_memory()
+    print(
+        f"{status['VmHWM']} {status['VmRSS']} {_vm_mib()['VmRSS']} {model.fit_summary.seconds_per_epoch:.2f}"
+    )
+
+
+def _vm_mib() -> dict[str, int]:
+    """This process's peak and current resident memory (``VmHWM``, ``VmRSS``) in MiB."""
     lines = Path("/proc/self/status").read_text().splitlines()
-    status = {
-        ln.split(":")[0]: int(ln.split()[1]) // 1024 for ln in lines if ln.startswith(("VmHWM", "VmRSS"))
-    }
-    print(f"{status['VmHWM']} {status['VmRSS']} {model.fit_summary.seconds_per_epoch:.2f}")
+    return {ln.split(":")[0]: int(ln.split()[1]) // 1024 for ln in lines if ln.startswith(("VmHWM", "VmRSS"))}
 
 
 def bench_memory(args: argparse.Namespace) -> None:
@@ -168,9 +177,13 @@ def bench_memory(args: argparse.Namespace) -> None:
                "--short-segments", str(args.short_segments), "--members", str(args.members),
                "--seed", str(args.seed)] + (["--epochs", str(args.epochs)] if args.epochs else [])  # fmt: skip
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
-        peak, final, per_epoch = int(out[-3]), int(out[-2]), float(out[-1])
+        peak, final, released, per_epoch = int(out[-4]), int(out[-3]), int(out[-2]), float(out[-1])
         peaks[name] = peak
-        print(f"{name}: peak RSS {peak} MiB, final RSS {final} MiB, {per_epoch:.2f} s/epoch", flush=True)
+        print(
+            f"{name}: peak RSS {peak} MiB, final RSS {final} MiB, {released} MiB after release_freed_memory, "
+            f"{per_epoch:.2f} s/epoch",
+            flush=True,
+        )
     print(f"peak_rss_default_over_1MiB: {peaks['default'] / peaks['mmap_threshold_1MiB']:.2f}x")
 
 

@@ -36,6 +36,7 @@ from prism.loop.fit_logging import fit_tensorboard_logger
 from prism.loop.fit_records import add_fit_record, fit_record, fit_scalars, record_new_episodes
 from prism.loop.loop_state import PHASES, LoopState
 from prism.loop.progress import Progress, RewardFitProgress
+from prism.memory import release_freed_memory
 from prism.registry import DEFAULT_REWARD_MODEL, REWARD_MODELS
 from prism.reward.config import RewardConfig
 from prism.seeding import derive_seed
@@ -284,6 +285,7 @@ class PrismLoopCallback(Callback):
         self.fit_progress = [None] * len(s.member_seeds)
         self.state.fits += 1
         self.set_model(agent, models)
+        release_freed_memory()  # the fit's tensors are gone: give their pages back for the RL phase
         if s.figures and trainer is not None:
             for m, logger in enumerate(self._loggers(trainer)):
                 self._log_shaped_vs_true(agent, logger, m)
