@@ -29,7 +29,7 @@ fi
 if [ ! -x "$worktree/.venv/bin/prism" ]; then
   python3 -m venv "$worktree/.venv" \
     && "$worktree/.venv/bin/pip" install -q torch==2.13.0 \
-    && "$worktree/.venv/bin/pip" install -q -e "$worktree" || exit 2
+    && "$worktree/.venv/bin/pip" install -q -e "$worktree[report]" || exit 2  # report: the per-env rliable aggregate
 fi
 cd "$worktree" || exit 2
 export MUJOCO_GL=disable PYTHONUNBUFFERED=1
