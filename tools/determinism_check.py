@@ -7,9 +7,11 @@ every member's eval.csv and front.csv byte for byte.
 
 A pair runs per value of ``--modes`` (default ``true``: ``deterministic=true``, docs: ``prism config
 --describe``); ``--modes true false`` adds a pair without the key, to show whether the key is what makes the
-difference on this machine. Each pair
-prints its runs' wall seconds and final hypervolumes, then ``<label>_files_identical: N/M`` and
-``<label>_run_wall_s: <mean>`` (``deterministic`` / ``nondeterministic``; read by tools/gpu_check_verdicts.py).
+difference on this machine. Each pair prints its runs' wall seconds and final hypervolumes, then
+``<label>_files_identical: N/M`` and ``<label>_run_wall_s: <mean>`` (``deterministic`` / ``nondeterministic``;
+read by tools/gpu_check_verdicts.py). Exit status 1 when the ``true`` pair differs or a run fails.
+From a source tree without installed metadata (the device image), put the plug-in metadata that
+tools/gpu_check.sh writes on ``PYTHONPATH`` first (``/tmp/prism-metadata``).
 """
 
 from __future__ import annotations
