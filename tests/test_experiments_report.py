@@ -335,3 +335,43 @@ def test_every_joined_arm_is_one_of_its_envs_arms_and_reads_a_committed_folder()
     assert all(c.source is not None for c in t1.cells() if c.env == "hopper")
     budget = PRESETS["reward-budget"]
     assert {c.method for c in budget.cells() if c.source is not None} == {"e-prism", "e-uniform", "e-oracle"}
+
+
+def test_healthy_bonus_envs_are_those_whose_gymnasium_env_pays_one():
+    """The objective tables' "net of survival" columns rest on this set: check it against gymnasium's own envs."""
+    import mo_gymnasium
+
+    from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS
+
+    paid = set()
+    for name, env_id in ENV_FILES.items():
+        env = mo_gymnasium.make(env_id)
+        if getattr(env.unwrapped, "healthy_reward", 0.0) == 1.0:
+            paid.add(name)
+        env.close()
+    assert paid == set(HEALTHY_BONUS_ENVS)
+
+
+def test_net_of_survival_columns_only_where_every_objective_pays_a_healthy_bonus():
+    """Walker's table subtracts the episode length from each undiscounted return; halfcheetah's (no bonus, 1000
+    steps always) has no such column rather than every return minus 1000."""
+    from prism.experiments.tables import objective_table
+
+    preset = dataclasses.replace(PRESETS["table1-study"], envs=("walker", "halfcheetah"), seeds=(0, 1))
+    entry = {
+        "seeds": [0, 1],
+        "final_mean_episode_length": [100.0, 300.0],
+        "final_return_forward": [1.0, 2.0],
+        "final_return_energy": [-1.0, -2.0],
+        "final_undiscounted_return_forward": [150.0, 330.0],
+        "final_undiscounted_return_energy": [90.0, 310.0],
+    }
+    table = {("walker", "e-oracle"): entry, ("halfcheetah", "e-oracle"): dict(entry)}
+    lines = objective_table(preset, table)
+    walker = next(line for line in lines if line.startswith("| mo-walker2d-v5"))
+    cheetah = next(line for line in lines if line.startswith("| mo-halfcheetah-v5"))
+    headers = [line for line in lines if line.startswith("| env |")]
+    assert len(headers) == 2 and "(undisc. − length)" in headers[0] and "(undisc. − length)" not in headers[1]
+    # walker: forward net of survival = mean(50, 30) = 40 ± 10; energy = mean(-10, 10) = 0 ± 10
+    assert walker.split(" | ")[-2:] == ["40.00 ± 10.00", "0.00 ± 10.00 |"]
+    assert len(walker.split(" | ")) == len(cheetah.split(" | ")) + 2

@@ -23,6 +23,11 @@ ENV_FILES = {
 }
 """Grid env name (``conf/<name>.yaml``) -> the env id it runs."""
 
+HEALTHY_BONUS_ENVS = frozenset({"hopper", "walker"})
+"""Grid envs whose every objective adds a healthy bonus of 1 per step alive (gymnasium's ``healthy_reward``), so
+that an undiscounted return minus the episode length is the objective net of survival. Halfcheetah and swimmer
+have no bonus and never terminate: there the difference would only subtract 1000 from every return."""
+
 METHODS = {
     "oracle": ("method/oracle.yaml", "Oracle"),
     "baseline": ("method/baseline.yaml", "Baseline"),

@@ -11,7 +11,7 @@ from pathlib import Path
 from prism.experiments import stats
 from prism.experiments.collect import collect, copy_run_files, paper_values
 from prism.experiments.fits import fit_rows, fit_table
-from prism.experiments.grid import ENV_FILES, Cell, Preset
+from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate
 from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, ratio_table
@@ -87,6 +87,15 @@ def aggregate_lines(preset: Preset, result: AggregateResult | None) -> tuple[lis
     return lines, rows
 
 
+def _no_bonus_clause(preset: Preset) -> str:
+    """The objective table's caveat for the preset's envs without a healthy bonus ("" when it has none)."""
+    others = [ENV_FILES[env] for env in preset.envs if env not in HEALTHY_BONUS_ENVS]
+    if not others:
+        return ""
+    verb = "has" if len(others) == 1 else "have"
+    return f"; {' and '.join(others)} {verb} no such bonus, and no such column"
+
+
 def write_report(
     preset_name: str, preset: Preset, cells: list[Cell], out: Path, results: Path, recompute: str = ""
 ) -> str:
@@ -123,7 +132,7 @@ def write_report(
         "seeds): discounted (γ = 0.99, what HV/EUM/VO are computed from) and undiscounted, and the mean "
         "episode length (on mo-hopper-v5 and mo-walker2d-v5 every objective includes a healthy bonus of 1 "
         "per step alive, so an undiscounted return minus the episode length is the objective net of "
-        "survival):",
+        f"survival{_no_bonus_clause(preset)}):",
         "",
         *objective_table(preset, table),
         "",

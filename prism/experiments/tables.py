@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from prism.experiments.grid import ENV_FILES, METHODS, METRICS, Preset
+from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, METHODS, METRICS, Preset
 from prism.experiments.stats import compare, mean_se
 
 Table = dict[tuple[str, str], dict[str, list]]
@@ -153,7 +153,9 @@ def objective_table(preset: Preset, table: Table) -> list[str]:
             continue
         header = ["env", "method", "protocol", "n", "episode length"]
         header += [f"{n} (disc.)" for n in names] + [f"{n} (undisc.)" for n in names]
-        header += [f"{n} (undisc. − length)" for n in names]
+        net_of_survival = env in HEALTHY_BONUS_ENVS
+        if net_of_survival:
+            header += [f"{n} (undisc. − length)" for n in names]
         if lines:
             lines.append("")
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -166,7 +168,7 @@ def objective_table(preset: Preset, table: Table) -> list[str]:
             cells += [str(len(entry["seeds"])), fmt(*mean_se(lengths))]
             cells += [fmt(*mean_se(entry.get(f"final_return_{n}", []))) for n in names]
             cells += [fmt(*mean_se(entry.get(f"final_undiscounted_return_{n}", []))) for n in names]
-            for n in names:
+            for n in names if net_of_survival else ():
                 undiscounted = entry.get(f"final_undiscounted_return_{n}", [])
                 net = (
                     [u - length for u, length in zip(undiscounted, lengths)]
