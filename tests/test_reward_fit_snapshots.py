@@ -5,6 +5,7 @@ E = 1000, ≤ 1000 epochs) killed half-way then goes on instead of starting agai
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,55 @@ def test_a_resumed_fit_writes_no_temporary_file(tmp_path, monkeypatch):
     _fit("ragged", resume=snapshots[1], callbacks=[LookInTheTemporaryFolder()])
     assert seen and all(found == [] for found in seen), seen
     assert not fsspec.filesystem("memory").glob("/prism-fit/*")
+
+
+def test_a_population_stopped_inside_its_stacked_fit_resumes_to_the_uninterrupted_run(
+    tmp_path, monkeypatch, capsys
+):
+    """``reward.stacked_fit``: the population's one fit keeps its snapshot in the run's checkpoint as every
+    member's; a run killed inside it goes on from there and ends as the uninterrupted run."""
+    from toy_runs import toy_run
+
+    import prism.loop.checkpoint as checkpoint
+    from prism.cli import main
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
+    args = [*toy_run({"reward.max_epochs": 6, "reward.patience": 6}), "seeds=[0,1]", "figures=false"]
+    args += ["reward.stacked_fit=true", "device=cpu"]
+
+    def fit(run_dir, *extra):
+        return main(["fit", "--config", str(conf), *args, *extra, f"run_dir={run_dir}", "--progress", "none"])
+
+    assert fit(tmp_path / "whole") == 0
+
+    class Stop(Exception):
+        pass
+
+    original = checkpoint.save_atomic
+    inside = []
+
+    def stop_inside_the_stacked_fit(state, path, previous=None):
+        progress = state["loop"]["fit_progress"]
+        if state["loop"]["state"]["phase"] == "fit" and progress[0] is not None:
+            assert progress[0]["stacked"] and progress[1] is None  # one snapshot, for every member
+            inside.append(True)
+            if len(inside) == 3:  # killed at the third epoch's end, before its checkpoint is written
+                raise Stop
+        original(state, path, previous)
+
+    monkeypatch.setattr(checkpoint, "save_atomic", stop_inside_the_stacked_fit)
+    stopped = tmp_path / "stopped"
+    with pytest.raises(Stop):
+        fit(stopped, "loop.fit_checkpoint_every_s=0")
+    monkeypatch.setattr(checkpoint, "save_atomic", original)
+    capsys.readouterr()
+    assert main(["fit", "--resume", str(stopped), "--progress", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "(phase fit, cycle 1/2; the stacked reward fit of every member goes on after epoch 2)" in out
+    for seed in (0, 1):
+        whole, resumed = (d / f"seed{seed}" for d in (tmp_path / "whole", stopped))
+        assert (resumed / "eval.csv").read_text() == (whole / "eval.csv").read_text()
+        fits = [json.loads((d / "summary.json").read_text())["reward_fits"] for d in (whole, resumed)]
+        assert len(fits[0]) == 2  # both cycles' fits
+        for mine, theirs in zip(*fits, strict=True):
+            assert mine["epochs_run"] == theirs["epochs_run"] and mine["validation"] == theirs["validation"]

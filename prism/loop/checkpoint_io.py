@@ -206,8 +206,11 @@ def resume_line(run_dir: Path, loop_config: Any, loaded: LoadedCheckpoint | None
     for member, entry in enumerate(progress):
         if entry is not None and "snapshot" in entry:  # a checkpoint taken inside a reward fit
             snapshot = torch_load_bytes(entry["snapshot"].numpy().tobytes())
-            who = f" of member {member}" if len(progress) > 1 else ""
-            where += f"; the reward fit{who} goes on after epoch {int(snapshot['epoch']) + 1}"
+            if entry.get("stacked"):  # the population's one stacked fit (prism.loop.fit_phase)
+                what = "the stacked reward fit of every member"
+            else:
+                what = "the reward fit" + (f" of member {member}" if len(progress) > 1 else "")
+            where += f"; {what} goes on after epoch {int(snapshot['epoch']) + 1}"
     return f"prism: resuming {run_dir} from {loaded.path} at {steps}/{total} env steps ({where})"
 
 

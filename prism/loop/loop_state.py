@@ -1,10 +1,15 @@
-"""Where the PRISM loop is (:class:`LoopState`): the phase machine's state, saved in every checkpoint."""
+"""Where the PRISM loop is (:class:`LoopState`: the phase machine's state, saved in every checkpoint) and what
+it runs by (:class:`LoopSettings`)."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from prism.registry import DEFAULT_REWARD_MODEL
+from prism.reward.config import RewardConfig
 
 PHASES = ("init", "collect_random", "fit", "rl", "collect_expert", "done")
 
@@ -54,3 +59,42 @@ class LoopState:
             # checkpoints from before the fit records have none (their fits were not recorded)
             reward_fits=copy.deepcopy(data.get("reward_fits", [])),
         )
+
+
+@dataclass
+class LoopSettings:
+    """What the loop needs from the run config (kept small so tests can build one by hand)."""
+
+    cycles: int
+    steps_per_cycle: int
+    initial_episodes: int
+    expert_episodes: int
+    sparse_channel: int | None
+    p_rel: float
+    reward: RewardConfig
+    needs_model: bool
+    seed: int
+    reward_model: str | None = DEFAULT_REWARD_MODEL
+    """The :data:`prism.registry.REWARD_MODELS` entry fitted (when ``needs_model``) and loaded on resume."""
+    run_dir: Path | None = None
+    figures: bool = True
+    """Draw the shaped-vs-true TensorBoard figure after each fit (its episode has its own seed stream, so
+    drawing it or not never changes training)."""
+    seeds: tuple[int, ...] | None = None
+    """The population's member seeds (default ``(seed,)``: a single run)."""
+    run_dirs: tuple[Path, ...] | None = None
+    """Each member's output folder (default ``(run_dir,)``)."""
+    fit_checkpoint_every_s: float | None = None
+    """Seconds between checkpoints during a reward fit (``loop.fit_checkpoint_every_s``; None: none)."""
+
+    @property
+    def member_seeds(self) -> tuple[int, ...]:
+        return tuple(self.seeds) if self.seeds is not None else (self.seed,)
+
+    def member_dir(self, member: int) -> Path | None:
+        return self.run_dirs[member] if self.run_dirs is not None else self.run_dir
+
+    def member_tag(self, member: int) -> str:
+        """`` (seed N)`` in a population's progress lines, nothing for a single run."""
+        seeds = self.member_seeds
+        return f" (seed {seeds[member]})" if len(seeds) > 1 else ""

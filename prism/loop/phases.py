@@ -16,11 +16,8 @@ and seed of the solo run with that seed, so a population's reward models equal t
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -32,48 +29,12 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
-from prism.loop.fit_logging import fit_tensorboard_logger
-from prism.loop.fit_records import add_fit_record, fit_record, fit_scalars, record_new_episodes
-from prism.loop.loop_state import PHASES, LoopState
-from prism.loop.progress import Progress, RewardFitProgress
+from prism.loop.fit_phase import fit_members
+from prism.loop.fit_records import record_new_episodes
+from prism.loop.loop_state import PHASES, LoopSettings, LoopState
+from prism.loop.progress import Progress
 from prism.memory import release_freed_memory
-from prism.registry import DEFAULT_REWARD_MODEL, REWARD_MODELS
-from prism.reward.config import RewardConfig
 from prism.seeding import derive_seed
-
-
-@dataclass
-class LoopSettings:
-    """What the loop needs from the run config (kept small so tests can build one by hand)."""
-
-    cycles: int
-    steps_per_cycle: int
-    initial_episodes: int
-    expert_episodes: int
-    sparse_channel: int | None
-    p_rel: float
-    reward: RewardConfig
-    needs_model: bool
-    seed: int
-    reward_model: str | None = DEFAULT_REWARD_MODEL
-    """The :data:`prism.registry.REWARD_MODELS` entry fitted (when ``needs_model``) and loaded on resume."""
-    run_dir: Path | None = None
-    figures: bool = True
-    """Draw the shaped-vs-true TensorBoard figure after each fit (its episode has its own seed stream, so
-    drawing it or not never changes training)."""
-    seeds: tuple[int, ...] | None = None
-    """The population's member seeds (default ``(seed,)``: a single run)."""
-    run_dirs: tuple[Path, ...] | None = None
-    """Each member's output folder (default ``(run_dir,)``)."""
-    fit_checkpoint_every_s: float | None = None
-    """Seconds between checkpoints during a reward fit (``loop.fit_checkpoint_every_s``; None: none)."""
-
-    @property
-    def member_seeds(self) -> tuple[int, ...]:
-        return tuple(self.seeds) if self.seeds is not None else (self.seed,)
-
-    def member_dir(self, member: int) -> Path | None:
-        return self.run_dirs[member] if self.run_dirs is not None else self.run_dir
 
 
 class PrismLoopCallback(Callback):
@@ -102,8 +63,8 @@ class PrismLoopCallback(Callback):
         self.on_fit_progress: Callable[[], None] | None = None
         """Called when a reward fit has new progress to keep (the run saves its checkpoint)."""
         self.fit_progress: list[dict[str, Any] | None] = [None] * members
-        """Per member, the fit phase so far (cleared at its end; a run resumed inside it goes on from here):
-        ``{"snapshot": bytes}`` (:class:`prism.reward.module.FitSnapshots`), ``{"model": dict}`` or None."""
+        """Per member, the fit phase so far (cleared at its end; a run resumed inside it goes on from here): see
+        :mod:`prism.loop.fit_phase`."""
         self.progress: Progress | None = None
         """The run's terminal display (:mod:`prism.loop.progress`), None: nothing shown."""
 
@@ -179,7 +140,7 @@ class PrismLoopCallback(Callback):
             store.begin_collection()
             start = time.perf_counter()
             kind = "random" if random_policy else "expert"
-            desc = f"collect {kind} episodes{self._who(m)} (cycle {self.state.cycle + 1}/{s.cycles})"
+            desc = f"collect {kind} episodes{s.member_tag(m)} (cycle {self.state.cycle + 1}/{s.cycles})"
             bar = self.progress.bar(desc, total=n, unit="ep") if self.progress is not None else None
             stats = collect_episodes(
                 env,
@@ -222,83 +183,19 @@ class PrismLoopCallback(Callback):
         self.state.episodes_collected.append(episodes)
 
     def _fit(self, agent, trainer) -> None:
-        s = self.settings
-        models = []
-        entry = REWARD_MODELS.entry("reward.name", s.reward_model)
-        fit_model, fit_together = entry.fit_fn(), entry.fit_population_fn()
-        device = getattr(agent, "device", "cpu")
-        stacked = None
-        if getattr(s.reward, "stacked_fit", False) and len(s.member_seeds) > 1 and fit_together is not None:
-            # Every member's model in one stacked fit (each equal to its own fit; no per-epoch curves).
-            seeds = [seed * 1_000 + self.state.fits for seed in s.member_seeds]
-            stacked = fit_together(self.stores, s.reward, seeds=seeds, device=device)
-        accepts = set(inspect.signature(fit_model).parameters) if stacked is None else set()
-        for m, (seed, logger) in enumerate(zip(s.member_seeds, self._loggers(trainer))):
-            progress = self.fit_progress[m] or {}
-            if "model" in progress:
-                # Fitted before the run was stopped, its record already kept: not fitted again.
-                models.append(entry.load_fn()(progress["model"]))
-                continue
-            fit_logger = None
-            member_dir = s.member_dir(m)
-            if trainer is not None and member_dir is not None and stacked is None:
-                # Per-epoch curves (reward_fit/*, x-axis = epoch) go to a TensorBoard run of this fit's own
-                # (prism.loop.fit_logging); the summaries (reward/*) to the member's main run, below.
-                fit_logger = fit_tensorboard_logger(member_dir, self.state.cycle, progress)
-            # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads. A fit
-            # function that takes Lightning callbacks gets the progress bar of its epochs.
-            extra: dict[str, Any] = {}
-            if self.progress is not None and "callbacks" in accepts:
-                desc = f"reward fit{self._who(m)} (cycle {self.state.cycle + 1}/{s.cycles})"
-                extra["callbacks"] = [RewardFitProgress(self.progress, desc, s.reward.max_epochs)]
-            if {"on_snapshot", "resume"} <= accepts:
-                # A long fit keeps its progress in the run's checkpoint (loop.fit_checkpoint_every_s), and a
-                # resumed run's fit goes on from there: the same model as if never stopped.
-                if "snapshot" in progress:
-                    extra["resume"] = progress["snapshot"]
-                if self.on_fit_progress is not None and s.fit_checkpoint_every_s is not None:
-                    version = fit_logger.version if fit_logger is not None else None
-                    extra["on_snapshot"] = lambda snapshot, m=m, v=version: self._keep_fit_progress(
-                        m, snapshot=snapshot, tb_version=v
-                    )
-                    extra["snapshot_every_s"] = s.fit_checkpoint_every_s
-            model = (
-                stacked[m]
-                if stacked is not None
-                else fit_model(
-                    self.stores[m],
-                    s.reward,
-                    logger=fit_logger,
-                    seed=seed * 1_000 + self.state.fits,
-                    device=device,
-                    **extra,
-                )
-            )
-            models.append(model)
-            record = fit_record(self.stores[m], model, cycle=self.state.cycle, env_steps=agent.env_step_count)
-            add_fit_record(self.state.member_fits(m), record)
-            if logger is not None:
-                logger.log_metrics(fit_scalars(model, record), step=agent.env_step_count)
-            if "on_snapshot" in extra and m + 1 < len(s.member_seeds) and hasattr(model, "to_dict"):
-                # A later member's snapshot must not lose this member's finished fit.
-                self.fit_progress[m] = {"model": model.to_dict()}
-        self.fit_progress = [None] * len(s.member_seeds)
+        # (prism.loop.fit_phase: every member's fit, resumable from a snapshot inside it)
+        models = fit_members(
+            self.settings, self.state, self.stores, self.fit_progress, agent=agent,
+            loggers=self._loggers(trainer), fit_curves=trainer is not None, progress=self.progress,
+            on_fit_progress=self.on_fit_progress,
+        )  # fmt: skip
+        self.fit_progress = [None] * len(self.settings.member_seeds)
         self.state.fits += 1
         self.set_model(agent, models)
         release_freed_memory()  # the fit's tensors are gone: give their pages back for the RL phase
-        if s.figures and trainer is not None:
+        if self.settings.figures and trainer is not None:
             for m, logger in enumerate(self._loggers(trainer)):
                 self._log_shaped_vs_true(agent, logger, m)
-
-    def _keep_fit_progress(self, member: int, *, snapshot: bytes, tb_version: int | None) -> None:
-        self.fit_progress[member] = {"snapshot": snapshot, "tb_version": tb_version}
-        if self.on_fit_progress is not None:
-            self.on_fit_progress()
-
-    def _who(self, member: int) -> str:
-        """`` (seed N)`` in a population's progress lines, nothing for a single run."""
-        seeds = self.settings.member_seeds
-        return f" (seed {seeds[member]})" if len(seeds) > 1 else ""
 
     def set_model(self, agent, models: list[torch.nn.Module] | torch.nn.Module) -> None:
         """Install (re)fitted reward models, one per member, in the agent's shapers (and relabel hook)."""

@@ -124,7 +124,14 @@ class FitSnapshots(Callback):
         self._last = time.perf_counter()
 
 
-def _in_memory_file(data: bytes) -> str:
+def snapshot_wall_s(snapshot: bytes | None) -> float:
+    """The fit's wall seconds before ``snapshot`` was taken (0 without one): a resumed fit's time adds on."""
+    if snapshot is None:
+        return 0.0
+    return float(torch.load(io.BytesIO(snapshot), weights_only=False)["prism_fit_wall_s"])
+
+
+def in_memory_file(data: bytes) -> str:
     """``data`` as a file of fsspec's in-memory file system; returns its ``memory://`` path."""
     path = f"memory://prism-fit/{uuid.uuid4().hex}.ckpt"
     with fsspec.open(path, "wb") as file:
@@ -193,9 +200,7 @@ def fit_reward_model(
     dm.setup("fit")
     # fork_rng: the fit seeds torch's global RNG (dropout masks come from it) without disturbing the caller's
     # stream, so a refit in the middle of an RL run leaves the agent's randomness as it was.
-    carried_s = (
-        float(torch.load(io.BytesIO(resume), weights_only=False)["prism_fit_wall_s"]) if resume else 0.0
-    )
+    carried_s = snapshot_wall_s(resume)
     callbacks = list(callbacks)
     if on_snapshot is not None:
         callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s))
@@ -210,7 +215,7 @@ def fit_reward_model(
         if resume is not None:
             # Lightning resumes from a path (read through fsspec): the snapshot's bytes go to fsspec's
             # in-memory file system, not to a temporary file that a killed process would leave behind.
-            ckpt_path = _in_memory_file(resume)
+            ckpt_path = in_memory_file(resume)
         trainer = L.Trainer(
             accelerator="gpu" if device.type == "cuda" else device.type,
             devices=[device.index or 0] if device.type == "cuda" else 1,

@@ -20,9 +20,10 @@ from per-store CUDA generators (the same distribution; a lone CUDA fit's fused d
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
+import fsspec
 import lightning as L
 import torch
 from torch import Tensor
@@ -32,7 +33,17 @@ from prism.data.datamodule import FixedBatches, SegmentBatch, TrajectorySumDataM
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
 from prism.reward.losses import segment_sums
-from prism.reward.module import FitSummary, _torch_threads, evaluate_segments, fit_threads, member_seeds
+from prism.reward.member_adamw import MemberAdamW
+from prism.reward.module import (
+    FitSnapshots,
+    FitSummary,
+    _torch_threads,
+    evaluate_segments,
+    fit_threads,
+    in_memory_file,
+    member_seeds,
+    snapshot_wall_s,
+)
 from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
 from prism.reward.training import RewardModelModule
 
@@ -100,6 +111,14 @@ class StackedSegmentData(L.LightningDataModule):
             raise ValueError("StackedSegmentData: padded data modules of one feature width")
         self.val_counts = torch.tensor([dm.val_segments.shape[0] for dm in self.dms])
 
+    def state_dict(self) -> dict[str, list]:
+        """Each store's shuffle streams (what a snapshot of the fit needs to go on as if never stopped)."""
+        return {"stores": [dm.state_dict() for dm in self.dms]}
+
+    def load_state_dict(self, state_dict: dict[str, list]) -> None:
+        for dm, state in zip(self.dms, state_dict["stores"], strict=True):
+            dm.load_state_dict(state)
+
     def train_dataloader(self) -> _StackedTrainBatches:
         return _StackedTrainBatches(self)
 
@@ -109,66 +128,6 @@ class StackedSegmentData(L.LightningDataModule):
         return FixedBatches(
             [stack_batches([v[i] if i < len(v) else None for v in vals], self.k) for i in range(count)]
         )
-
-
-class MemberAdamW(torch.optim.Optimizer):
-    """AdamW (torch's maths, decoupled weight decay) over parameters stacked along a leading member dimension,
-    with a step count per member. ``active`` (host bools ``[M]``, set before each step) names the members
-    that take this step; the others' weights and moments are left exactly as they were."""
-
-    def __init__(self, params, members: int, lr: float, weight_decay: float, betas=(0.9, 0.999), eps=1e-8):
-        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, betas=betas, eps=eps))
-        self.members = members
-        self.steps = [0] * members
-        self.active: list[bool] | None = None
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        active = [True] * self.members if self.active is None else list(self.active)
-        self.steps = [n + 1 if a else n for n, a in zip(self.steps, active)]
-        counts = [max(n, 1) for n in self.steps]
-        every = all(active)
-        per_device: dict = {}
-        for group in self.param_groups:
-            lr, wd, (beta1, beta2), eps = group["lr"], group["weight_decay"], group["betas"], group["eps"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                key = (p.device, p.dtype)
-                if key not in per_device:  # one small host-to-device copy per step and device
-                    per_device[key] = torch.tensor(
-                        [
-                            [float(a), lr / (1 - beta1**c), (1 - beta2**c) ** 0.5]
-                            for a, c in zip(active, counts)
-                        ],
-                        dtype=p.dtype,
-                    ).to(p.device)
-                table = per_device[key]
-                shape = (self.members,) + (1,) * (p.dim() - 1)
-                on, step_size, bc2_sqrt = (table[:, j].view(shape) for j in range(3))
-                state = self.state[p]
-                if not state:
-                    state["exp_avg"] = torch.zeros_like(p)
-                    state["exp_avg_sq"] = torch.zeros_like(p)
-                grad, m, v = p.grad, state["exp_avg"], state["exp_avg_sq"]
-                # Member by member what torch.optim.AdamW's single-tensor step computes with its own count.
-                if every:  # in place, the same arithmetic: no copies when no member sits the step out
-                    new_p, new_m, new_v = p.mul_(1 - lr * wd), m.lerp_(grad, 1 - beta1), v.mul_(beta2)
-                else:
-                    new_p, new_m, new_v = p * (1 - lr * wd), m.lerp(grad, 1 - beta1), v * beta2
-                new_v.addcmul_(grad, grad, value=1 - beta2)
-                denom = (new_v.sqrt() / bc2_sqrt).add_(eps)
-                new_p.addcdiv_(new_m * step_size, denom, value=-1.0)
-                if not every:
-                    keep = on.bool()
-                    p.copy_(torch.where(keep, new_p, p))
-                    m.copy_(torch.where(keep, new_m, m))
-                    v.copy_(torch.where(keep, new_v, v))
-        return loss
 
 
 class StackedRewardModule(RewardModelModule):
@@ -186,11 +145,25 @@ class StackedRewardModule(RewardModelModule):
         self.automatic_optimization = True  # one summed backward over the stacked batch (S·K networks)
         self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
         self._noise_generators: list[torch.Generator] = []
+        self._resumed_noise: list[Tensor] | None = None  # the stores' dropout streams in a snapshot
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
         # The stream a lone fit draws its dropout from: the global generator right after manual_seed(seed).
         self._noise_generators = [torch.Generator(self.device).manual_seed(s) for s in self.store_seeds]
+        if self._resumed_noise is not None:  # a fit resumed from a snapshot: its streams go on from there
+            for generator, state in zip(self._noise_generators, self._resumed_noise, strict=True):
+                generator.set_state(state)
+            self._resumed_noise = None
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["prism_reward_fit"]["store_noise"] = [g.get_state() for g in self._noise_generators]
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        # Lightning loads the snapshot before on_fit_start makes the generators: set them there.
+        self._resumed_noise = list(checkpoint["prism_reward_fit"]["store_noise"])
 
     def configure_optimizers(self):
         cfg = self.config
@@ -302,13 +275,22 @@ def fit_reward_models_stacked(
     seeds: Sequence[int],
     *,
     device: str | torch.device = "cpu",
+    on_snapshot: Callable[[bytes], None] | None = None,
+    snapshot_every_s: float = 600.0,
+    resume: bytes | None = None,
 ) -> list[RewardEnsemble]:
     """Fit one ReSymNet ensemble per store (store s with fit seed ``seeds[s]``) in one stacked fit on
-    ``device``; returns them as :func:`fit_reward_model` would, one after the other, with the padded layout."""
+    ``device``; returns them as :func:`fit_reward_model` would, one after the other, with the padded layout.
+
+    ``on_snapshot``, ``snapshot_every_s`` and ``resume`` as for :func:`fit_reward_model`: one snapshot holds
+    every store's fit (weights, per-network AdamW step counts, early stopping, shuffle and dropout streams), and
+    a fit resumed from it returns what the uninterrupted fit would have."""
     config.validate()
     device = torch.device(device)
     start = time.perf_counter()
     data = stacked_data(stores, config, seeds)
+    carried_s = snapshot_wall_s(resume)
+    callbacks = [] if on_snapshot is None else [FitSnapshots(on_snapshot, snapshot_every_s, carried_s)]
     with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
         module = StackedRewardModule(data.dms[0].in_features, config, seeds)
         trainer = L.Trainer(
@@ -316,15 +298,22 @@ def fit_reward_models_stacked(
             devices=[device.index or 0] if device.type == "cuda" else 1,
             max_epochs=config.max_epochs, logger=False, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+            callbacks=callbacks,
         )  # fmt: skip
-        trainer.fit(module, datamodule=data)
+        # A snapshot goes to Lightning through fsspec's in-memory file system (no temporary file to leave).
+        ckpt_path = None if resume is None else in_memory_file(resume)
+        try:
+            trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+        finally:
+            if ckpt_path is not None:
+                fsspec.filesystem("memory").rm(ckpt_path)
     # The fit summaries' validation pass runs where the fit ran; the models are then handed over on the CPU,
     # as fit_reward_model hands its model over.
     models = module.ensembles(data.dms, device=device)
     per_epoch = float(torch.tensor(module.epoch_seconds).median()) if module.epoch_seconds else 0.0
     reports = [evaluate_segments(model, dm) for model, dm in zip(models, data.dms)]
     models = [model.cpu() for model in models]
-    elapsed = time.perf_counter() - start
+    elapsed = carried_s + time.perf_counter() - start
     for s, (model, dm, report) in enumerate(zip(models, data.dms, reports)):
         lo, hi = s * module.k, (s + 1) * module.k
         rel = (report["segment_sums"] - report["targets"]).abs() / report["targets"].abs().clamp_min(1e-8)
