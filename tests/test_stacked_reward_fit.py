@@ -169,7 +169,11 @@ def test_a_stacked_fit_resumed_from_any_snapshot_is_the_uninterrupted_fit():
             for key, value in theirs.state_dict().items():
                 assert torch.equal(mine.state_dict()[key], value), key
             a, b = mine.fit_summary, theirs.fit_summary
-            assert (a.epochs_run, a.best_epoch, a.best_val_loss) == (b.epochs_run, b.best_epoch, b.best_val_loss)
+            assert (a.epochs_run, a.best_epoch, a.best_val_loss) == (
+                b.epochs_run,
+                b.best_epoch,
+                b.best_val_loss,
+            )
             assert a.wall_time_s > torch.load(io.BytesIO(snapshot), weights_only=False)["prism_fit_wall_s"]
 
 
