@@ -184,3 +184,15 @@ def test_a_record_with_a_built_in_name_its_keys_contradict_loads_with_that_name_
     assert (config.method, config.method_label) == ("prism", "baseline")
     with pytest.raises(ConfigError, match=r"^method: baseline means"):
         load_config([record])
+
+
+@pytest.mark.parametrize(("env_file", "last", "other"), [("walker", 1, 0), ("hopper", 2, 1)])
+def test_sparse_cost_takes_the_last_channels_index_as_well_as_minus_one(env_file, last, other):
+    """``env.sparse_channel`` names the same channel as −1 by its index n − 1 (walker2d 2 objectives, hopper 3);
+    any other channel is not the cost channel and is refused in one line."""
+    files = [CONF / f"{env_file}.yaml"]
+    for channel in (-1, last):
+        config = load_config(files, ["method=sparse_cost", f"env.sparse_channel={channel}"])
+        assert config.method == "sparse_cost"
+    with pytest.raises(ConfigError, match=r"^method: sparse_cost means the last reward channel hidden"):
+        load_config(files, ["method=sparse_cost", f"env.sparse_channel={other}"])

@@ -52,10 +52,13 @@ class MethodFacts:
     relabel: bool
     cycles: int
     sparse_channel: int | None
+    """``env.sparse_channel`` as written, except that the last channel's non-negative index (``n − 1`` when the
+    env's objective count ``n`` is known) reads as −1: the same channel."""
 
     @classmethod
-    def of(cls, config: Any) -> MethodFacts:
-        """The facts of ``config`` (a :class:`~prism.config.schema.RunConfig` or its merged DictConfig)."""
+    def of(cls, config: Any, n_objectives: int | None = None) -> MethodFacts:
+        """The facts of ``config`` (a :class:`~prism.config.schema.RunConfig` or its merged DictConfig);
+        ``n_objectives``: the env's objective count, where the caller knows it."""
         agent, reward = config.agent, config.reward
         has_key = SYMREG_KEY in agent if hasattr(agent, "keys") else hasattr(agent, SYMREG_KEY)
         lam = getattr(agent, SYMREG_KEY) if has_key else None
@@ -75,7 +78,9 @@ class MethodFacts:
             residual=bool(reward.residual),
             relabel=bool(reward.relabel),
             cycles=int(config.loop.cycles),
-            sparse_channel=config.env.sparse_channel,
+            sparse_channel=-1
+            if n_objectives is not None and config.env.sparse_channel == n_objectives - 1
+            else config.env.sparse_channel,
         )
 
     @property
@@ -159,7 +164,7 @@ BUILTIN_METHODS: dict[str, BuiltinMethod] = {
         ),
         BuiltinMethod(
             "sparse_cost",
-            "the last reward channel hidden (env.sparse_channel=-1), not the dense env",
+            "the last reward channel hidden (env.sparse_channel=-1, or its index n-1), not the dense env",
             lambda f: not f.dense and f.sparse_channel == -1,
         ),
     )
@@ -186,17 +191,18 @@ def known_method(name: str, config: Any) -> bool:
     return name in BUILTIN_METHODS or (name == str(config.reward.name) and name not in BUILTIN_REWARDS)
 
 
-def check_method(config: Any, *, record: bool = False) -> None:
+def check_method(config: Any, *, record: bool = False, n_objectives: int | None = None) -> None:
     """Refuse, in one line naming the key, a ``method`` the config's keys contradict, an unknown one, or a
     ``method_label`` that passes for another built-in method (except in a run folder's own config,
     ``record``: labels written before they were split) or cannot be a folder name. A config built in Python
-    may leave ``method`` as ``None``: it is then derived where it is used (:func:`run_label`)."""
+    may leave ``method`` as ``None``: it is then derived where it is used (:func:`run_label`).
+    ``n_objectives``: the env's objective count, where known (see :class:`MethodFacts`)."""
     name, label = config.method, config.method_label
     if name is None:
         name = derive_method(config)
     elif name in BUILTIN_METHODS:
         rule = BUILTIN_METHODS[name]
-        if not rule.agrees(MethodFacts.of(config)):
+        if not rule.agrees(MethodFacts.of(config, n_objectives)):
             raise ConfigError(
                 f"method: {name} means {rule.means}, but this config is {derive_method(config)}; leave method "
                 f"out (it is derived) or set the keys {name} needs, and name a variant with method_label=<label>"

@@ -113,7 +113,7 @@ def validate(config: RunConfig, *, record: bool = False) -> None:
             f"got a {type(config.agent).__name__}"
         )
     _check_symmetry(config, spec)
-    check_method(config, record=record)
+    check_method(config, record=record, n_objectives=n)
     check_method_label(config)
 
     # The energy method behind the weight sets needs at least one direction per objective.
