@@ -100,11 +100,15 @@ def test_checkpoints_inside_a_fit_carry_the_runs_random_state_from_before_the_fi
             assert torch.equal(rng, saved[start][2])
 
 
-def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_uninterrupted_run(
-    tmp_path, monkeypatch, capsys
-):
-    """Members are fitted one after the other: a checkpoint inside member 1's fit keeps member 0's finished
-    model, and the resumed run fits neither again from scratch, ending as the uninterrupted run."""
+class _Killed(Exception):
+    """Raised by a stand-in checkpoint writer: the run is killed there."""
+
+
+def _kill_and_resume(tmp_path, monkeypatch, capsys, decide, *overrides: str) -> tuple[Path, Path, str]:
+    """A two-seed toy population (6 fit epochs) run whole, then again with ``loop.fit_checkpoint_every_s=0``
+    under a checkpoint writer that asks ``decide(state)`` at each save: ``"save"``, ``"skip"`` (the process
+    went on past a checkpoint it did not write) or ``"kill"``; then ``prism fit --resume``. Returns the two
+    run folders (uninterrupted, resumed) and what the resume printed."""
     from toy_runs import toy_run
 
     import prism.loop.checkpoint as checkpoint
@@ -114,17 +118,37 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
     args = [*toy_run({"reward.max_epochs": 6, "reward.patience": 6}), "seeds=[0,1]", "figures=false"]
 
     def fit(run_dir, *extra):
-        return main(["fit", "--config", str(conf), *args, *extra, f"run_dir={run_dir}", "--progress", "none"])
+        command = ["fit", "--config", str(conf), *args, *overrides, *extra, f"run_dir={run_dir}"]
+        return main([*command, "--progress", "none"])
 
-    assert fit(tmp_path / "whole") == 0
-
-    class Stop(Exception):
-        pass
-
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert fit(whole) == 0
     original = checkpoint.save_atomic
+
+    def writer(state, path, previous=None):
+        verdict = decide(state)
+        if verdict == "kill":
+            raise _Killed
+        if verdict == "save":
+            original(state, path, previous)
+
+    monkeypatch.setattr(checkpoint, "save_atomic", writer)
+    with pytest.raises(_Killed):
+        fit(stopped, "loop.fit_checkpoint_every_s=0")
+    monkeypatch.setattr(checkpoint, "save_atomic", original)
+    capsys.readouterr()
+    assert main(["fit", "--resume", str(stopped), "--progress", "none"]) == 0
+    return whole, stopped, capsys.readouterr().out
+
+
+def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_uninterrupted_run(
+    tmp_path, monkeypatch, capsys
+):
+    """Members are fitted one after the other: a checkpoint inside member 1's fit keeps member 0's finished
+    model, and the resumed run fits neither again from scratch, ending as the uninterrupted run."""
     inside_member_1 = []
 
-    def stop_inside_member_1(state, path, previous=None):
+    def decide(state) -> str:
         progress = state["loop"]["fit_progress"]
         if state["loop"]["state"]["phase"] == "fit" and progress[1] is not None:
             assert "model" in progress[0]  # member 0's finished fit is kept
@@ -132,24 +156,14 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
             # Killed two epochs after the second snapshot inside member 1's fit: the fit went on (and logged
             # its curves) past the last checkpoint written.
             if len(inside_member_1) > 2:
-                if len(inside_member_1) == 4:
-                    raise Stop
-                return
-        original(state, path, previous)
+                return "kill" if len(inside_member_1) == 4 else "skip"
+        return "save"
 
-    monkeypatch.setattr(checkpoint, "save_atomic", stop_inside_member_1)
-    stopped = tmp_path / "stopped"
-    with pytest.raises(Stop):
-        fit(stopped, "loop.fit_checkpoint_every_s=0")
-    monkeypatch.setattr(checkpoint, "save_atomic", original)
-    capsys.readouterr()
-    assert main(["fit", "--resume", str(stopped), "--progress", "none"]) == 0
+    whole_run, stopped, out = _kill_and_resume(tmp_path, monkeypatch, capsys, decide)
     # the second snapshot inside member 1's fit was taken at the end of its second epoch
-    assert (
-        "(phase fit, cycle 1/2; the reward fit of member 1 goes on after epoch 2)" in capsys.readouterr().out
-    )
+    assert "(phase fit, cycle 1/2; the reward fit of member 1 goes on after epoch 2)" in out
     for seed in (0, 1):
-        whole, resumed = (d / f"seed{seed}" / "eval.csv" for d in (tmp_path / "whole", stopped))
+        whole, resumed = (d / f"seed{seed}" / "eval.csv" for d in (whole_run, stopped))
         assert resumed.read_text() == whole.read_text()
 
     # member 1's fit went on in its own TensorBoard run, and its curves read as the uninterrupted fit's: what
@@ -160,7 +174,7 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
     assert fit_runs(stopped, 0) == ["version_0"] and fit_runs(stopped, 1) == ["version_0"]
     whole, resumed = (
         scalar_curves(run / "seed1" / "tb" / "reward_fit" / "cycle0" / "version_0")
-        for run in (tmp_path / "whole", stopped)
+        for run in (whole_run, stopped)
     )
     assert len(whole["reward_fit/val_loss/m0"]) == 6 and set(resumed) >= FIT_TIMING
     for tag in set(whole) - FIT_TIMING:
@@ -218,46 +232,22 @@ def test_a_population_stopped_inside_its_stacked_fit_resumes_to_the_uninterrupte
 ):
     """``reward.stacked_fit``: the population's one fit keeps its snapshot in the run's checkpoint as every
     member's; a run killed inside it goes on from there and ends as the uninterrupted run."""
-    from toy_runs import toy_run
-
-    import prism.loop.checkpoint as checkpoint
-    from prism.cli import main
-
-    conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
-    args = [*toy_run({"reward.max_epochs": 6, "reward.patience": 6}), "seeds=[0,1]", "figures=false"]
-    args += ["reward.stacked_fit=true", "device=cpu"]
-
-    def fit(run_dir, *extra):
-        return main(["fit", "--config", str(conf), *args, *extra, f"run_dir={run_dir}", "--progress", "none"])
-
-    assert fit(tmp_path / "whole") == 0
-
-    class Stop(Exception):
-        pass
-
-    original = checkpoint.save_atomic
     inside = []
 
-    def stop_inside_the_stacked_fit(state, path, previous=None):
+    def decide(state) -> str:
         progress = state["loop"]["fit_progress"]
         if state["loop"]["state"]["phase"] == "fit" and progress[0] is not None:
             assert progress[0]["stacked"] and progress[1] is None  # one snapshot, for every member
             inside.append(True)
             if len(inside) == 3:  # killed at the third epoch's end, before its checkpoint is written
-                raise Stop
-        original(state, path, previous)
+                return "kill"
+        return "save"
 
-    monkeypatch.setattr(checkpoint, "save_atomic", stop_inside_the_stacked_fit)
-    stopped = tmp_path / "stopped"
-    with pytest.raises(Stop):
-        fit(stopped, "loop.fit_checkpoint_every_s=0")
-    monkeypatch.setattr(checkpoint, "save_atomic", original)
-    capsys.readouterr()
-    assert main(["fit", "--resume", str(stopped), "--progress", "none"]) == 0
-    out = capsys.readouterr().out
+    overrides = ("reward.stacked_fit=true", "device=cpu")
+    whole_run, stopped, out = _kill_and_resume(tmp_path, monkeypatch, capsys, decide, *overrides)
     assert "(phase fit, cycle 1/2; the stacked reward fit of every member goes on after epoch 2)" in out
     for seed in (0, 1):
-        whole, resumed = (d / f"seed{seed}" for d in (tmp_path / "whole", stopped))
+        whole, resumed = (d / f"seed{seed}" for d in (whole_run, stopped))
         assert (resumed / "eval.csv").read_text() == (whole / "eval.csv").read_text()
         fits = [json.loads((d / "summary.json").read_text())["reward_fits"] for d in (whole, resumed)]
         assert len(fits[0]) == 2  # both cycles' fits
