@@ -3,6 +3,7 @@ missing number each give their word, and the script itself parses (bash -n)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -91,3 +92,31 @@ def test_the_determinism_verdict_is_missing_without_its_line_and_a_pair_of_no_fi
     assert _status(V.verdicts(crashed))["deterministic_repeats"] == "MISSING"
     empty = dict(PASSING, quickstart_deterministic="deterministic_files_identical: 0/0\n")
     assert _status(V.verdicts(empty))["deterministic_repeats"] == "FAIL"
+
+
+def test_source_metadata_registers_prisms_entry_points_as_pyproject_declares_them(tmp_path, monkeypatch):
+    """tools/source_metadata.py: importlib.metadata reads the written dist-info as the prism-morl distribution
+    with pyproject's entry points (the plug-ins and the console script); a child of a tree without metadata
+    gets it first on PYTHONPATH, and one of an installed tree keeps its environment."""
+    import importlib.metadata
+
+    import tomllib
+
+    source_metadata = load_tool("source_metadata")
+    folder = source_metadata.write_metadata(tmp_path / "meta")
+    dist = importlib.metadata.PathDistribution(folder / "prism_morl-0.0.0.dist-info")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert dist.metadata["Name"] == "prism-morl" == source_metadata.DISTRIBUTION
+    plugins = {ep.name: ep.value for ep in dist.entry_points.select(group="prism.plugins")}
+    assert plugins == project["entry-points"]["prism.plugins"] == {"prism": "prism.plugins:register"}
+    scripts = {ep.name: ep.value for ep in dist.entry_points.select(group="console_scripts")}
+    assert scripts == project["scripts"] and "prism" in scripts
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.setattr(source_metadata, "installed", lambda: False)
+    env = source_metadata.subprocess_env(tmp_path / "child")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "child"), "/elsewhere"]
+    assert (tmp_path / "child" / "prism_morl-0.0.0.dist-info" / "entry_points.txt").is_file()
+    monkeypatch.setattr(source_metadata, "installed", lambda: True)
+    assert source_metadata.subprocess_env(tmp_path / "unused")["PYTHONPATH"] == "/elsewhere"
+    assert not (tmp_path / "unused").exists()

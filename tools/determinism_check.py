@@ -10,8 +10,8 @@ A pair runs per value of ``--modes`` (default ``true``: ``deterministic=true``, 
 difference on this machine. Each pair prints its runs' wall seconds and final hypervolumes, then
 ``<label>_files_identical: N/M`` and ``<label>_run_wall_s: <mean>`` (``deterministic`` / ``nondeterministic``;
 read by tools/gpu_check_verdicts.py). Exit status 1 when the ``true`` pair differs or a run fails.
-From a source tree without installed metadata (the device image), put the plug-in metadata that
-tools/gpu_check.sh writes on ``PYTHONPATH`` first (``/tmp/prism-metadata``).
+From a source tree without installed metadata (the device image), the runs get the metadata
+tools/source_metadata.py writes on their ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from source_metadata import subprocess_env  # noqa: E402  (a script beside this one)
+
 COMPARED = ("eval.csv", "front.csv")
 
 
@@ -31,7 +34,7 @@ def run_once(run_dir: Path, fit_args: list[str], deterministic: bool) -> tuple[i
     command = [sys.executable, "-m", "prism.cli", "fit", *fit_args, f"deterministic={str(deterministic).lower()}",
                f"run_dir={run_dir}", "--overwrite", "--progress", "none"]  # fmt: skip
     start = time.perf_counter()
-    code = subprocess.run(command).returncode
+    code = subprocess.run(command, env=subprocess_env()).returncode
     return code, time.perf_counter() - start
 
 

@@ -61,20 +61,11 @@ step() {
 
 # Run from a source tree on PYTHONPATH (the device image: .device/env.sh), prism has no installed metadata, so
 # its built-in plug-ins (the `prism.plugins` entry point) would not register and every config would be refused.
-# Write the distribution's metadata from pyproject.toml into a directory on PYTHONPATH (nothing is installed).
+# Write the distribution's metadata from pyproject.toml into a directory on PYTHONPATH (nothing is installed;
+# tools/source_metadata.py).
 if ! $PY -c "import importlib.metadata as m; m.distribution('prism-morl')" 2>/dev/null; then
   META=${TMPDIR:-/tmp}/prism-metadata
-  $PY - "$META" <<'PY'
-import pathlib, sys, tomllib
-project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]
-info = pathlib.Path(sys.argv[1]) / "prism_morl-0.0.0.dist-info"
-info.mkdir(parents=True, exist_ok=True)
-(info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: 0.0.0\n")
-groups = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
-(info / "entry_points.txt").write_text(
-    "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for g, eps in groups.items())
-)
-PY
+  $PY tools/source_metadata.py "$META" > /dev/null || exit 2
   export PYTHONPATH=$META${PYTHONPATH:+:$PYTHONPATH}
 fi
 
