@@ -198,3 +198,29 @@ def test_member_adamw_state_dict_keeps_each_members_step_count():
             param.grad, optimiser.active = grad.clone(), None
             optimiser.step()
     assert torch.equal(first, second)
+
+
+def test_a_populations_stacked_fit_shows_its_epochs(tmp_path):
+    """The stacked fit runs for as long as every member's fit together: a run's display gets its epochs (one line
+    per epoch with ``fit_every_s=0``) and a closing line, named for the seeds it fits."""
+    import io
+    from pathlib import Path
+
+    from toy_runs import toy_run
+
+    from prism.config import load_config
+    from prism.loop.progress_lines import LineProgress
+    from prism.loop.run import build_run
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
+    overrides = [*toy_run({"reward.max_epochs": 4, "reward.patience": 10}), "seeds=[3,5]"]
+    overrides += ["reward.stacked_fit=true", "device=cpu", f"run_dir={tmp_path / 'x'}"]
+    run = build_run(load_config([conf], overrides), progress_bar=False)
+    log = io.StringIO()
+    run.loop.progress = LineProgress(log, fit_every_s=0.0)
+    run.loop._advance(run.agent, None)  # collect, fit, stop at RL
+    desc = "reward fit (seeds 3, 5, stacked) (cycle 1/2)"
+    epochs = [line for line in log.getvalue().splitlines() if f"] {desc}: epoch " in line]  # [h:mm:ss] desc
+    assert [int(line.split("epoch ")[1].split("/")[0]) for line in epochs] == [1, 2, 3, 4]
+    assert f"{desc}: 4 epochs" in log.getvalue()
+    assert run.loop.models[0].fit_summary.epochs_run == [4] * len(run.loop.models[0].fit_summary.epochs_run)

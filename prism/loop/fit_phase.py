@@ -60,6 +60,10 @@ def fit_members(
         # Every member's model in one stacked fit (each equal to its own fit; no per-epoch curves).
         seeds = [seed * 1_000 + state.fits for seed in s.member_seeds]
         extra = snapshots.arguments(fit_together, member=0, stacked=True)
+        if progress is not None and "callbacks" in inspect.signature(fit_together).parameters:
+            who = f"seeds {', '.join(str(seed) for seed in s.member_seeds)}, stacked"
+            desc = f"reward fit ({who}) (cycle {state.cycle + 1}/{s.cycles})"
+            extra["callbacks"] = [RewardFitProgress(progress, desc, s.reward.max_epochs)]
         stacked = fit_together(stores, s.reward, seeds=seeds, device=device, **extra)
     models = []
     for m, (seed, logger) in enumerate(zip(s.member_seeds, loggers)):

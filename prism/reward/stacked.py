@@ -26,6 +26,7 @@ from typing import NamedTuple
 import fsspec
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import Callback
 from torch import Tensor
 
 from prism._warnings import quiet_lightning
@@ -275,6 +276,7 @@ def fit_reward_models_stacked(
     seeds: Sequence[int],
     *,
     device: str | torch.device = "cpu",
+    callbacks: Sequence[Callback] = (),
     on_snapshot: Callable[[bytes], None] | None = None,
     snapshot_every_s: float = 600.0,
     resume: bytes | None = None,
@@ -282,7 +284,8 @@ def fit_reward_models_stacked(
     """Fit one ReSymNet ensemble per store (store s with fit seed ``seeds[s]``) in one stacked fit on
     ``device``; returns them as :func:`fit_reward_model` would, one after the other, with the padded layout.
 
-    ``on_snapshot``, ``snapshot_every_s`` and ``resume`` as for :func:`fit_reward_model`: one snapshot holds
+    ``callbacks`` (e.g. a run's progress bar over epochs), ``on_snapshot``, ``snapshot_every_s`` and ``resume``
+    as for :func:`fit_reward_model`: one snapshot holds
     every store's fit (weights, per-network AdamW step counts, early stopping, shuffle and dropout streams), and
     a fit resumed from it returns what the uninterrupted fit would have."""
     config.validate()
@@ -290,7 +293,9 @@ def fit_reward_models_stacked(
     start = time.perf_counter()
     data = stacked_data(stores, config, seeds)
     carried_s = snapshot_wall_s(resume)
-    callbacks = [] if on_snapshot is None else [FitSnapshots(on_snapshot, snapshot_every_s, carried_s)]
+    callbacks = list(callbacks)
+    if on_snapshot is not None:
+        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s))
     with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
         module = StackedRewardModule(data.dms[0].in_features, config, seeds)
         trainer = L.Trainer(
