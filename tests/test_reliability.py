@@ -87,9 +87,25 @@ def test_resume_after_sigkill_mid_reward_fit(reference_run, tmp_path):
 
 def _fit_snapshot_epoch(checkpoint: Path) -> int | None:
     """The epoch of the reward-fit snapshot a run's checkpoint holds (None: none)."""
-    from prism.loop.checkpoint_io import read_checkpoint, torch_load_bytes
+    from prism.loop.checkpoint_io import read_checkpoint
 
-    progress = read_checkpoint(checkpoint)["loop"].get("fit_progress") or [None]
+    return _snapshot_epoch_of(read_checkpoint(checkpoint))
+
+
+def _resumed_snapshot_epoch(run_dir: Path) -> int | None:
+    """The fit snapshot's epoch in the checkpoint ``--resume`` takes: ``last.pt``, or ``previous.pt`` when the
+    kill fell between a save's two renames (then ``last.pt`` is absent)."""
+    from prism.loop.checkpoint_io import load_checkpoint
+
+    loaded = load_checkpoint(run_dir, key="RUN_DIR")
+    assert loaded is not None, f"no checkpoint left in {run_dir}"
+    return _snapshot_epoch_of(loaded.state)
+
+
+def _snapshot_epoch_of(state: dict) -> int | None:
+    from prism.loop.checkpoint_io import torch_load_bytes
+
+    progress = state["loop"].get("fit_progress") or [None]
     if progress[0] is None or "snapshot" not in progress[0]:
         return None
     return int(torch_load_bytes(progress[0]["snapshot"].numpy().tobytes())["epoch"])
@@ -119,7 +135,8 @@ def test_a_run_killed_mid_fit_resumes_the_fit_from_its_snapshot_and_ends_as_if_n
         return epoch is not None and epoch >= 2
 
     _kill_when(_fit_cmd(run_dir, "loop.fit_checkpoint_every_s=0"), snapshot_of_cycle1_fit_saved)
-    epoch = _fit_snapshot_epoch(checkpoint)
+    # The kill may land after a later save began: read the snapshot the resume will take, not last.pt.
+    epoch = _resumed_snapshot_epoch(run_dir)
     _run([sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)])
     assert _eval_table(run_dir) == _eval_table(reference_run)
     # The fit's curves went on in its own TensorBoard run: what the killed process logged after the snapshot
