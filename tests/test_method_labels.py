@@ -196,3 +196,15 @@ def test_sparse_cost_takes_the_last_channels_index_as_well_as_minus_one(env_file
         assert config.method == "sparse_cost"
     with pytest.raises(ConfigError, match=r"^method: sparse_cost means the last reward channel hidden"):
         load_config(files, ["method=sparse_cost", f"env.sparse_channel={other}"])
+
+
+def test_a_sparse_cost_record_written_with_the_last_channels_index_keeps_its_method(tmp_path):
+    """A run folder of ``method=sparse_cost`` with ``env.sparse_channel=n-1`` (walker2d: 1) loads as
+    sparse_cost, as the same keys load from a config file: the record is not relabelled as if the keys
+    contradicted it (they contradict ``sparse_cost`` only while the env's objective count is unknown)."""
+    record = tmp_path / "config.yaml"
+    walker = yaml.safe_load((CONF / "walker.yaml").read_text())["env"]["id"]
+    saved = {"method": "sparse_cost", "env": {"id": walker, "sparse_channel": 1}, "run_dir": str(tmp_path)}
+    record.write_text(yaml.safe_dump(saved))
+    for config in (load_config([record]), load_run_config(record)):
+        assert (config.method, config.method_label) == ("sparse_cost", None)

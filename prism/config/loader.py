@@ -89,7 +89,7 @@ def load_config(
     except ValueError as err:  # a part's own __post_init__ check; its message starts with the key
         raise ConfigError(str(err).strip().splitlines()[0]) from None
     if record:
-        config = relabel_record(config)
+        config = relabel_record(config, lambda: resolve_env_spec(config).n_objectives)
     if config.protocol != "equal":
         config = apply_protocol(config, resolve_env_spec(config))
     validate(config, record=record)

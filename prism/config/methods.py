@@ -235,15 +235,22 @@ def label_resolver(method: Any, method_label: Any) -> str:
     return str(method_label if method_label is not None else method)
 
 
-def relabel_record(config: Any) -> Any:
+def relabel_record(config: Any, n_objectives: Callable[[], int] | None = None) -> Any:
     """A run folder's config as written before labels were split: an arm name in ``method`` (``e-prism``)
     or a built-in name its keys contradict moves to ``method_label`` and ``method`` is derived. Returns the
-    config (a new one when anything moved)."""
+    config (a new one when anything moved). ``n_objectives()``: the env's objective count, asked for only
+    when the keys seem to contradict a built-in name (``sparse_cost`` written as ``env.sparse_channel=n-1``
+    agrees once ``n`` is known, as :func:`check_method` judges it)."""
     name = config.method
     if config.method_label is not None or name is None:
         return config
     rule = BUILTIN_METHODS.get(name)
-    fits = rule.agrees(MethodFacts.of(config)) if rule is not None else known_method(name, config)
+    if rule is None:
+        fits = known_method(name, config)
+    else:
+        fits = rule.agrees(MethodFacts.of(config))
+        if not fits and n_objectives is not None:
+            fits = rule.agrees(MethodFacts.of(config, n_objectives()))
     if fits:
         return config
     return dataclasses.replace(config, method=derive_method(config), method_label=name)
