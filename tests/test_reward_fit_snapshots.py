@@ -253,3 +253,14 @@ def test_a_population_stopped_inside_its_stacked_fit_resumes_to_the_uninterrupte
         assert len(fits[0]) == 2  # both cycles' fits
         for mine, theirs in zip(*fits, strict=True):
             assert mine["epochs_run"] == theirs["epochs_run"] and mine["validation"] == theirs["validation"]
+    # Each member's curves go to its own fit's TensorBoard run, as its own fit would log them, and the resumed
+    # fit's read as the uninterrupted fit's: what the stopped process logged after the snapshot is purged.
+    for seed in (0, 1):
+        runs = [run / f"seed{seed}" / "tb" / "reward_fit" / "cycle0" for run in (whole_run, stopped)]
+        assert [sorted(p.name for p in folder.iterdir()) for folder in runs] == [["version_0"]] * 2
+        whole, resumed = (scalar_curves(folder / "version_0") for folder in runs)
+        assert len(whole["reward_fit/val_loss/m0"]) == 6 and len(whole["reward_fit/train_loss/m0"]) == 6
+        assert {"reward_fit/val_corr", "reward_fit/members_active", "reward_fit/final_val_corr"} <= set(whole)
+        assert set(resumed) == set(whole) >= FIT_TIMING
+        for tag in set(whole) - FIT_TIMING:
+            assert resumed[tag] == whole[tag], (seed, tag)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 
 import lightning as L
+import pytest
 import torch
+from lightning.pytorch.loggers import Logger
 from segment_stores import set_dtype, synthetic_store
 
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
+from prism.reward.fit_loggers import StoreRoutedLogger
 from prism.reward.module import fit_reward_model, member_seeds
 from prism.reward.stacked import MemberAdamW, StackedRewardModule, fit_reward_models_stacked, stacked_data
 from prism.reward.training import RewardModelModule
@@ -44,15 +47,19 @@ def stacked_fit(stores, cfg: RewardConfig, seeds, **trainer):
 
 
 def test_stacked_fit_equals_the_members_own_fits_in_float64():
+    """Weights, early stopping, the ensembles handed back and the curves logged: each store's as its lone
+    fit's (padded layout, float64, CPU)."""
     # Stores of different sizes: their epochs have 5, 6 and 8 batches, so stores sit out the ends of epochs;
     # a short patience stops networks at different epochs.
     stores = [synthetic_store(45, 1), synthetic_store(60, 2), synthetic_store(75, 3)]
     seeds = [11, 2_007, 40_003]
     cfg = RewardConfig(hidden=16, dropout=0.3, ensemble_size=2, batch_size=8, max_epochs=14, patience=2)
-    stacked, data = stacked_fit(stores, cfg, seeds)
+    per_store = [_Scalars() for _ in stores]
+    stacked, data = stacked_fit(stores, cfg, seeds, logger=StoreRoutedLogger(per_store, cfg.ensemble_size))
     assert [len(dm.train_dataloader()) for dm in data.dms] == [5, 6, 8]
 
-    alone = [lone_fit(store, cfg, seed) for store, seed in zip(stores, seeds)]
+    lone_curves = [_Scalars() for _ in stores]
+    alone = [lone_fit(store, cfg, seed, logger=lg) for store, seed, lg in zip(stores, seeds, lone_curves)]
     k = cfg.ensemble_size
     epochs_run = torch.cat([m.epochs_run for m in alone])
     assert stacked.epochs_run.tolist() == epochs_run.tolist()
@@ -67,6 +74,71 @@ def test_stacked_fit_equals_the_members_own_fits_in_float64():
     for s, (model, dm) in enumerate(zip(stacked.ensembles(data.dms), data.dms)):
         torch.testing.assert_close(model.feature_mean, dm.feature_mean.to(model.feature_mean))
         torch.testing.assert_close(model.net.out.weight, alone[s].net.out.weight, rtol=1e-9, atol=1e-11)
+    # Each store's curves are its lone fit's, under the same names and epochs: each network's training and
+    # validation loss, the store's own ensemble correlation and networks still training, ending where its lone
+    # fit ended (the stacked fit goes on for the other stores).
+    for logged, theirs in zip(per_store, lone_curves, strict=True):
+        assert {"reward_fit/train_loss/m1", "reward_fit/val_corr", "reward_fit/members_active"} <= set(
+            theirs.curves
+        )
+        _assert_same_curves(logged.curves, theirs.curves, rtol=1e-9, atol=1e-11)
+
+
+class _Scalars(Logger):
+    """An in-memory logger: every scalar as ``(step, value)`` pairs, in the order logged."""
+
+    def __init__(self):
+        super().__init__()
+        self.curves: dict[str, list[tuple[int, float]]] = {}
+
+    @property
+    def name(self) -> str:
+        return "memory"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_metrics(self, metrics, step=None) -> None:
+        for key, value in metrics.items():
+            self.curves.setdefault(key, []).append((step, float(value)))
+
+    def log_hyperparams(self, params, *args, **kwargs) -> None:
+        pass
+
+
+def _assert_same_curves(mine: dict, theirs: dict, **tolerance) -> None:
+    assert sorted(mine) == sorted(theirs)
+    for key, curve in theirs.items():
+        assert [step for step, _ in mine[key]] == [step for step, _ in curve], key
+        torch.testing.assert_close(
+            torch.tensor([v for _, v in mine[key]]), torch.tensor([v for _, v in curve]), **tolerance, msg=key
+        )
+
+
+def test_store_routed_logger_splits_networks_and_stores_and_shares_the_rest():
+    router = StoreRoutedLogger([_Scalars(), _Scalars()], networks_per_store=3)
+    metrics = {"fit/val_loss/m4": 1.0, "fit/val_corr": 0.5, "fit/val_corr/s1": 0.9, "epoch": 2.0}
+    assert router.split(metrics) == [{}, {"fit/val_corr": 0.9, "epoch": 2.0, "fit/val_loss/m1": 1.0}]
+    metrics["fit/train_loss/m0"] = 3.0
+    assert router.split(metrics)[0] == {"fit/val_corr": 0.5, "epoch": 2.0, "fit/train_loss/m0": 3.0}
+
+
+def test_the_stacked_fits_loggers_get_each_stores_summary():
+    stores = [synthetic_store(30, 4), synthetic_store(52, 5)]
+    cfg = RewardConfig(hidden=8, dropout=0.2, ensemble_size=2, batch_size=8, max_epochs=6, patience=2)
+    loggers = [_Scalars(), _Scalars()]
+    models = fit_reward_models_stacked(stores, cfg, [1, 2], loggers=loggers)
+    for model, logged in zip(models, loggers, strict=True):
+        summary = model.fit_summary
+        last = max(summary.epochs_run) - 1
+        assert logged.curves["reward_fit/final_val_corr"] == [(last, summary.val_correlation)]
+        assert [logged.curves[f"reward_fit/best_val_loss/m{k}"][0][1] for k in range(2)] == pytest.approx(
+            summary.best_val_loss
+        )
+        assert len(logged.curves["reward_fit/val_loss/m0"]) == last + 1  # while any of its networks trains
+    with pytest.raises(ValueError, match="^loggers: one per store"):
+        fit_reward_models_stacked(stores, cfg, [1, 2], loggers=loggers[:1])
 
 
 def test_member_adamw_is_torch_adamw_per_member_and_skips_inactive_members():

@@ -7,7 +7,8 @@ every ``loop.fit_checkpoint_every_s`` seconds (:class:`prism.reward.module.FitSn
 
 - ``{"snapshot": bytes, "tb_version": int | None}``: member m's own fit, stopped at an epoch's end;
 - ``{"model": dict}``: member m's fit is finished (a later member's snapshot must not lose it);
-- ``{"snapshot": bytes, "stacked": True}`` in member 0's entry: the population's stacked fit, every member's.
+- ``{"snapshot": bytes, "stacked": True, "tb_versions": [int | None, ...]}`` in member 0's entry: the
+  population's stacked fit, every member's (and the TensorBoard run each member's curves go to).
 
 A run resumed inside the phase goes on from there and fits the same models as if never stopped.
 """
@@ -57,10 +58,17 @@ def fit_members(
     snapshots = _Snapshots(fit_progress, s.fit_checkpoint_every_s, on_fit_progress)
     stacked = None
     if getattr(s.reward, "stacked_fit", False) and len(s.member_seeds) > 1 and fit_together is not None:
-        # Every member's model in one stacked fit (each equal to its own fit; no per-epoch curves).
+        # Every member's model in one stacked fit (each equal to its own fit, its curves its own fit's).
         seeds = [seed * 1_000 + state.fits for seed in s.member_seeds]
-        extra = snapshots.arguments(fit_together, member=0, stacked=True)
-        if progress is not None and "callbacks" in inspect.signature(fit_together).parameters:
+        accepts = inspect.signature(fit_together).parameters
+        fit_loggers = (
+            _stacked_fit_loggers(s, state, fit_progress[0]) if fit_curves and "loggers" in accepts else None
+        )
+        versions = None if fit_loggers is None else [logger.version for logger in fit_loggers]
+        extra = snapshots.arguments(fit_together, member=0, stacked=True, tb_versions=versions)
+        if fit_loggers is not None:
+            extra["loggers"] = fit_loggers
+        if progress is not None and "callbacks" in accepts:
             who = f"seeds {', '.join(str(seed) for seed in s.member_seeds)}, stacked"
             desc = f"reward fit ({who}) (cycle {state.cycle + 1}/{s.cycles})"
             extra["callbacks"] = [RewardFitProgress(progress, desc, s.reward.max_epochs)]
@@ -102,6 +110,22 @@ def fit_members(
             # A later member's snapshot must not lose this member's finished fit.
             fit_progress[m] = {"model": model.to_dict()}
     return models
+
+
+def _stacked_fit_loggers(
+    s: LoopSettings, state: LoopState, progress: dict[str, Any] | None
+) -> list[Any] | None:
+    """Each member's TensorBoard logger for the stacked fit's curves (``tb/reward_fit/cycle<c>`` of its own
+    folder, as its own fit would log them); a fit resumed from a snapshot logs on into the runs it was in."""
+    dirs = [s.member_dir(m) for m in range(len(s.member_seeds))]
+    if any(folder is None for folder in dirs):
+        return None
+    progress = progress if progress and progress.get("stacked") else {}
+    versions = progress.get("tb_versions") or [None] * len(dirs)
+    return [
+        fit_tensorboard_logger(folder, state.cycle, {**progress, "tb_version": version} if progress else None)
+        for folder, version in zip(dirs, versions, strict=True)
+    ]
 
 
 class _Snapshots:

@@ -25,6 +25,7 @@ from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
+from prism.reward.fit_loggers import log_fit_summary
 from prism.reward.losses import pearson_correlation
 from prism.reward.resymnet import RewardEnsemble
 from prism.reward.training import RewardModelModule, segment_errors
@@ -254,14 +255,5 @@ def fit_reward_model(
         val_segments=dm.val_segments.clone(),
     )
     if logger is not None:
-        step = max(0, int(module.epochs_run.max()) - 1)  # the last epoch: the fit's scalars are per epoch
-        final = {f"{log_prefix}/epochs_run/m{i}": float(e) for i, e in enumerate(module.epochs_run.tolist())}
-        final.update(
-            {f"{log_prefix}/best_val_loss/m{i}": v for i, v in enumerate(module.best_val_loss.tolist())}
-        )
-        final[f"{log_prefix}/final_val_corr"] = model.fit_summary.val_correlation
-        final[f"{log_prefix}/fit_time_s"] = model.fit_summary.wall_time_s
-        final[f"{log_prefix}/seconds_per_epoch"] = model.fit_summary.seconds_per_epoch
-        logger.log_metrics(final, step=step)
-        logger.save()
+        log_fit_summary(logger, model.fit_summary, log_prefix)
     return model

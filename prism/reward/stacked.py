@@ -13,6 +13,10 @@ exactly as :func:`~prism.reward.module.fit_reward_model` fits them alone with th
 - losses are each member's mean over its own real segments, summed (so each gradient is its own); the
   gradient clip, early stopping and best-weight restore are per network (:class:`RewardModelModule`).
 
+Each store's curves (per-epoch losses, its ensemble's correlation, its networks still training, then its
+summary) are logged as its lone fit logs them, to a logger of its own (``loggers=``,
+:class:`~prism.reward.fit_loggers.StoreRoutedLogger`), and end where its lone fit would have ended.
+
 ``tests/test_stacked_reward_fit.py`` checks the equality in float64 on the CPU. On CUDA the dropout masks come
 from per-store CUDA generators (the same distribution; a lone CUDA fit's fused dropout draws differently).
 """
@@ -20,19 +24,21 @@ from per-store CUDA generators (the same distribution; a lone CUDA fit's fused d
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
 
 import fsspec
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import Logger
 from torch import Tensor
+from torchmetrics import PearsonCorrCoef
 
 from prism._warnings import quiet_lightning
-from prism.data.datamodule import FixedBatches, SegmentBatch, TrajectorySumDataModule, member_shuffle_seeds
+from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
+from prism.reward.fit_loggers import StoreRoutedLogger, log_fit_summary
 from prism.reward.losses import segment_sums
 from prism.reward.member_adamw import MemberAdamW
 from prism.reward.module import (
@@ -46,89 +52,8 @@ from prism.reward.module import (
     snapshot_wall_s,
 )
 from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+from prism.reward.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
 from prism.reward.training import RewardModelModule
-
-
-class StackedBatch(NamedTuple):
-    """Batch i of S stores for S·K networks (store-major: network ``s·K + k``)."""
-
-    features: Tensor  # [S·K, N, F], each store's batch padded to the longest
-    segment_ids: Tensor  # [S·K, N] in [0, B]; B marks padding
-    targets: Tensor  # [S·K, B], zero beyond a store's own segments
-    segment_mask: Tensor  # [S·K, B] the store's real segments
-    true_sparse: Tensor  # [S·K, N]
-    store_steps: tuple[int, ...]  # padded length N_s of store s's own batch, 0 when it has none (host ints)
-
-
-def stack_batches(batches: Sequence[SegmentBatch | None], k: int) -> StackedBatch:
-    """One :class:`StackedBatch` from each store's batch (``None``: no batch; ``[N, F]`` validation batches
-    are shared by the store's K networks)."""
-    real = [b for b in batches if b is not None]
-    n = max(b.features.shape[-2] for b in real)
-    n_seg = max(b.targets.shape[-1] for b in real)
-    width, dtype = real[0].features.shape[-1], real[0].features.dtype
-    s_count = len(batches)
-    features = torch.zeros(s_count, k, n, width, dtype=dtype)
-    ids = torch.full((s_count, k, n), n_seg, dtype=torch.long)
-    targets = torch.zeros(s_count, k, n_seg, dtype=real[0].targets.dtype)
-    mask = torch.zeros(s_count, k, n_seg, dtype=torch.bool)
-    true = torch.zeros(s_count, k, n, dtype=real[0].true_sparse.dtype)
-    steps = [0] * s_count
-    for s, b in enumerate(batches):
-        if b is None:
-            continue
-        ns, bs = b.features.shape[-2], b.targets.shape[-1]
-        features[s, :, :ns] = b.features
-        # The store's own padding id is its B_s; the stacked batch's is the longest B.
-        ids[s, :, :ns] = torch.where(b.segment_ids == bs, n_seg, b.segment_ids)
-        targets[s, :, :bs] = b.targets
-        mask[s, :, :bs] = True
-        true[s, :, :ns] = b.true_sparse
-        steps[s] = ns
-    flat = lambda t: t.reshape(s_count * k, *t.shape[2:])  # noqa: E731
-    return StackedBatch(flat(features), flat(ids), flat(targets), flat(mask), flat(true), tuple(steps))
-
-
-class _StackedTrainBatches:
-    def __init__(self, data: StackedSegmentData):
-        self.data = data
-
-    def __len__(self) -> int:
-        return max(len(dm.train_dataloader()) for dm in self.data.dms)
-
-    def __iter__(self) -> Iterator[StackedBatch]:
-        iters = [iter(dm.train_dataloader()) for dm in self.data.dms]
-        for _ in range(len(self)):
-            yield stack_batches([next(it, None) for it in iters], self.data.k)
-
-
-class StackedSegmentData(L.LightningDataModule):
-    """The S stores' data modules (padded layout, set up) as one stream of :class:`StackedBatch`."""
-
-    def __init__(self, dms: Sequence[TrajectorySumDataModule], k: int):
-        super().__init__()
-        self.dms, self.k = list(dms), int(k)
-        if any(dm.ragged for dm in self.dms) or len({dm.in_features for dm in self.dms}) != 1:
-            raise ValueError("StackedSegmentData: padded data modules of one feature width")
-        self.val_counts = torch.tensor([dm.val_segments.shape[0] for dm in self.dms])
-
-    def state_dict(self) -> dict[str, list]:
-        """Each store's shuffle streams (what a snapshot of the fit needs to go on as if never stopped)."""
-        return {"stores": [dm.state_dict() for dm in self.dms]}
-
-    def load_state_dict(self, state_dict: dict[str, list]) -> None:
-        for dm, state in zip(self.dms, state_dict["stores"], strict=True):
-            dm.load_state_dict(state)
-
-    def train_dataloader(self) -> _StackedTrainBatches:
-        return _StackedTrainBatches(self)
-
-    def val_dataloader(self) -> FixedBatches[StackedBatch]:
-        vals = [dm.val_dataloader().batches for dm in self.dms]
-        count = max(len(v) for v in vals)
-        return FixedBatches(
-            [stack_batches([v[i] if i < len(v) else None for v in vals], self.k) for i in range(count)]
-        )
 
 
 class StackedRewardModule(RewardModelModule):
@@ -147,6 +72,22 @@ class StackedRewardModule(RewardModelModule):
         self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
         self._noise_generators: list[torch.Generator] = []
         self._resumed_noise: list[Tensor] | None = None  # the stores' dropout streams in a snapshot
+        # Each store's ensemble correlation, as its lone fit computes it (its curves: StoreRoutedLogger).
+        self.store_corr = torch.nn.ModuleList(PearsonCorrCoef() for _ in store_seeds)
+        self._store_corr_values: Tensor | None = None
+        self._running = list(range(self.stores))  # stores whose lone fit would still run this epoch
+
+    def on_train_epoch_start(self) -> None:
+        super().on_train_epoch_start()
+        # A lone fit ends once its every network has stopped: its curves end there, so store s's scalars are
+        # logged only while one of its networks still trains (the stacked fit goes on for the others).
+        done = self.stopped.view(self.stores, self.k).all(dim=1).tolist()
+        self._running = [s for s in range(self.stores) if not done[s]]
+
+    def _reset_train_acc(self) -> None:
+        super()._reset_train_acc()
+        # Each network's real training segments this epoch (a store's batches differ in size and number).
+        self._train_segments = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
@@ -201,18 +142,33 @@ class StackedRewardModule(RewardModelModule):
     def training_step(self, batch: StackedBatch, batch_idx: int) -> Tensor:
         steps = batch.store_steps
         pred = self.net(batch.features, noise=self._dropout_noise(steps, batch.features.shape[1]))
-        losses, _ = self._member_losses(pred, batch)
+        losses, sse = self._member_losses(pred, batch)
         # A store with no batch left this epoch takes no optimiser step (host ints: no device read).
         self.trainer.optimizers[0].active = [n > 0 for n in steps for _ in range(self.k)]
+        # The epoch's training loss per network (a lone fit's curve): summed errors over real segments.
+        self._train_sse += sse.detach()
+        self._train_segments += batch.segment_mask.sum(dim=-1)
+        self._train_count += 1  # batches (host int): whether anything was trained this epoch
         return losses.sum()  # the inactive networks' terms are exact zeros (no segments)
 
-    def on_train_epoch_end(self) -> None:
-        pass  # per-network training curves are left to the lone fit (so no training sums are accumulated)
+    def _log_train_loss(self) -> None:
+        """Each trained network's mean training loss over the epoch's real segments (see the base class)."""
+        if not self._train_count:
+            return
+        train = self._train_sse / self._train_segments.clamp_min(1)
+        self._reset_train_acc()
+        running = set(self._running)
+        trained = [j for j in self._trained if j // self.k in running]
+        metrics = {f"{self.log_prefix}/train_loss/m{j}": train[j] for j in trained}
+        self.log_dict({**metrics, "step": float(self.current_epoch)}, on_epoch=True, on_step=False)
 
     def on_validation_epoch_start(self) -> None:
         super().on_validation_epoch_start()
         self._val_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
         self._val_seen = False
+        for metric in self.store_corr:
+            metric.reset()
+            metric.set_dtype(self.dtype)
 
     def validation_step(self, batch: StackedBatch, batch_idx: int) -> None:
         pred = self.net(batch.features, dropout=False)
@@ -221,17 +177,38 @@ class StackedRewardModule(RewardModelModule):
         for s, ns in enumerate(batch.store_steps):
             if ns:
                 k = self.k
-                self.val_corr.update(
+                self.store_corr[s].update(
                     pred[s * k : (s + 1) * k, :ns].mean(dim=0), batch.true_sparse[s * k, :ns]
                 )
         self._val_seen = True
 
     def _validation_results(self) -> tuple[Tensor, Tensor] | None:
+        """Per network its validation loss; the stores' mean ensemble correlation (each store's own is
+        logged as ``val_corr/s<s>``, see :meth:`_epoch_scalars`)."""
         if not self._val_seen:
             return None
         counts = self.trainer.datamodule.val_counts.to(self._val_sse)
+        zero = self._val_sse.new_zeros(())
+        self._store_corr_values = torch.stack(
+            [self._validation_correlation(m) if m.update_called else zero for m in self.store_corr]
+        )
         # A lone fit divides its summed squared errors by its own validation segments: the same here.
-        return self._val_sse / counts.repeat_interleave(self.k), self._validation_correlation()
+        return self._val_sse / counts.repeat_interleave(self.k), self._store_corr_values.mean()
+
+    def _epoch_scalars(self, val: Tensor, corr: Tensor) -> dict[str, Tensor]:
+        """The population-wide scalars (the progress bar's) and each store's own: its ensemble correlation and
+        its networks still training, as ``…/s<s>`` (:class:`~prism.reward.fit_loggers.StoreRoutedLogger`
+        hands them to the store's logger under the lone fit's names)."""
+        metrics = super()._epoch_scalars(val, corr)  # (pooled: the progress bar's)
+        running = set(self._running)
+        stopped_stores = [s for s in range(self.stores) if s not in running]
+        for j in (s * self.k + k for s in stopped_stores for k in range(self.k)):
+            del metrics[f"{self.log_prefix}/val_loss/m{j}"]
+        active = (~self.stopped).view(self.stores, self.k).sum(dim=1).to(val.dtype)
+        for s in self._running:
+            metrics[f"{self.log_prefix}/val_corr/s{s}"] = self._store_corr_values[s]
+            metrics[f"{self.log_prefix}/members_active/s{s}"] = active[s]
+        return metrics
 
     def ensembles(
         self, dms: Sequence[TrajectorySumDataModule], device: str | torch.device = "cpu"
@@ -255,27 +232,13 @@ class StackedRewardModule(RewardModelModule):
         return out
 
 
-def stacked_data(
-    stores: Sequence[SegmentStore], config: RewardConfig, seeds: Sequence[int]
-) -> StackedSegmentData:
-    """Each store's data module exactly as :func:`fit_reward_model` builds it (padded layout), stacked."""
-    k, dms = config.ensemble_size, []
-    for store, seed in zip(stores, seeds):
-        dm = TrajectorySumDataModule(
-            store, batch_size=config.batch_size, val_fraction=config.val_fraction, seed=seed, n_members=k,
-            shuffle_seeds=member_shuffle_seeds(seed, k), use_dense_features=config.use_dense_features,
-        )  # fmt: skip
-        dm.setup("fit")
-        dms.append(dm)
-    return StackedSegmentData(dms, k)
-
-
 def fit_reward_models_stacked(
     stores: Sequence[SegmentStore],
     config: RewardConfig,
     seeds: Sequence[int],
     *,
     device: str | torch.device = "cpu",
+    loggers: Sequence[Logger] | None = None,
     callbacks: Sequence[Callback] = (),
     on_snapshot: Callable[[bytes], None] | None = None,
     snapshot_every_s: float = 600.0,
@@ -284,14 +247,20 @@ def fit_reward_models_stacked(
     """Fit one ReSymNet ensemble per store (store s with fit seed ``seeds[s]``) in one stacked fit on
     ``device``; returns them as :func:`fit_reward_model` would, one after the other, with the padded layout.
 
-    ``callbacks`` (e.g. a run's progress bar over epochs), ``on_snapshot``, ``snapshot_every_s`` and ``resume``
-    as for :func:`fit_reward_model`: one snapshot holds
-    every store's fit (weights, per-network AdamW step counts, early stopping, shuffle and dropout streams), and
-    a fit resumed from it returns what the uninterrupted fit would have."""
+    ``loggers``: store s's curves and summary go to ``loggers[s]`` under the names a lone fit logs (per-epoch
+    train and validation loss per network, the store's ensemble correlation, networks active; at the end its
+    summary), through a :class:`~prism.reward.fit_loggers.StoreRoutedLogger`. ``callbacks`` (e.g. a run's
+    progress bar over epochs), ``on_snapshot``, ``snapshot_every_s`` and ``resume`` as for
+    :func:`fit_reward_model`: one snapshot holds every store's fit (weights, per-network AdamW step counts,
+    early stopping, shuffle and dropout streams), and a fit resumed from it returns what the uninterrupted fit
+    would have."""
     config.validate()
+    if loggers is not None and len(loggers) != len(stores):
+        raise ValueError(f"loggers: one per store, got {len(loggers)} for {len(stores)} stores")
     device = torch.device(device)
     start = time.perf_counter()
     data = stacked_data(stores, config, seeds)
+    logger = StoreRoutedLogger(loggers, config.ensemble_size) if loggers else False
     carried_s = snapshot_wall_s(resume)
     callbacks = list(callbacks)
     if on_snapshot is not None:
@@ -301,7 +270,7 @@ def fit_reward_models_stacked(
         trainer = L.Trainer(
             accelerator="gpu" if device.type == "cuda" else device.type,
             devices=[device.index or 0] if device.type == "cuda" else 1,
-            max_epochs=config.max_epochs, logger=False, enable_checkpointing=False,
+            max_epochs=config.max_epochs, logger=logger, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
             callbacks=callbacks,
         )  # fmt: skip
@@ -334,7 +303,17 @@ def fit_reward_models_stacked(
             n_val_segments=int(dm.val_segments.shape[0]),
             val_segments=dm.val_segments.clone(),
         )
+        if loggers:
+            log_fit_summary(loggers[s], model.fit_summary)
     return models
 
 
-__all__ = ["MemberAdamW", "StackedRewardModule", "fit_reward_models_stacked", "stacked_data"]
+__all__ = [
+    "MemberAdamW",
+    "StackedBatch",
+    "StackedRewardModule",
+    "StackedSegmentData",
+    "fit_reward_models_stacked",
+    "stack_batches",
+    "stacked_data",
+]

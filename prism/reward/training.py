@@ -204,15 +204,17 @@ class RewardModelModule(L.LightningModule):
         self.val_mse.update(sums.T, batch.targets.unsqueeze(-1).expand(-1, self.n_members))
         self.val_corr.update(pred.mean(dim=0), batch.true_sparse)
 
-    def _validation_correlation(self) -> Tensor:
-        """The epoch's Pearson correlation of the ensemble's per-step prediction with the true hidden reward."""
+    def _validation_correlation(self, metric: PearsonCorrCoef | None = None) -> Tensor:
+        """The epoch's Pearson correlation of the ensemble's per-step prediction with the true hidden reward
+        (``metric``: the accumulator to read, ``val_corr`` by default)."""
+        metric = self.val_corr if metric is None else metric
         with warnings.catch_warnings():
             # A constant side (e.g. a hidden channel that is 0 on every validation step) has no correlation:
             # torchmetrics warns and returns NaN; it is logged as 0, as before, without the warning.
             warnings.filterwarnings(
                 "ignore", message="The variance of predictions or target is close to zero"
             )
-            return torch.nan_to_num(self.val_corr.compute(), nan=0.0)
+            return torch.nan_to_num(metric.compute(), nan=0.0)
 
     def _validation_results(self) -> tuple[Tensor, Tensor] | None:
         """``(validation MSE of segment sums per network [K], ensemble correlation)`` of the epoch, or None
@@ -245,11 +247,16 @@ class RewardModelModule(L.LightningModule):
         # Every scalar of the epoch is logged here, before a snapshot (prism.reward.module.FitSnapshots) can
         # be taken at the validation's end: a fit resumed from it logs from the next epoch on.
         self._log_train_loss()
+        metrics = self._epoch_scalars(val, corr)
+        metrics["step"] = float(epoch)  # the x-axis: epochs (Lightning logs the `step` key as the step)
+        self.log_dict(metrics, on_epoch=True, on_step=False)
+
+    def _epoch_scalars(self, val: Tensor, corr: Tensor) -> dict[str, Tensor]:
+        """The epoch's validation scalars: each network's loss, the ensemble's correlation, networks active."""
         metrics = {f"{self.log_prefix}/val_loss/m{k}": val[k] for k in range(self.n_members)}
         metrics[f"{self.log_prefix}/val_corr"] = corr
         metrics[f"{self.log_prefix}/members_active"] = (~self.stopped).sum().float()
-        metrics["step"] = float(epoch)  # the x-axis: epochs (Lightning logs the `step` key as the step)
-        self.log_dict(metrics, on_epoch=True, on_step=False)
+        return metrics
 
     def on_train_end(self) -> None:
         self._close_noise()
