@@ -140,8 +140,46 @@ def test_save_keeps_the_previous_checkpoint_and_survives_a_kill_between_renames(
     assert previous.read_bytes() == old_last
     assert int(read_checkpoint(last)["env_steps"]) == 12345
 
-    # A kill after last.pt became previous.pt but before last.tmp became last.pt.
+    # A kill at any step of the next save leaves a complete last.pt (the old one, or the new one at the end).
     import prism.loop.checkpoint_io as checkpoint_io
+
+    real_replace, real_link = os.replace, os.link
+    for kill_at in range(
+        3
+    ):  # before the link, before renaming the link over previous.pt, before the last rename
+        steps = []
+
+        def step(real, *args, kill_at=kill_at, steps=steps):
+            steps.append(args)
+            if len(steps) == kill_at + 1:
+                raise KeyboardInterrupt
+            real(*args)
+
+        monkeypatch.setattr(checkpoint_io.os, "link", lambda *a, step=step: step(real_link, *a))
+        monkeypatch.setattr(checkpoint_io.os, "replace", lambda *a, step=step: step(real_replace, *a))
+        with pytest.raises(KeyboardInterrupt):
+            save_atomic({**state, "env_steps": torch.tensor(99999)}, last, previous=previous)
+        monkeypatch.undo()
+        assert int(read_checkpoint(last)["env_steps"]) == 12345, kill_at
+        assert previous.read_bytes() == (old_last if kill_at < 2 else last.read_bytes()), kill_at
+    save_atomic({**state, "env_steps": torch.tensor(99999)}, last, previous=previous)  # after the kills
+    assert int(read_checkpoint(last)["env_steps"]) == 99999
+    assert int(read_checkpoint(previous)["env_steps"]) == 12345
+    assert sorted(p.name for p in ckpt.iterdir()) == ["last.pt", "previous.pt"]
+
+
+def test_without_hard_links_a_save_renames_and_a_kill_between_renames_leaves_previous(
+    small_run, tmp_path, monkeypatch
+):
+    """On a file system without hard links the old last.pt is renamed to previous.pt; a kill before the new
+    file's rename leaves no last.pt, and the loader takes previous.pt."""
+    ckpt = _copy(small_run, tmp_path / "run") / "checkpoints"
+    last, previous = ckpt / "last.pt", ckpt / "previous.pt"
+    state = torch.load(last, weights_only=True)
+    import prism.loop.checkpoint_io as checkpoint_io
+
+    def no_links(src, dst):
+        raise OSError(1, "Operation not permitted")
 
     real_replace = os.replace
     calls = []
@@ -152,10 +190,13 @@ def test_save_keeps_the_previous_checkpoint_and_survives_a_kill_between_renames(
             raise KeyboardInterrupt
         real_replace(src, dst)
 
+    monkeypatch.setattr(checkpoint_io.os, "link", no_links)
+    save_atomic({**state, "env_steps": torch.tensor(12345)}, last, previous=previous)
+    assert int(read_checkpoint(last)["env_steps"]) == 12345
     monkeypatch.setattr(checkpoint_io.os, "replace", killed_at_second_rename)
     with pytest.raises(KeyboardInterrupt):
         save_atomic({**state, "env_steps": torch.tensor(99999)}, last, previous=previous)
-    monkeypatch.setattr(checkpoint_io.os, "replace", real_replace)
+    monkeypatch.undo()
     assert not last.exists()
     loaded = load_checkpoint(ckpt.parent, key="--resume")
     assert loaded is not None and loaded.path == previous and int(loaded.state["env_steps"]) == 12345

@@ -1,9 +1,11 @@
 """Checkpoint files on disk: where they live, writing them atomically, and reading them back with a fallback.
 
 A run keeps ``checkpoints/last.pt`` and the one before it, ``checkpoints/previous.pt``: a save writes
-``last.tmp``, renames ``last.pt`` to ``previous.pt``, then ``last.tmp`` to ``last.pt``, so a kill at any
-point leaves at least one complete checkpoint (between the two renames only ``previous.pt``, which is then
-the newest). A checkpoint holds only tensors and plain Python containers, so it loads with
+``last.tmp``, makes ``previous.pt`` a second name (hard link) of the current ``last.pt``, then renames
+``last.tmp`` over ``last.pt``. Each step is atomic and ``last.pt`` is never absent, so a kill or a Ctrl-C at
+any point leaves a complete ``last.pt`` (the old or the new one). Where the file system has no hard links,
+``last.pt`` is renamed to ``previous.pt`` instead, and a kill between the two renames leaves only
+``previous.pt``, which the loader then takes as the newest. A checkpoint holds only tensors and plain Python containers, so it loads with
 ``torch.load(weights_only=True)``.
 
 A checkpoint that does not load (truncated, garbage, wrong format, missing keys, non-finite weights) is
@@ -64,15 +66,26 @@ def torch_load(path: Path) -> dict:
 def save_atomic(payload: dict[str, Any], path: Path, previous: Path | None = None) -> None:
     """Write ``payload`` to ``path`` through a temporary file; with ``previous``, keep the old ``path`` there.
 
-    Each rename is atomic on POSIX: a kill while writing keeps ``path`` (and ``previous``) as they were, a
-    kill between the two renames leaves the old checkpoint as ``previous`` and no ``path`` (the loader then
-    takes ``previous``), so there is always a complete checkpoint on disk.
+    Every step is atomic on POSIX and ``path`` is always a complete checkpoint: a kill while writing keeps
+    ``path`` (and ``previous``) as they were; the old ``path`` becomes ``previous`` through a hard link
+    (``previous`` is replaced whole, never half-written), then the new file is renamed over ``path``. On a file
+    system without hard links the old ``path`` is renamed to ``previous``, and a kill between that rename and
+    the next leaves no ``path`` (the loader then takes ``previous``).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     torch.save(payload, tmp)
     if previous is not None and path.is_file():
-        os.replace(path, previous)
+        link = previous.with_name(previous.name + ".link")
+        try:
+            link.unlink(missing_ok=True)  # left by a save killed between its link and its rename
+            os.link(path, link)
+        except OSError:  # no hard links here (some network and FUSE file systems): rename instead
+            os.replace(path, previous)
+        else:
+            os.replace(link, previous)
+            # (a no-op when both already name one file, after a save killed just before its last rename)
+            link.unlink(missing_ok=True)
     os.replace(tmp, path)
 
 
