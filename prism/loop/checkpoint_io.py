@@ -5,8 +5,8 @@ A run keeps ``checkpoints/last.pt`` and the one before it, ``checkpoints/previou
 ``last.tmp`` over ``last.pt``. Each step is atomic and ``last.pt`` is never absent, so a kill or a Ctrl-C at
 any point leaves a complete ``last.pt`` (the old or the new one). Where the file system has no hard links,
 ``last.pt`` is renamed to ``previous.pt`` instead, and a kill between the two renames leaves only
-``previous.pt``, which the loader then takes as the newest. A checkpoint holds only tensors and plain Python containers, so it loads with
-``torch.load(weights_only=True)``.
+``previous.pt``, which the loader then takes as the newest. A checkpoint holds only tensors and plain Python
+containers, so it loads with ``torch.load(weights_only=True)``.
 
 A checkpoint that does not load (truncated, garbage, wrong format, missing keys, non-finite weights) is
 reported in one warning line and the previous one is used; ``--resume`` renames the damaged file to
