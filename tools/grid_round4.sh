@@ -19,18 +19,9 @@ worktree=${GRID_WORKTREE:-/work/grid-r4}
 cpus=${GRID_CPUS:-0}
 reports=${GRID_REPORTS:-/work/grid-results}
 
-if [ ! -d "$worktree" ]; then
-  git -C "$main" worktree add --detach "$worktree" "$commit" || exit 2
-fi
-if [ "$(git -C "$worktree" rev-parse HEAD)" != "$(git -C "$main" rev-parse "$commit^{commit}")" ]; then
-  echo "grid_round4: $worktree is not at $commit; remove it (git worktree remove) or pass its commit" >&2
-  exit 2
-fi
-if [ ! -x "$worktree/.venv/bin/prism" ]; then
-  python3 -m venv "$worktree/.venv" \
-    && "$worktree/.venv/bin/pip" install -q torch==2.13.0 \
-    && "$worktree/.venv/bin/pip" install -q -e "$worktree[report]" || exit 2  # report: the per-env rliable aggregate
-fi
+# shellcheck source=tools/grid_worktree.sh
+. "$main/tools/grid_worktree.sh"
+grid_worktree || exit 2
 cd "$worktree" || exit 2
 export MUJOCO_GL=disable PYTHONUNBUFFERED=1
 py="$worktree/.venv/bin/python"

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# One working session of the table1-study grid (issue R), sized to end before the session does:
+#
+#     nohup bash tools/grid_session.sh COMMIT DEADLINE > grid-session.log 2>&1 &
+#     bash tools/grid_session.sh f41171b "+165 min" --dry-run        # the plan, nothing run
+#
+# Why: a session lasts at most 180 minutes and the next one starts from a fresh checkout, so ignored files,
+# checkpoints among them, do not carry over, and a run that the session's end interrupts is lost. Only runs
+# that finish inside one session count, and starting one that cannot finish wastes its core.
+#
+# Each lane (GRID_LANES, "CPU:env" pairs, default "0:halfcheetah 1:swimmer") runs one job at a time, pinned
+# to its CPU, from the worktree at COMMIT (GRID_WORKTREE, default /work/grid-r4b; made with its own venv if
+# missing, as grid_round4.sh does). A lane picks, in GRID_ARMS order (default "e-prism e-uniform
+# e-prism-N1000"), the first unfinished seed whose expected minutes end before DEADLINE (any `date -d` time:
+# "02:40", "+165 min"); when nothing fits, the lane stops. GRID_MINUTES (default "e-prism=155 e-uniform=30
+# e-prism-N1000=540") holds one core's measured times with some margin: an N = 250 PRISM seed took 135 min
+# on halfcheetah and 163 min on swimmer (that one shared its core with tests for an hour), a uniform seed
+# 10-26 min on walker2d, and an N = 1000 seed is ~7-8 h, which no session holds.
+# The lane runs the `prism fit` command `reproduce.py --dry-run` gives for that seed (a folder left by an
+# interrupted run is resumed, from scratch when its checkpoints are gone), with no report in between;
+# finished runs and runs that another process holds are never picked.
+# Commit finished runs with tools/commit_grid_runs.sh.
+set -uo pipefail
+commit=${1:?usage: bash tools/grid_session.sh COMMIT DEADLINE [--dry-run]}
+deadline_text=${2:?usage: bash tools/grid_session.sh COMMIT DEADLINE [--dry-run]}
+dry=0
+[ "${3:-}" = "--dry-run" ] && dry=1
+main=$(cd "$(dirname "$0")/.." && pwd)
+worktree=${GRID_WORKTREE:-/work/grid-r4b}
+lanes=${GRID_LANES:-"0:halfcheetah 1:swimmer"}
+arms=${GRID_ARMS:-"e-prism e-uniform e-prism-N1000"}
+minutes=${GRID_MINUTES:-"e-prism=155 e-uniform=30 e-prism-N1000=540"}
+reports=${GRID_REPORTS:-/work/grid-results}
+preset=table1-study
+deadline=$(date -d "$deadline_text" +%s) || { echo "grid_session: DEADLINE: cannot read '$deadline_text'" >&2; exit 2; }
+[ "$deadline" -gt "$(date +%s)" ] || { echo "grid_session: DEADLINE '$deadline_text' is already past" >&2; exit 2; }
+
+expected_s() {  # arm -> expected seconds (one line on stderr and 2 if GRID_MINUTES lacks it)
+  local pair
+  for pair in $minutes; do
+    [ "${pair%%=*}" = "$1" ] && { echo $((${pair#*=} * 60)); return 0; }
+  done
+  echo "grid_session: GRID_MINUTES has no entry for arm '$1'" >&2
+  return 2
+}
+for arm in $arms; do expected_s "$arm" > /dev/null || exit 2; done
+
+# shellcheck source=tools/grid_worktree.sh
+. "$main/tools/grid_worktree.sh"
+grid_worktree || exit 2
+cd "$worktree" || exit 2
+export MUJOCO_GL=disable PYTHONUNBUFFERED=1
+py="$worktree/.venv/bin/python"
+out="$main/docs/results/$preset/runs"
+pending() {  # env arm -> the `prism fit` commands still to run, one per line (fresh, or --resume of a folder)
+  local command dir
+  # --dry-run prints every job's command, finished ones too; each command ends with its run folder.
+  "$py" tools/reproduce.py --preset "$preset" --envs "$1" --methods "$2" --parallel 1 --out "$out" \
+    --results "$reports/$preset" --dry-run 2>/dev/null | grep -- " -m prism.cli fit " |
+    while IFS= read -r command; do
+      dir=${command##* }
+      dir=${dir#run_dir=}
+      [ -f "$dir/summary.json" ] && continue  # finished
+      # held by another prism process (the run lock is flock on the folder): left to it
+      [ -d "$dir" ] && ! flock -n "$dir" true && continue
+      echo "$command"
+    done
+}
+seed_of() { sed -n 's|.*/seed\([0-9]*\)$|\1|p' <<< "$1"; }
+
+lane() {  # cpu env
+  local cpu=$1 env=$2 now arm need command picked seed log
+  local -A planned=()  # dry runs: the jobs this lane's plan has already taken
+  now=$(date +%s)
+  while :; do
+    picked=""
+    for arm in $arms; do
+      need=$(expected_s "$arm")
+      [ $((now + need)) -le "$deadline" ] || continue
+      while IFS= read -r command; do
+        [ -n "$command" ] && [ -z "${planned[$command]:-}" ] && { picked=$command; break; }
+      done < <(pending "$env" "$arm")
+      [ -n "$picked" ] && break
+    done
+    if [ -z "$picked" ]; then
+      echo "lane $cpu:$env: nothing left that ends before $(date -u -d "@$deadline" +%TZ); stopping"
+      return 0
+    fi
+    seed=$(seed_of "$picked")
+    echo "lane $cpu:$env: $(date -u -d "@$now" +%TZ) start $arm seed $seed (expected $((need / 60)) min)"
+    if [ "$dry" = 1 ]; then
+      planned[$picked]=1
+      now=$((now + need))
+      continue
+    fi
+    # As reproduce.py's own runner does: the command, then its output, appended to the run's log.
+    log="$out/$env/$arm/seed$seed.log"
+    mkdir -p "$(dirname "$log")"
+    printf '\n$ %s\n' "$picked" >> "$log"
+    # shellcheck disable=SC2086  # the command is a word list (paths without spaces)
+    taskset -c "$cpu" $picked >> "$log" 2>&1
+    echo "lane $cpu:$env: $(date -u +%TZ) $arm seed $seed ended, rc=$?"
+    [ -f "$out/$env/$arm/seed$seed/summary.json" ] || { echo "lane $cpu:$env: no summary.json; stopping"; return 1; }
+    now=$(date +%s)
+  done
+}
+
+echo "grid_session: worktree $worktree at $(git rev-parse --short HEAD); deadline $(date -u -d "@$deadline" +%FT%TZ)"
+status=0
+pids=()
+for pair in $lanes; do
+  lane "${pair%%:*}" "${pair#*:}" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+echo "grid_session: $(date -u +%FT%TZ) done, status $status"
+exit $status
