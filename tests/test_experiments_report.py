@@ -241,6 +241,7 @@ def test_table1_study_reads_hopper_from_the_protocol_study_without_running_or_co
     assert cli.main(["--preset", "table1-study", "--dry-run", "--out", str(own)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 6 * 4 and not any("/hopper/" in line or "hopper.yaml" in line for line in lines)
+    assert all(line.startswith("# finished: ") for line in lines)  # walker's seeds 0-3 are all in
 
 
 def test_fit_diagnostics_per_arm_and_cycle_match_the_records(study):

@@ -208,6 +208,28 @@ def test_backbone_dimension_adds_the_agent_group_and_reads_the_papers_gpi_pd_tab
     assert paper_values("capql")[("mo-hopper-v5", "Oracle", "hv")][0] == pytest.approx(1.30e7)
 
 
+def test_dry_run_lists_the_commands_a_run_would_start_and_comments_out_the_runs_it_would_skip(
+    tmp_path, capsys
+):
+    grid = tmp_path / "g"
+    finished, interrupted, held = (grid / "hopper" / m / "seed0" for m in ("oracle", "baseline", "prism"))
+    for folder in (finished, interrupted, held):
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text("seed: 0\n")
+    (finished / "summary.json").write_text("{}")
+    argv = ["--preset", "smoke", "--per-seed-processes", "--seeds", "0", "1", "--dry-run", "--out", str(grid)]
+    with run_dir_lock(held, key="run_dir"):
+        assert cli.main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    by_folder = {line.rsplit(" ", 1)[-1].removeprefix("run_dir="): line for line in lines}
+    assert len(lines) == len(by_folder) == 6  # 3 methods × 2 seeds, each once
+    assert by_folder[str(finished)] == f"# finished: {finished}"
+    assert by_folder[str(held)] == f"# running elsewhere (left to that process): {held}"
+    assert by_folder[str(interrupted)].endswith(f"prism.cli fit --resume {interrupted}")
+    fresh = [line for line in lines if not line.startswith("#") and "--resume" not in line]
+    assert len(fresh) == 3 and all(line.endswith("/seed1") and " seed=1 " in line for line in fresh)
+
+
 def test_a_preset_carries_its_backbone_and_the_flag_overrides_it(tmp_path, capsys):
     assert cli.main(["--preset", "gpi-pd-small", "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

@@ -92,7 +92,12 @@ def build_parser(prog: str = "prism reproduce") -> argparse.ArgumentParser:
         help="one prism process per seed (default: one population process per env × method cell)",
     )
     parser.add_argument("--report-only", action="store_true", help="only collect finished runs and report")
-    parser.add_argument("--dry-run", action="store_true", help="print the commands and exit")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the command of each run the grid would start (finished runs and runs another process "
+        "is writing as '# ...' lines) and exit",
+    )
     return parser
 
 
@@ -130,6 +135,7 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
         run_local,
         run_ray,
     )
+    from prism.loop.run_lock import locked_elsewhere
 
     args = build_parser(prog).parse_args(argv)
     base = PRESETS[args.preset]
@@ -167,8 +173,15 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
         per_seed_methods=frozenset(m for m in preset.methods if preset.arm(m).per_seed),
     )
     if args.dry_run:
+        # What a run of this command would start, one command line each; the jobs it would skip are listed
+        # too, as comment lines, so a script can take the commands (`grep -v '^#'`) and a reader sees it all.
         for job in jobs:
-            print(" ".join(fit_command(job, preset, out)))
+            if job.finished(out):
+                print(f"# finished: {job.run_dir(out)}")
+            elif locked_elsewhere(job.run_dir(out)):
+                print(f"# running elsewhere (left to that process): {job.run_dir(out)}")
+            else:
+                print(" ".join(fit_command(job, preset, out)))
         return 0
     start = time.perf_counter()
     failures = elsewhere = 0
