@@ -69,7 +69,7 @@ pending() {  # env arm -> the `prism fit` commands still to run, one per line (f
 seed_of() { sed -n 's|.*/seed\([0-9]*\)$|\1|p' <<< "$1"; }
 
 lane() {  # cpu env
-  local cpu=$1 env=$2 now arm need command picked seed log
+  local cpu=$1 env=$2 now arm need command picked seed log rc
   local -A planned=()  # dry runs: the jobs this lane's plan has already taken
   now=$(date +%s)
   while :; do
@@ -99,7 +99,8 @@ lane() {  # cpu env
     printf '\n$ %s\n' "$picked" >> "$log"
     # shellcheck disable=SC2086  # the command is a word list (paths without spaces)
     taskset -c "$cpu" $picked >> "$log" 2>&1
-    echo "lane $cpu:$env: $(date -u +%TZ) $arm seed $seed ended, rc=$?"
+    rc=$?
+    echo "lane $cpu:$env: $(date -u +%TZ) $arm seed $seed ended, rc=$rc"
     [ -f "$out/$env/$arm/seed$seed/summary.json" ] || { echo "lane $cpu:$env: no summary.json; stopping"; return 1; }
     now=$(date +%s)
   done
