@@ -6,7 +6,7 @@
 #
 #   1. here, from the project root (.device/ from ../shared/device/prepare.sh must exist):
 #        bash tools/device_grid_run.sh prepare COMMIT
-#      puts COMMIT's source into .device/grid-src (carried with .device; ~5 MB);
+#      puts COMMIT's source into .device/grid-src (carried with .device; 1.3 MB at f41171b);
 #   2. one device call, carry [".device"], timeout_s 600:
 #        source .device/env.sh && bash tools/device_grid_run.sh run PRESET ENV ARM SEED [key=value ...]
 #      runs the `prism fit` command that COMMIT's `reproduce.py --dry-run` gives for that run, with

@@ -54,7 +54,8 @@ py="$worktree/.venv/bin/python"
 out="$main/docs/results/$preset/runs"
 pending() {  # env arm -> the `prism fit` commands still to run, one per line (fresh, or --resume of a folder)
   local command dir
-  # --dry-run prints every job's command, finished ones too; each command ends with its run folder.
+  # A grid commit before 5c8cc74 prints every job's command in --dry-run, finished and held ones too (later
+  # ones print those as '#' lines); each command ends with its run folder.
   "$py" tools/reproduce.py --preset "$preset" --envs "$1" --methods "$2" --parallel 1 --out "$out" \
     --results "$reports/$preset" --dry-run 2>/dev/null | grep -- " -m prism.cli fit " |
     while IFS= read -r command; do
