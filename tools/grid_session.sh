@@ -4,9 +4,10 @@
 #     nohup bash tools/grid_session.sh COMMIT DEADLINE > grid-session.log 2>&1 &
 #     bash tools/grid_session.sh f41171b "+165 min" --dry-run        # the plan, nothing run
 #
-# Why: a session lasts at most 180 minutes and the next one starts from a fresh checkout, so ignored files,
-# checkpoints among them, do not carry over, and a run that the session's end interrupts is lost. Only runs
-# that finish inside one session count, and starting one that cannot finish wastes its core.
+# Why: a session lasts at most 180 minutes and ends what is running, and the next one may start on a fresh
+# machine where ignored files, checkpoints among them, are gone; a run the session's end interrupts cannot
+# count on resuming. Only runs that finish inside one session count, and starting one that cannot finish
+# wastes its core.
 #
 # Each lane (GRID_LANES, "CPU:env" pairs, default "0:halfcheetah 1:swimmer") runs one job at a time, pinned
 # to its CPU, from the worktree at COMMIT (GRID_WORKTREE, default /work/grid-r4b; made with its own venv if
