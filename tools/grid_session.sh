@@ -13,10 +13,10 @@
 # to its CPU, from the worktree at COMMIT (GRID_WORKTREE, default /work/grid-r4b; made with its own venv if
 # missing, as grid_round4.sh does). A lane picks, in GRID_ARMS order (default "e-prism e-uniform
 # e-prism-N1000"), the first unfinished seed whose expected minutes end before DEADLINE (any `date -d` time:
-# "02:40", "+165 min"); when nothing fits, the lane stops. GRID_MINUTES (default "e-prism=130 e-uniform=30
-# e-prism-N1000=540") holds one core's measured times with some margin: an N = 250 PRISM seed took 110 min
-# on halfcheetah and 116 min on swimmer with its core to itself (135 and 163 min when tests shared it), a
-# uniform seed 10-26 min on walker2d, and an N = 1000 seed is ~7-8 h, which no session holds.
+# "02:40", "+165 min"); when nothing fits, the lane stops. GRID_MINUTES (default "e-prism=145 e-uniform=22
+# e-prism-N1000=540") holds one core's measured times with some margin: an N = 250 PRISM seed took 110-142 min
+# with its core to itself (seeds 1 and 2 on halfcheetah and swimmer; 135 and 163 min when tests shared it), a
+# uniform seed 14-21 min there, and an N = 1000 seed is ~7-8 h, which no session holds.
 # The lane runs the `prism fit` command `reproduce.py --dry-run` gives for that seed (a folder left by an
 # interrupted run is resumed, from scratch when its checkpoints are gone), with no report in between;
 # finished runs and runs that another process holds are never picked.
@@ -30,7 +30,7 @@ main=$(cd "$(dirname "$0")/.." && pwd)
 worktree=${GRID_WORKTREE:-/work/grid-r4b}
 lanes=${GRID_LANES:-"0:halfcheetah 1:swimmer"}
 arms=${GRID_ARMS:-"e-prism e-uniform e-prism-N1000"}
-minutes=${GRID_MINUTES:-"e-prism=130 e-uniform=30 e-prism-N1000=540"}
+minutes=${GRID_MINUTES:-"e-prism=145 e-uniform=22 e-prism-N1000=540"}
 reports=${GRID_REPORTS:-/work/grid-results}
 preset=table1-study
 deadline=$(date -d "$deadline_text" +%s) || { echo "grid_session: DEADLINE: cannot read '$deadline_text'" >&2; exit 2; }
