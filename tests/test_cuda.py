@@ -134,3 +134,27 @@ def test_a_deterministic_cuda_run_repeats_bit_for_bit(tmp_path):
         torch.use_deterministic_algorithms(before)
     assert len(outputs[0][1]) == 2  # both cycles' reward fits
     assert outputs[0] == outputs[1]
+
+
+def test_a_single_seed_halfcheetah_prism_run_replays_its_graph_after_the_refit(tmp_path):
+    """Two cycles of PRISM on mo-halfcheetah-v5, one seed, graphed updates. The refit between them runs its own
+    Lightning Trainer, whose CUDA accelerator frees cuBLAS's workspaces; the update graph captured in cycle 1
+    pointed at them and its first replay in cycle 2 was an illegal memory access (an H200, 2026-11-28). The loop
+    now drops the graph after every fit: the run ends, with cycle 2 trained through a graph of its own."""
+    import csv
+
+    from prism.loop.run import fit_run
+
+    quickstart = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
+    overrides = ["env.id=mo-halfcheetah-v5", "loop.initial_episodes=6", "loop.expert_episodes=2",
+                 "loop.cycles=2", "loop.steps_per_cycle=2000", "loop.checkpoint_every=1000",
+                 "reward.max_epochs=3", "agent.learning_starts=500", "eval.every=1000", "eval.num_workers=0",
+                 "eval.final.num_weights=3", "eval.final.episodes=1", "figures=false", "device=cuda",
+                 "agent.cuda_graph=true", f"run_dir={tmp_path / 'run'}"]  # fmt: skip
+    run = fit_run([quickstart], overrides, progress="none")
+    with (tmp_path / "run" / "eval.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(int(r["env_steps"]), r["final"]) for r in rows][-1] == (4000, "1")
+    assert run.loop.state.fits == 2
+    runner = run.agent.static_update()
+    assert runner.graph is not None and runner.captures == 1  # cycle 2's own capture, replayed since

@@ -12,6 +12,7 @@ import torch
 from fit_quality_reference import assert_quality_equal, brute_force, store_episodes
 from toy_runs import toy_run
 
+from prism.agents.capql import CAPQLModule
 from prism.config import load_config
 from prism.loop.phases import PrismLoopCallback
 from prism.loop.run import build_run, fit_run
@@ -42,24 +43,34 @@ def _scalar_tags(run_dir: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def prism_run(tmp_path_factory):
-    """One 3-cycle toy PRISM run shared by the tests below: ``(run, run_dir, fitted)``, where ``fitted`` is a
-    deep copy of every reward model the loop installed, in order (a spy on ``set_model``; behaviour unchanged)."""
+    """One 3-cycle toy PRISM run shared by the tests below: ``(run, run_dir, fitted, updates)``, where ``fitted``
+    is a deep copy of every reward model the loop installed, in order (a spy on ``set_model``), and ``updates``
+    is ``(env step, static update object)`` of every CAPQL update (a spy on ``static_update``). Spies only:
+    behaviour unchanged."""
     fitted: list = []
+    updates: list = []
     original = PrismLoopCallback.set_model
+    original_static = CAPQLModule.static_update
 
     def spy(self, agent, models):
         fitted.append(copy.deepcopy(models[0] if isinstance(models, list | tuple) else models))
         return original(self, agent, models)
 
+    def static_spy(self):
+        runner = original_static(self)
+        updates.append((self.env_step_count, runner))  # the object itself: an id() may be reused
+        return runner
+
     run_dir = tmp_path_factory.mktemp("prism") / "run"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(PrismLoopCallback, "set_model", spy)
+        patch.setattr(CAPQLModule, "static_update", static_spy)
         run = fit_run([str(CONF / "quickstart.yaml")], [*TINY, f"run_dir={run_dir}"])
-    return run, run_dir, fitted
+    return run, run_dir, fitted, updates
 
 
 def test_prism_loop_phase_order_and_counts(prism_run):
-    run, run_dir, _ = prism_run
+    run, run_dir, _, _ = prism_run
     M = 300
     assert run.loop.state.history == [
         ("collect_random", 0, 0),
@@ -99,6 +110,20 @@ def test_prism_loop_phase_order_and_counts(prism_run):
     assert any(t.startswith("train/") for t in tags) and any(t.startswith("rollout/") for t in tags)
 
 
+def test_every_cycle_updates_through_a_static_update_built_after_its_reward_fit(prism_run):
+    """A reward fit runs Lightning Trainers of its own; on CUDA they free cuBLAS's workspaces, which an update
+    graph captured before the fit points at (its next replay was an illegal memory access on an H200). So the
+    loop drops the agent's static update after every fit: each cycle updates through one built after its fit."""
+    run, _, _, updates = prism_run
+    M = 300
+    per_cycle = [[runner for step, runner in updates if (step - 1) // M == cycle] for cycle in range(3)]
+    assert all(per_cycle), "every cycle has updates"
+    first = [runners[0] for runners in per_cycle]
+    for runners, runner in zip(per_cycle, first):
+        assert all(r is runner for r in runners)  # built once per cycle ...
+    assert first[0] is not first[1] and first[1] is not first[2]  # ... and again after each refit
+
+
 def test_oracle_has_no_reward_model_and_same_budget(tmp_path):
     run_dir = tmp_path / "oracle"
     run = fit_run(
@@ -117,7 +142,7 @@ def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run
     """Issue R item 1 on the 3-cycle toy PRISM run: summary.json lists 3 fits; each record's validation numbers
     and each refit's new-episode numbers (scored by the *previous* fit's model) equal loops over the stored
     episodes (tests/fit_quality_reference.py)."""
-    run, run_dir, fitted = prism_run
+    run, run_dir, fitted, _ = prism_run
     summary = json.loads((run_dir / "summary.json").read_text())
     records = summary["reward_fits"]
     assert [r["cycle"] for r in records] == [0, 1, 2] and len(fitted) == 3

@@ -214,7 +214,16 @@ class CAPQLModule(OffPolicyAgent):
     def on_fit_start(self) -> None:
         super().on_fit_start()
         self._polyak = (list(self.critic_target.parameters()), list(self.critic.parameters()))
-        self._static = None  # the optimisers / buffer may be new: build (and capture) again
+        self.drop_captured_graphs()  # the optimisers / buffer may be new: build (and capture) again
+
+    def drop_captured_graphs(self) -> None:
+        """Forget the static update and its CUDA graph: the next update builds them again (warm-up, capture).
+
+        Needed whenever memory a captured graph points at may have been freed behind its back. The PRISM loop
+        calls it after every reward fit: that fit runs a Lightning Trainer of its own, whose CUDA accelerator
+        frees cuBLAS's workspaces and empties the allocator cache at setup and teardown, and the graph's
+        matmuls still point at the old workspace (replaying it was an illegal memory access on an H200)."""
+        self._static = None
 
     def update_step(self) -> torch.Tensor:
         """One update of every member through :class:`~prism.agents.static_update.StaticUpdate`: the replay

@@ -190,6 +190,11 @@ class PrismLoopCallback(Callback):
             on_fit_progress=self.on_fit_progress,
         )  # fmt: skip
         self.fit_progress = [None] * len(self.settings.member_seeds)
+        # The fit ran Lightning Trainers on the device, which free cuBLAS's workspaces: an update graph the
+        # agent captured before would replay into freed memory. Drop it; the next update captures again.
+        drop_graphs = getattr(agent, "drop_captured_graphs", None)
+        if drop_graphs is not None:
+            drop_graphs()
         self.state.fits += 1
         self.set_model(agent, models)
         release_freed_memory()  # the fit's tensors are gone: give their pages back for the RL phase
