@@ -11,7 +11,10 @@
 #        source .device/env.sh && bash tools/device_grid_run.sh run PRESET ENV ARM SEED [key=value ...]
 #      runs the `prism fit` command that COMMIT's `reproduce.py --dry-run` gives for that run, with
 #      device=cuda and the overrides given, under `timeout` (DEVICE_RUN_LIMIT_S, default 540). $OUT/run/
-#      gets config.yaml, eval.csv, front.csv and summary.json, and $OUT/run.log the output;
+#      gets config.yaml, eval.csv, front.csv and summary.json, and $OUT/run.log the output.
+#      A COMMIT before 812b006 (f41171b, the table1-study grid's, included) gets agent.cuda_graph=false
+#      added: its graphed update crashes at the first replay after a refit (illegal memory access; seen on
+#      an H200, 2026-11-28). The flag changes the speed, not the maths (the eager update is the same one).
 #   3. here again:
 #        bash tools/device_grid_run.sh collect FILES_AT PRESET ENV ARM SEED
 #      copies those files into docs/results/PRESET/runs/ENV/ARM/seed<SEED>/ (refused if a summary.json is
@@ -55,9 +58,12 @@ run)
   [ -n "$fit" ] || die "reproduce.py --dry-run gives no run $preset/$env/$arm/seed$seed"
   echo "commit $(cat COMMIT); $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" > "$out/run.log"
   device=${DEVICE_RUN_DEVICE:-cuda}  # cpu only to try the script itself here
-  echo "\$ $fit device=$device $*" >> "$out/run.log"
+  graph_fix=()
+  # Before 812b006 the loop kept a graph captured before a refit, whose Trainer frees what it points at.
+  grep -q drop_captured_graphs prism/loop/phases.py || graph_fix=(agent.cuda_graph=false)
+  echo "\$ $fit device=$device ${graph_fix[*]} $*" >> "$out/run.log"
   # shellcheck disable=SC2086  # the command is a word list (paths without spaces)
-  timeout -k 10 "${DEVICE_RUN_LIMIT_S:-540}" $fit "device=$device" "$@" >> "$out/run.log" 2>&1
+  timeout -k 10 "${DEVICE_RUN_LIMIT_S:-540}" $fit "device=$device" "${graph_fix[@]}" "$@" >> "$out/run.log" 2>&1
   rc=$?
   echo "rc=$rc" >> "$out/run.log"
   mkdir -p "$out/run"
