@@ -18,8 +18,9 @@ With ``agent.cuda_graph: true`` on CUDA, the first ``warmup`` updates run eagerl
 updates: they also allocate the optimiser state), the next one is captured into a ``torch.cuda.CUDAGraph`` (as
 :func:`torch.cuda.graph` captures: a side stream, the graph's private memory pool) and every update from then on
 is one ``graph.replay()``; the graph is dropped (and re-captured) whenever what it
-points at changes (a new buffer or optimiser state, a relabel function, which always runs eagerly).
-"""
+points at changes (a new buffer or optimiser state, a relabel function, which always runs eagerly) or may
+have been freed: the PRISM loop drops it after every reward fit, whose Lightning Trainer frees cuBLAS's
+workspaces (``CAPQLModule.drop_captured_graphs``)."""
 
 from __future__ import annotations
 
