@@ -139,8 +139,9 @@ def test_a_deterministic_cuda_run_repeats_bit_for_bit(tmp_path):
 def test_a_single_seed_halfcheetah_prism_run_replays_its_graph_after_the_refit(tmp_path):
     """Two cycles of PRISM on mo-halfcheetah-v5, one seed, graphed updates. The refit between them runs its own
     Lightning Trainer, whose CUDA accelerator frees cuBLAS's workspaces; the update graph captured in cycle 1
-    pointed at them and its first replay in cycle 2 was an illegal memory access (an H200, 2026-11-28). The loop
-    now drops the graph after every fit: the run ends, with cycle 2 trained through a graph of its own."""
+    (we infer) pointed at them, and its first replay in cycle 2 was an illegal memory access (an H200,
+    2026-11-28). The loop now drops the graph after every fit: the run ends, with cycle 2 trained through a
+    graph of its own."""
     import csv
 
     from prism.loop.run import fit_run

@@ -111,9 +111,10 @@ def test_prism_loop_phase_order_and_counts(prism_run):
 
 
 def test_every_cycle_updates_through_a_static_update_built_after_its_reward_fit(prism_run):
-    """A reward fit runs Lightning Trainers of its own; on CUDA they free cuBLAS's workspaces, which an update
-    graph captured before the fit points at (its next replay was an illegal memory access on an H200). So the
-    loop drops the agent's static update after every fit: each cycle updates through one built after its fit."""
+    """A reward fit runs Lightning Trainers of its own; on CUDA they free cuBLAS's workspaces, which an
+    update graph captured before the fit may point at (its next replay was an illegal memory access on an
+    H200). So the loop drops the agent's static update after every fit: each cycle updates through one built
+    after its fit."""
     run, _, _, updates = prism_run
     M = 300
     per_cycle = [[runner for step, runner in updates if (step - 1) // M == cycle] for cycle in range(3)]

@@ -221,8 +221,9 @@ class CAPQLModule(OffPolicyAgent):
 
         Needed whenever memory a captured graph points at may have been freed behind its back. The PRISM loop
         calls it after every reward fit: that fit runs a Lightning Trainer of its own, whose CUDA accelerator
-        frees cuBLAS's workspaces and empties the allocator cache at setup and teardown, and the graph's
-        matmuls still point at the old workspace (replaying it was an illegal memory access on an H200)."""
+        frees cuBLAS's workspaces and empties the allocator cache at setup and teardown. A graph captured
+        before the fit crashed at its next replay on an H200 (illegal memory access); that its matmuls
+        point at the freed workspace is read from the code, not measured."""
         self._static = None
 
     def update_step(self) -> torch.Tensor:

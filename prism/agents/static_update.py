@@ -20,7 +20,8 @@ updates: they also allocate the optimiser state), the next one is captured into 
 is one ``graph.replay()``; the graph is dropped (and re-captured) whenever what it
 points at changes (a new buffer or optimiser state, a relabel function, which always runs eagerly) or may
 have been freed: the PRISM loop drops it after every reward fit, whose Lightning Trainer frees cuBLAS's
-workspaces (``CAPQLModule.drop_captured_graphs``)."""
+workspaces and the allocator's cache (``CAPQLModule.drop_captured_graphs``; the crash it prevents is on
+record, the workspace as its cause is inferred)."""
 
 from __future__ import annotations
 

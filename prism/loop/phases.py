@@ -190,8 +190,9 @@ class PrismLoopCallback(Callback):
             on_fit_progress=self.on_fit_progress,
         )  # fmt: skip
         self.fit_progress = [None] * len(self.settings.member_seeds)
-        # The fit ran Lightning Trainers on the device, which free cuBLAS's workspaces: an update graph the
-        # agent captured before would replay into freed memory. Drop it; the next update captures again.
+        # The fit ran Lightning Trainers on the device, which free cuBLAS's workspaces and the allocator's
+        # cache: an update graph the agent captured before may replay into freed memory (it crashed on an
+        # H200; the cause is inferred). Drop it; the next update captures again.
         drop_graphs = getattr(agent, "drop_captured_graphs", None)
         if drop_graphs is not None:
             drop_graphs()
