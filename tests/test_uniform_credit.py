@@ -1,0 +1,42 @@
+"""tools/uniform_credit.py: the per-step Pearson of uniform R/T redistribution with the true reward."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "uniform_credit", Path(__file__).resolve().parents[1] / "tools" / "uniform_credit.py"
+)
+uniform_credit = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(uniform_credit)
+
+
+def test_the_pearson_of_r_over_t_equals_the_correlation_ratio_for_episodes_of_mixed_lengths():
+    rng = np.random.default_rng(3)
+    episodes = [rng.normal(loc=rng.normal(), size=rng.integers(2, 40)) for _ in range(25)]
+    pearson, eta = uniform_credit.uniform_pearson(episodes)
+    # brute force: every step paired with its own episode's mean, the Pearson formula written out
+    pairs = np.array([(x, r.mean()) for r in episodes for x in r])
+    centred = pairs - pairs.mean(axis=0)
+    by_hand = (centred[:, 0] @ centred[:, 1]) / np.sqrt((centred**2).sum(axis=0).prod())
+    assert pearson == pytest.approx(by_hand, abs=1e-12)
+    assert eta == pytest.approx(pearson, abs=1e-12)
+    assert 0.0 < eta < 1.0
+
+
+def test_constant_episodes_carry_everything_and_zero_mean_episodes_carry_nothing():
+    constant = [np.full(5, 1.0), np.full(8, -2.0), np.full(3, 0.5)]
+    assert uniform_credit.uniform_pearson(constant)[1] == pytest.approx(1.0)
+    # every episode has mean 0 (so R/T = 0 everywhere): no between-episode variance
+    centred = [np.array([1.0, -1.0, 2.0, -2.0]), np.array([3.0, -3.0])]
+    assert uniform_credit.uniform_pearson(centred)[1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_random_hopper_episodes_end_at_a_fall_and_carry_survival_in_r_over_t():
+    episodes = uniform_credit.random_episode_rewards("mo-hopper-v5", episodes=20, seed=0)
+    lengths = [len(r) for r in episodes]
+    assert len(episodes) == 20 and max(lengths) < 1000  # random hoppers fall long before truncation
+    pearson, eta = uniform_credit.uniform_pearson(episodes)
+    assert pearson == pytest.approx(eta, abs=1e-9) and pearson > 0.2

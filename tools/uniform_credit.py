@@ -1,0 +1,83 @@
+"""How much per-step information uniform R/T redistribution carries, per env (issue R's report).
+
+The uniform arm pays every step of an episode its return spread evenly, R/T. Pooled over the steps of many
+episodes, the Pearson correlation of that reward with the hidden per-step reward r_t is the correlation ratio
+η of r_t grouped by episode: η² is the share of r_t's variance (over all steps) that lies between the
+episodes' means, and corr(r_t, its episode's mean) = η for any episode lengths (the covariance of r_t with
+its episode mean is the variance of that mean). The tool prints both, computed independently, on episodes
+of a uniform random policy: the store every cycle-0 reward fit learns from, so the numbers sit beside that
+fit's validation Pearson (``summary.json`` ``reward_fits``).
+
+    python tools/uniform_credit.py                              # the four MuJoCo tasks, the report's numbers
+    python tools/uniform_credit.py --envs mo-swimmer-v5 --episodes 20
+
+Where episodes end when the robot falls (hopper, walker2d), R/T carries survival: short episodes pay less
+per step. Where every episode lasts 1000 steps (halfcheetah, swimmer), almost all of r_t's variance lies
+within episodes, and R/T is nearly the same number at every step of every episode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+#: env id -> random episodes drawn (short episodes on hopper and walker2d, 1000 steps on the other two)
+DEFAULT_EPISODES = {"mo-hopper-v5": 300, "mo-walker2d-v5": 300, "mo-halfcheetah-v5": 60, "mo-swimmer-v5": 60}
+
+
+def random_episode_rewards(env_id: str, episodes: int, seed: int) -> list[np.ndarray]:
+    """The hidden (sparse) channel's per-step true reward of ``episodes`` uniform random episodes."""
+    from prism.envs.factory import make_env
+    from prism.envs.registry import get_env_spec
+
+    spec = get_env_spec(env_id)
+    env = make_env(spec, sparse_channel=spec.sparse_channel, seed=seed)
+    actions = np.random.default_rng(seed)
+    out = []
+    for episode in range(episodes):
+        env.reset(seed=seed * 100_000 + episode)
+        rewards, done = [], False
+        while not done:
+            action = actions.uniform(-1.0, 1.0, env.action_space.shape).astype(np.float32)
+            _, _, terminated, truncated, info = env.step(action)
+            rewards.append(float(info["true_reward"][spec.sparse_channel]))
+            done = terminated or truncated  # either ends the episode, and the wrapper releases R there
+        out.append(np.asarray(rewards))
+    env.close()
+    return out
+
+
+def uniform_pearson(episodes: list[np.ndarray]) -> tuple[float, float]:
+    """(Pearson of R/T with r_t over all steps, η from the between-episode variance share)."""
+    true = np.concatenate(episodes)
+    uniform = np.concatenate([np.full(len(r), r.mean()) for r in episodes])
+    pearson = float(np.corrcoef(true, uniform)[0, 1])
+    between = sum(len(r) * (r.mean() - true.mean()) ** 2 for r in episodes) / (len(true) * true.var())
+    return pearson, float(np.sqrt(between))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="+", default=list(DEFAULT_EPISODES))
+    parser.add_argument("--episodes", type=int, default=None, help="per env (default: 300 short, 60 long)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for env_id in args.envs:
+        start = time.perf_counter()
+        episodes = random_episode_rewards(
+            env_id, args.episodes or DEFAULT_EPISODES.get(env_id, 60), args.seed
+        )
+        pearson, eta = uniform_pearson(episodes)
+        lengths = np.array([len(r) for r in episodes])
+        print(
+            f"{env_id}: {len(episodes)} random episodes (length {lengths.mean():.0f}, {lengths.min()}-"
+            f"{lengths.max()}): Pearson(R/T, r_t) = {pearson:.3f}, eta = {eta:.3f}  "
+            f"[{time.perf_counter() - start:.0f} s]",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
