@@ -59,6 +59,7 @@ run)
   cd "$src" || exit 2
   export MUJOCO_GL=disable PYTHONUNBUFFERED=1
   meta=$(mktemp -d)  # one per run: runs sharing a call do not write each other's metadata
+  trap 'rm -rf "$meta"' EXIT  # the metadata is needed only while the run lasts
   python3 tools/source_metadata.py "$meta" > /dev/null || die "cannot write prism's metadata"
   export PYTHONPATH=$meta:$src${PYTHONPATH:+:$PYTHONPATH}  # COMMIT's prism before any other on the path
   grid=${DEVICE_RUN_GRID:-$main/.device-runs}
