@@ -66,3 +66,23 @@ def test_normalised_scores_keep_envs_where_every_arm_has_two_runs_and_trim_to_co
     assert used == ("a", "b")
     np.testing.assert_allclose(scores["prism"], [[0.5, 2.0], [1.0, 1.0]])  # a's first two runs / 2, b's / 4
     assert aggregate(finals, ("c",), Aggregate("oracle", ("prism",), ())) is None
+
+
+def test_aggregate_intervals_are_the_same_when_recomputed_and_leave_numpys_global_state_alone():
+    """rliable 1.2 resamples with NumPy's global generator whatever ``random_state`` it is handed: without
+    seeding that one, a report recomputed from the same runs printed different CIs."""
+    rng = np.random.default_rng(0)
+    envs = ("a", "b", "c")
+    finals = {
+        (env, arm): list(rng.uniform(1, 10, 5)) for env in envs for arm in ("oracle", "prism", "uniform")
+    }
+    spec = Aggregate("oracle", ("oracle", "prism", "uniform"), (("prism", "uniform"),))
+    np.random.seed(1)
+    first = aggregate(finals, envs, spec, resamples=200)
+    after_first = np.random.random()
+    np.random.seed(2)  # a different global state before the second call
+    second = aggregate(finals, envs, spec, resamples=200)
+    assert first.iqm == second.iqm and first.improvement == second.improvement
+    np.random.seed(1)
+    assert np.random.random() == after_first  # the caller's global stream went on as if untouched
+    assert aggregate(finals, envs, spec, resamples=200, seed=1).iqm != first.iqm  # the seed does matter

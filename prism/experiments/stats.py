@@ -138,12 +138,20 @@ def aggregate(
         return None
 
     def intervals(score_dict: dict, func) -> tuple[dict, dict]:
-        with warnings.catch_warnings():  # arch deprecates the RandomState rliable hands it (rliable 1.2)
-            warnings.simplefilter("ignore", FutureWarning)
-            # A fixed RandomState: a report recomputed from the same runs prints the same intervals.
-            return library.get_interval_estimates(
-                score_dict, func, reps=resamples, random_state=np.random.RandomState(seed)
-            )
+        # A report recomputed from the same runs must print the same intervals. rliable 1.2's stratified
+        # bootstraps draw their resampled indices from NumPy's *global* generator (`np.random.choice` in
+        # `update_indices`), not from the `random_state` they are given, so that one is seeded too, and the
+        # caller's global state is put back afterwards.
+        saved = np.random.get_state()
+        np.random.seed(seed)
+        try:
+            with warnings.catch_warnings():  # arch deprecates the RandomState rliable hands it (rliable 1.2)
+                warnings.simplefilter("ignore", FutureWarning)
+                return library.get_interval_estimates(
+                    score_dict, func, reps=resamples, random_state=np.random.RandomState(seed)
+                )
+        finally:
+            np.random.set_state(saved)
 
     points, bounds = intervals(scores, lambda matrix: np.array([metrics.aggregate_iqm(matrix)]))
     iqm = {arm: Interval(float(points[arm][0]), *map(float, bounds[arm][:, 0])) for arm in scores}
