@@ -138,7 +138,8 @@ def write_report(
         "",
     ]
     fits = fit_rows(preset, table)
-    if fits:
+    # Runs older than the records show "—"; a table of nothing else says nothing, so it is left out.
+    if any(row["n"] != "—" for row in fits):
         _write_csv(results / "fits.csv", fits)
         sections += [
             "Reward-fit diagnostics per arm and refinement cycle (each run's `summary.json` `reward_fits`; mean "

@@ -1,0 +1,40 @@
+"""Every committed study report recomputes from its committed run files with the command it prints: each text
+file the report writes (table.md, table.csv, ratios.csv, fits.csv, aggregate.csv) comes out byte for byte as
+committed. Figures are left out (their pixels depend on matplotlib's version, not on prism)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from prism.experiments import cli, report
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDIES = ("protocol-study", "reward-budget", "table1-study")
+TEXT_FILES = ("table.md", "table.csv", "ratios.csv", "fits.csv", "aggregate.csv")
+
+
+def _without_results_path(text: str) -> str:
+    """table.md ends with the recompute command, which names the folder the report was written to."""
+    return re.sub(r"--results \S+`", "--results RESULTS`", text)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_a_committed_study_report_recomputes_byte_for_byte(study, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("rliable")
+    committed = ROOT / "docs" / "results" / study
+    monkeypatch.setattr(report, "plot", lambda *args, **kwargs: None)
+    monkeypatch.setattr(report, "plot_aggregate", lambda *args, **kwargs: None)
+    argv = ["--preset", study, "--report-only", "--out", str(committed / "runs"), "--results", str(tmp_path)]
+    assert cli.main(argv) == 0
+    assert "failed runs: 0" in capsys.readouterr().out
+    written = sorted(name for name in TEXT_FILES if (tmp_path / name).is_file())
+    assert written == sorted(name for name in TEXT_FILES if (committed / name).is_file())
+    assert "table.md" in written and "table.csv" in written
+    for name in written:
+        ours, theirs = (tmp_path / name).read_text(), (committed / name).read_text()
+        if name == "table.md":
+            ours, theirs = _without_results_path(ours), _without_results_path(theirs)
+        assert ours == theirs, f"{study}/{name} does not recompute from its run files"
