@@ -1,6 +1,6 @@
-"""prism reproduce's reports: the committed protocol study recomputes byte for byte; a study that joins another
-study's arms reads them as its own cells without running or copying them; the reward-fit diagnostics and the
-rliable aggregate match brute-force computations on synthetic run folders."""
+"""prism reproduce's reports: a study that joins another study's arms reads them as its own cells without running
+or copying them; the reward-fit diagnostics and the rliable aggregate match brute-force computations on synthetic
+run folders. (That the committed studies recompute byte for byte: test_committed_reports.py.)"""
 
 from __future__ import annotations
 
@@ -21,28 +21,6 @@ from prism.experiments.grid import JoinedArms
 from prism.experiments.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDY = ROOT / "docs" / "results" / "protocol-study"
-
-
-def test_the_committed_protocol_study_recomputes_byte_for_byte(tmp_path, capsys):
-    results = tmp_path / "report"
-    argv = [
-        "--preset",
-        "protocol-study",
-        "--report-only",
-        "--out",
-        str(STUDY / "runs"),
-        "--results",
-        str(results),
-    ]
-    assert cli.main(argv) == 0
-    for name in ("table.csv", "ratios.csv"):
-        assert (results / name).read_bytes() == (STUDY / name).read_bytes(), name
-    # the printed recompute command names the committed runs, in the package's command line
-    assert (
-        "`prism reproduce --preset protocol-study --report-only --out docs/results/protocol-study/runs"
-        in (capsys.readouterr().out)
-    )
 
 
 def test_ad_hoc_reports_default_to_runs_results_and_the_shim_takes_the_same_arguments(tmp_path):
