@@ -9,6 +9,12 @@
 # count on resuming. Only runs that finish inside one session count, and starting one that cannot finish
 # wastes its core.
 #
+# GRID_PRESET (default table1-study) names the `prism reproduce` preset, e.g. halfcheetah-paper:
+#
+#     GRID_PRESET=halfcheetah-paper GRID_LANES="0:halfcheetah" GRID_ARMS="e-oracle e-baseline e-uniform" \
+#         GRID_MINUTES="e-oracle=60 e-baseline=70 e-uniform=90" GRID_WORKTREE=/work/grid-z \
+#         nohup bash tools/grid_session.sh COMMIT "+170 min" > /work/grid-logs/z.log 2>&1 &
+#
 # Each lane (GRID_LANES, "CPU:env" pairs, default "0:halfcheetah 1:swimmer") runs one job at a time, pinned
 # to its CPU, from the worktree at COMMIT (GRID_WORKTREE, default /work/grid-r4b; made with its own venv if
 # missing, as grid_round4.sh does). A lane picks, in GRID_ARMS order (default "e-prism e-uniform
@@ -32,7 +38,7 @@ lanes=${GRID_LANES:-"0:halfcheetah 1:swimmer"}
 arms=${GRID_ARMS:-"e-prism e-uniform e-prism-N1000"}
 minutes=${GRID_MINUTES:-"e-prism=145 e-uniform=22 e-prism-N1000=540"}
 reports=${GRID_REPORTS:-/work/grid-results}
-preset=table1-study
+preset=${GRID_PRESET:-table1-study}
 deadline=$(date -d "$deadline_text" +%s) || { echo "grid_session: DEADLINE: cannot read '$deadline_text'" >&2; exit 2; }
 [ "$deadline" -gt "$(date +%s)" ] || { echo "grid_session: DEADLINE '$deadline_text' is already past" >&2; exit 2; }
 

@@ -242,6 +242,38 @@ PRESETS = {
             "mo-hopper-v5's equal-budget arms are the protocol study's runs (same scale), joined, not rerun."
         ),
     ),
+    "halfcheetah-paper": Preset(
+        envs=("halfcheetah",),
+        methods=("e-oracle", "e-baseline", "e-uniform", "e-prism"),
+        seeds=tuple(range(5)),
+        # table1-study's halfcheetah settings with the paper's RL budget: 2 cycles × M = 100 000 steps
+        # (the replay buffer, 200 000, then holds every transition of the run, as at 2 × 25 000).
+        overrides=tuple(
+            "loop.steps_per_cycle=100000" if o.startswith("loop.steps_per_cycle=") else o
+            for o in CPU_MEDIUM_OVERRIDES
+        ),
+        env_overrides=(("halfcheetah", ("loop.initial_episodes=250",)),),
+        arms=(
+            Arm("e-oracle", "oracle", "equal", per_seed=True),
+            Arm("e-baseline", "baseline", "equal", per_seed=True),
+            Arm("e-uniform", "uniform", "equal", per_seed=True),
+            Arm("e-prism", "prism", "equal", per_seed=True),
+        ),
+        ratios=(
+            Ratio("e-prism", "e-oracle", "equal budget"),
+            Ratio("e-prism", "e-baseline", "equal budget"),
+            Ratio("e-uniform", "e-oracle", "equal budget"),
+            Ratio("e-prism", "e-uniform", "ReSymNet vs uniform R/T, equal budget"),
+            Ratio("e-baseline", "e-oracle", "does the sparse baseline collapse?"),
+        ),
+        description=(
+            "Halfcheetah at the paper's RL budget (issue Z): mo-halfcheetah-v5, 2 cycles × M = 100 000 RL steps, "
+            "the equal-budget protocol, final evaluation 100 weights × 5 episodes, 5 seeds per arm (one process "
+            "per seed). Every other setting is table1-study's for halfcheetah: E = 50 expert episodes, N = 250 "
+            "random episodes, ReSymNet (sum loss) ≤ 100 fit epochs with patience 20, λ from conf/halfcheetah.yaml, "
+            "periodic evaluation every 5 000 steps on 10 weights × 2 episodes."
+        ),
+    ),
     "reward-budget": Preset(
         envs=("hopper",),
         methods=("e-prism-E1000", "e-prism-diag", "e-prism", "e-uniform", "e-oracle"),
