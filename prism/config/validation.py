@@ -13,7 +13,7 @@ import warnings
 from prism.config.agent_keys import check_method_label, warn_once
 from prism.config.methods import check_method, run_label
 from prism.config.schema import RunConfig
-from prism.devices import check_cuda_device
+from prism.devices import check_cuda_device, torch_device
 from prism.errors import ConfigError
 
 
@@ -90,6 +90,14 @@ def validate(config: RunConfig, *, record: bool = False) -> None:
         )
     if config.device.startswith("cuda"):
         check_cuda_device(config.device)
+    if config.reward.precision != "32-true":
+        # Refused here, at load, not after hours of collection when the first fit starts.
+        from prism.reward.module import check_precision
+
+        try:
+            check_precision(config.reward.precision, torch_device(config.device))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
     max_members = getattr(type(config.agent), "max_members", None)
     if config.seeds is not None and max_members is not None and len(config.seeds) > max_members:
         raise ConfigError(

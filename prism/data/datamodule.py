@@ -43,6 +43,8 @@ class SegmentBatch(NamedTuple):
     segment_ids: Tensor  # [K, N] or [N] long
     targets: Tensor  # [K, B] or [B] released sums
     true_sparse: Tensor  # [K, N] or [N] true per-step sparse reward (diagnostics; 0 on padding)
+    segment_lengths: Tensor | None = None  # [K, B] T of each segment, when the batch samples steps of it
+    sampled_steps: Tensor | None = None  # [K, B] how many of its steps the batch holds (min(K, T))
 
 
 class MemberBatch(NamedTuple):
@@ -57,6 +59,8 @@ class MemberBatch(NamedTuple):
     steps: tuple[int, ...]  # N_k of each member (the padded layout's length is their max)
     next_steps: tuple[int, ...] | None  # N_k of the epoch's next batch (None on its last): lets the dropout
     # noise be drawn one batch ahead
+    segment_lengths: Tensor | None = None  # [K, B] as in SegmentBatch (randomized loss only)
+    sampled_steps: Tensor | None = None  # [K, B]
 
 
 def gather_segments(offsets: Tensor, selection: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -94,6 +98,61 @@ def gather_segments(offsets: Tensor, selection: Tensor) -> tuple[Tensor, Tensor,
     return rows, seg_ids, valid
 
 
+def sample_segment_steps(
+    offsets: Tensor, selection: Tensor, sampled_steps: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Randomized return decomposition's sample: ``min(K, T)`` steps of each selected segment, drawn uniformly
+    without replacement (K = ``sampled_steps``), kept in time order.
+
+    A segment of ``T ≤ K`` steps keeps all of them, in order, so the rows are then exactly
+    :func:`gather_segments`'s (the randomized loss is eq. 1 bit for bit). The draw is one uniform key per
+    step of the longest selected segment from ``generator`` (whatever the segments' lengths, so the stream
+    advances by the same amount for the same selection shape), and each segment keeps its K smallest keys.
+
+    Args:
+        offsets: ``[S+1]`` segment offsets of the store.
+        selection: ``[M, B]`` segment indices (M groups, e.g. ensemble members, of B segments).
+        sampled_steps: K.
+        generator: the fit's own sampling stream.
+
+    Returns:
+        ``(rows [M, N_max], segment_ids [M, N_max], valid [M, N_max], counts [M, B])`` laid out as
+        :func:`gather_segments` lays them out (padding row 0, id B), with ``counts`` the steps kept per segment.
+    """
+    m, b = selection.shape
+    starts = offsets[selection]  # [M, B]
+    lengths = offsets[selection + 1] - starts
+    t_max = int(lengths.max())
+    kept = min(int(sampled_steps), t_max)
+    keys = torch.rand(m * b, t_max, generator=generator)
+    # Steps past a segment's end can never be drawn: their keys lie above every real one.
+    keys.masked_fill_(torch.arange(t_max) >= lengths.reshape(-1, 1), 2.0)
+    picked = keys.topk(kept, dim=-1, largest=False).indices.sort(dim=-1).values  # [M·B, kept]
+    counts = lengths.clamp(max=int(sampled_steps))  # [M, B]
+    # Sorted by position, a segment's real picks (positions < T) come before any past its end.
+    real = torch.arange(kept) < counts.reshape(-1, 1)  # [M·B, kept]
+    step_rows = (starts.reshape(-1, 1) + picked).reshape(m, b * kept)
+    step_ids = torch.arange(b).repeat_interleave(kept).expand(m, -1)
+    real = real.reshape(m, b * kept)
+    per_member = counts.sum(dim=1)
+    n_max = int(per_member.max()) if m > 0 else 0
+    rows = torch.zeros(m, n_max, dtype=torch.long)
+    seg_ids = torch.full((m, n_max), b, dtype=torch.long)
+    valid = torch.zeros(m, n_max, dtype=torch.bool)
+    pos = real.long().cumsum(dim=1) - 1  # column of each real pick in its member's row
+    member = torch.arange(m).unsqueeze(1).expand(-1, b * kept)
+    rows[member[real], pos[real]] = step_rows[real]
+    seg_ids[member[real], pos[real]] = step_ids[real]
+    valid[member[real], pos[real]] = True
+    return rows, seg_ids, valid, counts
+
+
+def step_sampling_seed(seed: int) -> int:
+    """Seed of the randomized loss's step-sampling stream, derived from the split seed (apart from the
+    members' shuffle and initialisation seeds, so the sum and randomized losses see the same batches)."""
+    return int(seed) * 6_364_136 + 1_442_695
+
+
 class _MemberShuffledBatches:
     """Iterable of training batches; a fresh permutation per member each time it is iterated (each epoch)."""
 
@@ -116,6 +175,8 @@ class _MemberShuffledBatches:
                 yield dm.make_batch(selection)
             return
         lengths = dm.offsets[1:] - dm.offsets[:-1]
+        if dm.sampled_steps is not None:  # randomized loss: min(K, T) steps of each segment
+            lengths = lengths.clamp(max=dm.sampled_steps)
         steps = [tuple(lengths[selection].sum(dim=1).tolist()) for selection in selections]
         for i, selection in enumerate(selections):
             yield dm.make_member_batch(selection, steps[i + 1] if i + 1 < len(steps) else None)
@@ -151,6 +212,10 @@ class TrajectorySumDataModule(L.LightningDataModule):
         val_step_budget: validation batches hold whole segments, about this many steps each.
         ragged: training batches as :class:`MemberBatch` (unpadded) instead of the padded
             :class:`SegmentBatch`; same segments, same order.
+        sampled_steps: the randomized loss's K (``reward.loss: randomized``): each training batch holds
+            ``min(K, T)`` steps of each of its segments (:func:`sample_segment_steps`, redrawn every batch from
+            a stream of its own seeded by :func:`step_sampling_seed`); None (eq. 1) holds every step.
+            Validation batches always hold whole segments.
 
     The scaler (``feature_mean``, ``feature_scale``) is fitted on the steps of training segments only
     (population std, zero variance → 1) and copied into the fitted model by :func:`fit_reward_model`.
@@ -167,6 +232,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         use_dense_features: bool = True,
         val_step_budget: int = 8192,
         ragged: bool = False,
+        sampled_steps: int | None = None,
     ):
         super().__init__()
         if store.num_segments < 2:
@@ -187,6 +253,9 @@ class TrajectorySumDataModule(L.LightningDataModule):
         self.use_dense_features = use_dense_features
         self.val_step_budget = int(val_step_budget)
         self.ragged = bool(ragged)
+        if sampled_steps is not None and int(sampled_steps) < 1:
+            raise ValueError(f"sampled_steps: must be positive, got {sampled_steps!r}")
+        self.sampled_steps = None if sampled_steps is None else int(sampled_steps)
         self._prepared = False
 
     @property
@@ -215,22 +284,36 @@ class TrajectorySumDataModule(L.LightningDataModule):
         self.targets = store.targets.clone()
         self.true_sparse = store.true_sparse.clone()
         self.shuffle_generators = [torch.Generator().manual_seed(s) for s in self.shuffle_seeds]
+        self.step_generator = torch.Generator().manual_seed(step_sampling_seed(self.seed))
         self._val_batches = self._build_val_batches()
         self._prepared = True
 
+    def _gather(self, selection: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+        """The steps a training batch of ``selection [K, B]`` holds: every step of each segment, or (randomized
+        loss) the sampled ones, with each segment's length and kept count."""
+        if self.sampled_steps is None:
+            return (*gather_segments(self.offsets, selection), None, None)
+        rows, seg_ids, valid, counts = sample_segment_steps(
+            self.offsets, selection, self.sampled_steps, self.step_generator
+        )
+        lengths = self.offsets[selection + 1] - self.offsets[selection]
+        return rows, seg_ids, valid, lengths, counts
+
     def make_batch(self, selection: Tensor) -> SegmentBatch:
         """Training batch for ``selection [K, B]`` segment indices."""
-        rows, seg_ids, valid = gather_segments(self.offsets, selection)
+        rows, seg_ids, valid, lengths, counts = self._gather(selection)
         return SegmentBatch(
             features=self.features[rows],
             segment_ids=seg_ids,
             targets=self.targets[selection],
             true_sparse=self.true_sparse[rows] * valid,
+            segment_lengths=lengths,
+            sampled_steps=counts,
         )
 
     def make_member_batch(self, selection: Tensor, next_steps: tuple[int, ...] | None = None) -> MemberBatch:
         """Training batch for ``selection [K, B]`` segment indices in the ragged layout."""
-        rows, seg_ids, valid = gather_segments(self.offsets, selection)
+        rows, seg_ids, valid, lengths, counts = self._gather(selection)
         # valid[k] is a prefix of row k: one gather of all real rows, then per-member views.
         steps = tuple(valid.sum(dim=1).tolist())
         return MemberBatch(
@@ -239,6 +322,8 @@ class TrajectorySumDataModule(L.LightningDataModule):
             targets=self.targets[selection],
             steps=steps,
             next_steps=next_steps,
+            segment_lengths=lengths,
+            sampled_steps=counts,
         )
 
     def _build_val_batches(self) -> list[SegmentBatch]:
@@ -265,12 +350,17 @@ class TrajectorySumDataModule(L.LightningDataModule):
 
     # A fit resumed from a snapshot (prism.reward.module) continues each member's shuffle stream where it was:
     # Lightning saves this with the fit's checkpoint and loads it after ``setup``.
-    def state_dict(self) -> dict[str, list[Tensor]]:
-        return {"shuffle_generators": [g.get_state() for g in self.shuffle_generators]}
+    def state_dict(self) -> dict[str, list[Tensor] | Tensor]:
+        return {
+            "shuffle_generators": [g.get_state() for g in self.shuffle_generators],
+            "step_generator": self.step_generator.get_state(),
+        }
 
-    def load_state_dict(self, state_dict: dict[str, list[Tensor]]) -> None:
+    def load_state_dict(self, state_dict: dict[str, list[Tensor] | Tensor]) -> None:
         for generator, state in zip(self.shuffle_generators, state_dict["shuffle_generators"], strict=True):
             generator.set_state(state)
+        if "step_generator" in state_dict:  # (snapshots taken before the randomized loss lack it: eq. 1 fits)
+            self.step_generator.set_state(state_dict["step_generator"])
 
     def val_dataloader(self) -> FixedBatches[SegmentBatch]:
         return FixedBatches(self._val_batches)

@@ -43,6 +43,7 @@ def fit_members(
     fit_curves: bool,
     progress: Progress | None = None,
     on_fit_progress: Callable[[], None] | None = None,
+    previous: Sequence[torch.nn.Module | None] = (),
 ) -> list[torch.nn.Module]:
     """Fit every member's reward model on its segment store (cycle ``state.cycle``), record each fit's
     diagnostics (summary.json's ``reward_fits``, the member's ``reward/`` scalars in ``loggers[m]``) and return
@@ -50,7 +51,8 @@ def fit_members(
 
     ``fit_progress`` is read (a resumed run goes on from it) and updated in place as fits take snapshots, each
     followed by ``on_fit_progress()`` (the run saves its checkpoint). ``fit_curves``: per-epoch curves go to
-    each member's ``tb/reward_fit/cycle<c>`` (a run with a trainer); ``progress``: the epochs' progress bar."""
+    each member's ``tb/reward_fit/cycle<c>`` (a run with a trainer); ``progress``: the epochs' progress bar.
+    ``previous``: each member's model of the last cycle, the start of its refit under ``reward.warm_start``."""
     s = settings
     entry = REWARD_MODELS.entry("reward.name", s.reward_model)
     fit_model, fit_together = entry.fit_fn(), entry.fit_population_fn()
@@ -96,6 +98,14 @@ def fit_members(
             version = fit_logger.version if fit_logger is not None else None
             extra |= snapshots.arguments(fit_model, member=m, tb_version=version)
             seed_of_fit = seed * 1_000 + state.fits
+            start = previous[m] if s.reward.warm_start and m < len(previous) else None
+            if start is not None:
+                # A refit that goes on from the last cycle's members (their best weights), not from scratch.
+                if "init" not in inspect.signature(fit_model).parameters:
+                    raise ValueError(
+                        f"reward.warm_start: the {s.reward_model} model's fit takes no init model"
+                    )
+                extra["init"] = start
             model = fit_model(
                 stores[m], s.reward, logger=fit_logger, seed=seed_of_fit, device=device, **extra
             )

@@ -187,7 +187,7 @@ class PrismLoopCallback(Callback):
         models = fit_members(
             self.settings, self.state, self.stores, self.fit_progress, agent=agent,
             loggers=self._loggers(trainer), fit_curves=trainer is not None, progress=self.progress,
-            on_fit_progress=self.on_fit_progress,
+            on_fit_progress=self.on_fit_progress, previous=self.models,
         )  # fmt: skip
         self.fit_progress = [None] * len(self.settings.member_seeds)
         # The fit ran Lightning Trainers on the device, which free cuBLAS's workspaces and the allocator's

@@ -98,10 +98,16 @@ class BatchedLinear(nn.Module):
     def member(self, k: int, x: Tensor) -> Tensor:
         """Member ``k`` alone on its own input ``x [N, in]``: ``x @ W[k] + b[k]`` → ``[N, out]``.
 
-        fp32 on a CPU goes through oneDNN when :func:`onednn_linear_available`, otherwise ``addmm``.
+        fp32 on a CPU goes through oneDNN when :func:`onednn_linear_available`, otherwise ``addmm`` (also under
+        CPU autocast, ``reward.precision: bf16-mixed``: autocast casts ``addmm``, not the custom kernel).
         """
         w, b = self.weight[k], self.bias[k]
-        if x.device.type == "cpu" and x.dtype == torch.float32 and onednn_linear_available():
+        if (
+            x.device.type == "cpu"
+            and x.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu")
+            and onednn_linear_available()
+        ):
             return _OneDNNMemberLinear.apply(x, w, b)
         return torch.addmm(b, x, w)
 

@@ -14,6 +14,11 @@ from dataclasses import dataclass
 
 from prism import checks
 
+FIT_LOSSES = ("sum", "randomized")
+"""``reward.loss``: eq. 1 over whole segments, or randomized return decomposition over sampled steps."""
+FIT_PRECISIONS = ("32-true", "bf16-mixed")
+"""``reward.precision``: the fit Trainer's precision (Lightning's names)."""
+
 
 @dataclass
 class RewardConfig:
@@ -61,6 +66,30 @@ class RewardConfig:
     own padded-layout fit would give (on a CPU the per-member fits take the ragged layout: equal up to float
     rounding). Meant for a GPU, where the per-member fits are launch-bound; off keeps the per-member fits."""
 
+    loss: str = "sum"
+    """The fit's training loss: ``sum``, the paper's trajectory-sum regression (eq. 1) over every step of each
+    segment; or ``randomized``, randomized return decomposition (RRD, Ren et al., ICLR 2022): each training
+    batch samples ``sampled_steps`` steps of every segment, without replacement, and regresses the segment's
+    sum on ``(T/K)·Σ`` over the sample (an unbiased estimate of the sum), at about K/T of an epoch's cost on
+    long segments. Validation, early stopping and every diagnostic stay on whole segments. A segment of
+    ``T ≤ K`` steps uses all of them, so ``sampled_steps ≥`` the longest segment is eq. 1 exactly
+    (docs/method.md §4, docs/benchmarks.md for when to choose it)."""
+    sampled_steps: int = 64
+    """``loss: randomized``: the number K of steps sampled per segment per batch (RRD's MuJoCo K = 64)."""
+    bias_correction: bool = False
+    """``loss: randomized``: subtract the unbiased estimate of the sampled sum's variance,
+    ``T²(1 − K/T)·s²/K`` per segment (s² the sample variance of r̂ over the K steps), so the loss is an unbiased
+    estimate of eq. 1; without it (the default, RRD's own) the expected loss is eq. 1 plus that variance, a
+    pull towards a constant r̂ within a segment. The default is the form docs/benchmarks.md measured better."""
+    precision: str = "32-true"
+    """Precision of the fit's Trainer, Lightning's names: ``32-true`` (the default) or ``bf16-mixed`` (bfloat16
+    autocast of the matmuls, ~2× faster on CPUs with AVX512-BF16 or AMX; refused where the CPU or GPU has no
+    bf16). Weights, optimiser and validation sums stay float32."""
+    warm_start: bool = False
+    """Refits (cycle ≥ 1) start from the previous cycle's fitted members (their best weights) instead of a fresh
+    initialisation; the optimiser, learning-rate schedule and early stopping start afresh. Off (the paper's and
+    the reference code's refit from scratch) by default."""
+
     relabel: bool = False
     """Also relabel the sparse channel of replay samples with the current model at update time (not the
     paper's default, which shapes once at env-step time)."""
@@ -90,3 +119,33 @@ class RewardConfig:
         checks.require(
             "reward.stacked_fit", isinstance(self.stacked_fit, bool), "be true or false", self.stacked_fit
         )
+        checks.require(
+            "reward.loss", self.loss in FIT_LOSSES, f"be one of {', '.join(FIT_LOSSES)}", self.loss
+        )
+        checks.positive("reward.sampled_steps", self.sampled_steps)
+        checks.require(
+            "reward.bias_correction", isinstance(self.bias_correction, bool), "be true or false",
+            self.bias_correction,
+        )  # fmt: skip
+        if self.loss == "randomized" and self.bias_correction:
+            # s² (the sample variance over the K sampled steps) needs two steps.
+            checks.require("reward.sampled_steps", self.sampled_steps >= 2, "be >= 2 with bias_correction",
+                           self.sampled_steps)  # fmt: skip
+        checks.require(
+            "reward.precision", self.precision in FIT_PRECISIONS, f"be one of {', '.join(FIT_PRECISIONS)}",
+            self.precision,
+        )  # fmt: skip
+        checks.require(
+            "reward.warm_start", isinstance(self.warm_start, bool), "be true or false", self.warm_start
+        )
+        if self.stacked_fit:
+            # The stacked population fit (prism/reward/stacked.py) is eq. 1 from a fresh start only.
+            checks.require(
+                "reward.loss", self.loss == "sum", "be sum with reward.stacked_fit=true", self.loss
+            )
+            checks.require(
+                "reward.warm_start",
+                not self.warm_start,
+                "be false with reward.stacked_fit=true",
+                self.warm_start,
+            )

@@ -1,4 +1,5 @@
-"""Pure functions for the reward model's objective (paper eq. 1)."""
+"""Pure functions for the reward model's objective: the paper's trajectory-sum regression (eq. 1) and its
+randomized form over sampled steps (randomized return decomposition, Ren et al., ICLR 2022)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,55 @@ def trajectory_sum_loss(step_rewards: Tensor, segment_ids: Tensor, targets: Tens
     """
     sums = segment_sums(step_rewards, segment_ids, targets.shape[-1])
     return (sums - targets).pow(2).mean(dim=-1)
+
+
+def randomized_sum_loss(
+    step_rewards: Tensor,
+    segment_ids: Tensor,
+    targets: Tensor,
+    segment_lengths: Tensor,
+    sampled_steps: Tensor,
+    bias_correction: bool = False,
+) -> Tensor:
+    """Randomized return decomposition (RRD, Ren et al., ICLR 2022: L_Rand-RD), one value per member.
+
+    Segment i of length ``T_i`` contributes the ``K_i = min(K, T_i)`` steps ``I_i`` sampled uniformly without
+    replacement; ``Ŝ_i = (T_i / K_i) Σ_{t ∈ I_i} r̂_t`` is an unbiased estimate of its sum ``S_i = Σ_t r̂_t``, and
+
+        ``L = mean_i (Ŝ_i − R_i)²``,   ``E_I[L_i] = (S_i − R_i)² + Var_I(Ŝ_i)``,
+        ``Var_I(Ŝ_i) = T_i² (1 − K_i/T_i) σ_i² / K_i``   (σ_i²: r̂'s variance over the segment's T_i steps,
+        denominator T_i − 1; the finite-population variance of a sample sum).
+
+    ``bias_correction`` subtracts the unbiased estimate of that variance, ``T_i² (1 − K_i/T_i) s_i² / K_i``
+    with ``s_i²`` the sample variance (denominator ``K_i − 1``) of r̂ over ``I_i``, so that the loss is an
+    unbiased estimate of eq. 1's; without it the variance term pulls r̂ towards a constant within a segment
+    (RRD's default form). Where ``K_i = T_i`` every step is used: ``Ŝ_i = 1.0 · S_i`` and the correction's
+    factor ``1 − K_i/T_i`` is 0, so the loss is :func:`trajectory_sum_loss` bit for bit (value and gradient).
+
+    Args:
+        step_rewards: ``[M, N]`` predicted rewards of the sampled steps (M members).
+        segment_ids: ``[M, N]`` segment of each step in ``[0, B]`` (``B`` marks padding).
+        targets: ``[M, B]`` released sums R_i.
+        segment_lengths: ``[M, B]`` T_i.
+        sampled_steps: ``[M, B]`` K_i (≥ 1).
+        bias_correction: subtract the variance estimate (needs ``K_i ≥ 2`` wherever ``K_i < T_i``).
+
+    Returns:
+        ``[M]`` the loss of each member (sum it over members before ``backward``, as for eq. 1).
+    """
+    n_seg = targets.shape[-1]
+    lengths = segment_lengths.to(step_rewards.dtype)
+    counts = sampled_steps.to(step_rewards.dtype)
+    sampled_sums = segment_sums(step_rewards, segment_ids, n_seg)  # Σ_{t ∈ I_i} r̂_t
+    estimate = (lengths / counts) * sampled_sums  # Ŝ_i
+    per_segment = (estimate - targets).pow(2)
+    if bias_correction:
+        means = sampled_sums / counts
+        padded_means = torch.cat([means, means.new_zeros((*means.shape[:-1], 1))], dim=-1)
+        deviations = step_rewards - padded_means.gather(-1, segment_ids)  # r̂_t − mean over I_i
+        sample_var = segment_sums(deviations.pow(2), segment_ids, n_seg) / (counts - 1).clamp_min(1)
+        per_segment = per_segment - lengths.pow(2) * (1 - counts / lengths) * sample_var / counts
+    return per_segment.mean(dim=-1)
 
 
 def pearson_correlation(x: Tensor, y: Tensor, eps: float = 1e-12) -> Tensor:

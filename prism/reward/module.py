@@ -55,6 +55,29 @@ class FitSummary:
     val_segments: Tensor = field(repr=False)
 
 
+def bf16_supported(device: str | torch.device) -> bool:
+    """Whether ``device`` computes bfloat16 matmuls natively: a CUDA GPU that says so, or a CPU with
+    AVX512-BF16 or AMX (oneDNN's check; elsewhere torch emulates bf16, slower than float32)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def check_precision(precision: str, device: str | torch.device) -> None:
+    """Raise ``ValueError`` (one line naming ``reward.precision``) when ``precision`` needs bf16 that
+    ``device`` lacks."""
+    if precision == "bf16-mixed" and not bf16_supported(device):
+        kind = (
+            "this CPU (no AVX512-BF16 or AMX)" if torch.device(device).type == "cpu" else f"device {device}"
+        )
+        raise ValueError(
+            f"reward.precision: bf16-mixed needs native bfloat16, which {kind} lacks; use 32-true"
+        )
+
+
 def fit_threads(config: RewardConfig) -> int:
     """Torch CPU threads for a fit: ``config.threads``, or (0) the caller's current count."""
     return config.threads if config.threads > 0 else torch.get_num_threads()
@@ -153,6 +176,7 @@ def fit_reward_model(
     on_snapshot: Callable[[bytes], None] | None = None,
     snapshot_every_s: float = 600.0,
     resume: bytes | None = None,
+    init: RewardEnsemble | None = None,
 ) -> RewardEnsemble:
     """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode).
 
@@ -175,8 +199,12 @@ def fit_reward_model(
             hours killed half-way does not start again from epoch 0.
         resume: a snapshot of this fit (same store, config, seed, device and layout): the fit goes on from
             the epoch after it and returns what the uninterrupted fit would have (bit for bit on a CPU).
+        init: a fitted ensemble of the same shape to start from instead of a fresh initialisation
+            (``reward.warm_start``: a refit from the previous cycle's members); the optimiser, schedule and
+            early stopping start afresh, and the scaler is fitted on this store as always.
     """
     config.validate()
+    check_precision(config.precision, device)
     if layout not in ("auto", "ragged", "padded"):
         raise ValueError(f"fit_reward_model: layout must be auto, ragged or padded, got {layout!r}")
     device = torch.device(device)
@@ -193,6 +221,7 @@ def fit_reward_model(
         shuffle_seeds=member_shuffle_seeds(seed, k),
         use_dense_features=config.use_dense_features,
         ragged=layout == "ragged",
+        sampled_steps=config.sampled_steps if config.loss == "randomized" else None,
     )
     if config.use_dense_features and not dm.use_dense_features:
         raise ValueError(
@@ -212,6 +241,8 @@ def fit_reward_model(
     ):
         torch.manual_seed(seed)
         module = RewardModelModule(dm.in_features, config, member_seeds(seed, k), log_prefix=log_prefix)
+        if init is not None:
+            module.start_from(init.net)
         ckpt_path = None
         if resume is not None:
             # Lightning resumes from a path (read through fsspec): the snapshot's bytes go to fsspec's
@@ -221,6 +252,7 @@ def fit_reward_model(
             accelerator="gpu" if device.type == "cuda" else device.type,
             devices=[device.index or 0] if device.type == "cuda" else 1,
             max_epochs=config.max_epochs,
+            precision=config.precision,
             logger=logger if logger is not None else False,
             enable_checkpointing=False,
             enable_progress_bar=False,

@@ -45,6 +45,7 @@ from prism.reward.module import (
     FitSnapshots,
     FitSummary,
     _torch_threads,
+    check_precision,
     evaluate_segments,
     fit_threads,
     in_memory_file,
@@ -255,6 +256,7 @@ def fit_reward_models_stacked(
     early stopping, shuffle and dropout streams), and a fit resumed from it returns what the uninterrupted fit
     would have."""
     config.validate()
+    check_precision(config.precision, device)
     if loggers is not None and len(loggers) != len(stores):
         raise ValueError(f"loggers: one per store, got {len(loggers)} for {len(stores)} stores")
     device = torch.device(device)
@@ -270,7 +272,7 @@ def fit_reward_models_stacked(
         trainer = L.Trainer(
             accelerator="gpu" if device.type == "cuda" else device.type,
             devices=[device.index or 0] if device.type == "cuda" else 1,
-            max_epochs=config.max_epochs, logger=logger, enable_checkpointing=False,
+            max_epochs=config.max_epochs, precision=config.precision, logger=logger, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
             callbacks=callbacks,
         )  # fmt: skip

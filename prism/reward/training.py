@@ -38,7 +38,7 @@ from torchmetrics import MeanSquaredError, PearsonCorrCoef
 
 from prism.data.datamodule import MemberBatch, SegmentBatch
 from prism.reward.config import RewardConfig
-from prism.reward.losses import segment_sums, trajectory_sum_loss
+from prism.reward.losses import randomized_sum_loss, segment_sums, trajectory_sum_loss
 from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
 
 
@@ -97,6 +97,12 @@ class RewardModelModule(L.LightningModule):
     def n_members(self) -> int:
         return self.net.n_members
 
+    def start_from(self, net: ReSymNetEnsemble) -> None:
+        """Warm start (``reward.warm_start``): begin from ``net``'s weights (a fitted ensemble of this shape)
+        instead of the fresh initialisation; they are also each member's best so far until validated."""
+        self.net.load_state_dict(net.state_dict())
+        self.best_state = {n: p.detach().clone() for n, p in self.net.named_parameters()}
+
     # ---- accumulators ------------------------------------------------------------------------------
     def _reset_train_acc(self) -> None:
         self._train_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
@@ -141,18 +147,38 @@ class RewardModelModule(L.LightningModule):
                 own_noise = None if noise is None else [[block[i]] for block in noise]
                 pred = self.net.forward_members([batch.features[k]], own_noise, [k])[0]
                 ids, targets = batch.segment_ids[k][None], batch.targets[k : k + 1]
-                loss = trajectory_sum_loss(pred[None], ids, targets)[0]  # (eq. 1)
+                loss = self.fit_loss(pred[None], ids, targets, batch, slice(k, k + 1))[0]
                 self.manual_backward(loss)
                 losses.append(loss.detach())
             self._train_sse[members] += torch.stack(losses) * n_seg
         else:
             pred = self.net(batch.features)  # [K, N], dropout active
-            losses = trajectory_sum_loss(pred, batch.segment_ids, batch.targets)  # [K]   (eq. 1)
+            losses = self.fit_loss(pred, batch.segment_ids, batch.targets, batch, slice(None))  # [K]
             # Sum, not mean, over members: each member's gradient is then exactly that of its own loss.
             self.manual_backward(losses.sum())
             self._train_sse += losses.detach() * n_seg
         self._train_count += n_seg
         optimizer.step()  # the per-member gradient clip runs first (on_before_optimizer_step)
+
+    def fit_loss(
+        self,
+        pred: Tensor,
+        segment_ids: Tensor,
+        targets: Tensor,
+        batch: SegmentBatch | MemberBatch,
+        rows: slice,
+    ) -> Tensor:
+        """The training loss ``[M]`` of members ``rows`` of ``batch`` (``reward.loss``): eq. 1 on whole segments,
+        or the randomized return decomposition on the batch's sampled steps. The sums are taken in the
+        networks' own dtype: under ``bf16-mixed`` the per-step predictions leave the matmuls in bfloat16, whose
+        8-bit mantissa would lose a 1000-step sum."""
+        pred = pred.to(self.dtype)
+        if batch.sampled_steps is None:
+            return trajectory_sum_loss(pred, segment_ids, targets)  # (eq. 1)
+        return randomized_sum_loss(
+            pred, segment_ids, targets, batch.segment_lengths[rows], batch.sampled_steps[rows],
+            bias_correction=self.config.bias_correction,
+        )  # fmt: skip
 
     def on_before_optimizer_step(self, optimizer) -> None:
         clip_per_member_(list(self.net.parameters()), self.config.grad_clip)
@@ -199,6 +225,7 @@ class RewardModelModule(L.LightningModule):
             pred = torch.stack(self.net.forward_members([batch.features] * self.n_members, None, members))
         else:
             pred = self.net(batch.features, dropout=False)  # [K, N] (shared inputs)
+        pred = pred.to(self.dtype)  # (bf16-mixed: sum in float32, see fit_loss)
         _, sums = segment_errors(pred, batch)  # [K, B] predicted segment sums
         # [B, K] predicted segment sums vs the released sums: one MSE column per member
         self.val_mse.update(sums.T, batch.targets.unsqueeze(-1).expand(-1, self.n_members))

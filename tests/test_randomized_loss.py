@@ -1,0 +1,243 @@
+"""The reward fit's cheaper options (``reward.loss: randomized``, ``reward.precision``, ``reward.warm_start``):
+randomized return decomposition is eq. 1 exactly when every step is kept, its expectation is eq. 1 plus the
+closed-form variance of the sampled sum (the bias-corrected form: eq. 1 itself), its sample is uniform without
+replacement and seeded, and a randomized fit is deterministic and resumes bit for bit."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from segment_stores import synthetic_store
+
+import prism.reward.module as reward_module
+from prism.config import ConfigError, load_config
+from prism.data.datamodule import TrajectorySumDataModule, gather_segments, sample_segment_steps
+from prism.reward.config import RewardConfig
+from prism.reward.losses import randomized_sum_loss, segment_sums, trajectory_sum_loss
+from prism.reward.module import fit_reward_model
+
+SMALL = dict(ensemble_size=3, hidden=16, max_epochs=6, patience=3, batch_size=8, dropout=0.1)
+
+
+def _batch(lengths: list[int], members: int = 2, seed: int = 0):
+    """Per-step predictions, segment ids and targets of ``members`` rows of segments of ``lengths``."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths)).expand(members, -1)
+    pred = torch.randn(members, sum(lengths), generator=g, dtype=torch.float64)
+    targets = torch.randn(members, len(lengths), generator=g, dtype=torch.float64) * 5
+    return pred, ids.contiguous(), targets
+
+
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_keeping_every_step_is_eq1_bit_for_bit(bias_correction):
+    lengths = [3, 7, 1, 12]
+    pred, ids, targets = _batch(lengths)
+    t = torch.tensor(lengths).expand(2, -1)
+    a = pred.clone().requires_grad_()
+    b = pred.clone().requires_grad_()
+    eq1 = trajectory_sum_loss(a, ids, targets)
+    randomized = randomized_sum_loss(b, ids, targets, t, t, bias_correction=bias_correction)
+    assert torch.equal(eq1, randomized)
+    eq1.sum().backward()
+    randomized.sum().backward()
+    assert torch.equal(a.grad, b.grad)
+
+
+def test_a_fit_whose_k_covers_every_segment_is_the_eq1_fit_bit_for_bit():
+    """K ≥ the longest segment: the randomized fit trains on the same batches and weights as eq. 1's."""
+    store = synthetic_store(40, seed=3, max_length=9)
+    eq1 = fit_reward_model(store, RewardConfig(**SMALL), seed=2)
+    rrd = fit_reward_model(store, RewardConfig(**SMALL, loss="randomized", sampled_steps=9), seed=2)
+    for (name, p), q in zip(eq1.named_parameters(), rrd.parameters(), strict=True):
+        assert torch.equal(p, q), name
+    assert eq1.fit_summary.best_val_loss == rrd.fit_summary.best_val_loss
+    # ... and a smaller K trains on other steps, so other weights
+    small_k = fit_reward_model(store, RewardConfig(**SMALL, loss="randomized", sampled_steps=3), seed=2)
+    assert not torch.equal(small_k.net.inp.weight, eq1.net.inp.weight)
+
+
+def _draw_losses(lengths, k, draws, bias_correction):
+    """Loss of each of ``draws`` samples of K steps per segment, one fixed model (fixed r̂ per step): one call
+    of the sampler, row m of the selection being draw m."""
+    g = torch.Generator().manual_seed(11)
+    r_hat = torch.randn(sum(lengths), generator=g, dtype=torch.float64) * 2 + 0.5
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(torch.tensor(lengths), 0)])
+    targets = torch.tensor([3.0, -2.0, 10.0, 0.5][: len(lengths)], dtype=torch.float64)
+    selection = torch.arange(len(lengths)).expand(draws, -1)
+    rows, ids, valid, counts = sample_segment_steps(offsets, selection, k, torch.Generator().manual_seed(5))
+    pred = torch.where(valid, r_hat[rows], 0.0)
+    t = (offsets[1:] - offsets[:-1]).expand(draws, -1)
+    losses = randomized_sum_loss(pred, ids, targets.expand(draws, -1), t, counts, bias_correction)
+    return losses, r_hat, offsets, targets
+
+
+def test_the_plain_loss_is_eq1_plus_the_sampled_sums_variance_in_expectation():
+    lengths, k = [20, 9, 5, 30], 4
+    losses, r_hat, offsets, targets = _draw_losses(lengths, k, 20_000, bias_correction=False)
+    expected = 0.0
+    for i, t in enumerate(lengths):
+        seg = r_hat[offsets[i] : offsets[i + 1]]
+        kk = min(k, t)
+        # finite-population variance of (T/K)·Σ of K of T values drawn without replacement
+        variance = t**2 * (1 - kk / t) * seg.var(unbiased=True) / kk
+        expected += (seg.sum() - targets[i]) ** 2 + variance
+    expected /= len(lengths)
+    se = losses.std() / len(losses) ** 0.5
+    assert abs(losses.mean() - expected) < 4 * se
+    eq1 = torch.stack(
+        [(r_hat[offsets[i] : offsets[i + 1]].sum() - targets[i]) ** 2 for i in range(len(lengths))]
+    ).mean()
+    assert expected - eq1 > 20 * se  # the variance term is far from negligible here
+
+
+def test_the_bias_corrected_loss_is_eq1_in_expectation():
+    lengths, k = [20, 9, 5, 30], 4
+    losses, r_hat, offsets, targets = _draw_losses(lengths, k, 20_000, bias_correction=True)
+    eq1 = torch.stack(
+        [(r_hat[offsets[i] : offsets[i + 1]].sum() - targets[i]) ** 2 for i in range(len(lengths))]
+    ).mean()
+    se = losses.std() / len(losses) ** 0.5
+    assert abs(losses.mean() - eq1) < 4 * se
+
+
+def test_the_sample_is_min_k_t_distinct_steps_of_each_segment_redrawn_and_seeded():
+    lengths = torch.tensor([10, 3, 64, 200, 1])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
+    selection = torch.tensor([[0, 1, 2, 3, 4], [4, 3, 2, 1, 0]])
+    stream = torch.Generator().manual_seed(0)
+    rows, ids, valid, counts = sample_segment_steps(offsets, selection, 8, stream)
+    assert torch.equal(counts, lengths[selection].clamp(max=8))
+    for m in range(2):
+        for b in range(5):
+            seg = int(selection[m, b])
+            picked = rows[m][valid[m] & (ids[m] == b)]
+            assert len(picked) == min(8, int(lengths[seg]))
+            assert len(set(picked.tolist())) == len(picked)  # without replacement
+            assert bool(((picked >= offsets[seg]) & (picked < offsets[seg + 1])).all())  # inside the segment
+            assert torch.equal(picked, picked.sort().values)  # in time order
+    short = gather_segments(offsets, selection[:1, 1:2])  # a 3-step segment: every step, as eq. 1 has it
+    again = sample_segment_steps(offsets, selection[:1, 1:2], 8, stream)
+    assert torch.equal(again[0], short[0]) and torch.equal(again[1], short[1])
+    # redrawn from the stream on every call, and the same from the same seed
+    second = sample_segment_steps(offsets, selection, 8, stream)
+    assert not torch.equal(second[0], rows)
+    replay = sample_segment_steps(offsets, selection, 8, torch.Generator().manual_seed(0))
+    assert torch.equal(replay[0], rows)
+    # every step of a long segment is drawn equally often (uniform)
+    hits = torch.zeros(200)
+    for _ in range(2000):
+        r, i, v, _ = sample_segment_steps(offsets, selection[:1, 3:4], 8, stream)
+        hits[r[0][v[0]] - offsets[3]] += 1
+    assert hits.min() > 0.5 * hits.mean() and hits.max() < 1.5 * hits.mean()
+
+
+def test_validation_batches_hold_whole_segments_and_training_batches_the_sample():
+    store = synthetic_store(30, seed=1, max_length=20)
+    dm = TrajectorySumDataModule(store, batch_size=4, n_members=2, seed=0, ragged=True, sampled_steps=5)
+    dm.setup()
+    lengths = dm.offsets[1:] - dm.offsets[:-1]
+    for batch in dm.val_dataloader():
+        assert batch.sampled_steps is None
+        assert len(batch.segment_ids) == int(segment_sums(torch.ones(len(batch.segment_ids)), batch.segment_ids, len(batch.targets)).sum())  # fmt: skip
+    val_steps = sum(len(b.segment_ids) for b in dm.val_dataloader())
+    assert val_steps == int(lengths[dm.val_segments].sum())
+    batches = list(dm.train_dataloader())
+    for batch in batches:
+        assert batch.steps == tuple(batch.sampled_steps.sum(dim=1).tolist())
+        assert bool((batch.sampled_steps == batch.segment_lengths.clamp(max=5)).all())
+    # the draw-ahead step counts (the dropout noise's shapes) are the next batch's
+    assert [b.next_steps for b in batches[:-1]] == [b.steps for b in batches[1:]]
+
+
+def _fit_rrd(**kwargs):
+    store = synthetic_store(60, seed=1, max_length=30)
+    config = RewardConfig(
+        **{**SMALL, "max_epochs": 8}, loss="randomized", sampled_steps=6, bias_correction=True
+    )
+    return fit_reward_model(store, config, seed=5, **kwargs)
+
+
+def test_a_randomized_fit_is_deterministic_and_resumes_bit_for_bit():
+    snapshots: list[bytes] = []
+    whole = _fit_rrd(on_snapshot=snapshots.append, snapshot_every_s=0)
+    again = _fit_rrd()
+    resumed = _fit_rrd(resume=snapshots[len(snapshots) // 2])
+    assert torch.load(io.BytesIO(snapshots[len(snapshots) // 2]), weights_only=False)["epoch"] >= 1
+    for other in (again, resumed):
+        for (name, p), q in zip(whole.named_parameters(), other.parameters(), strict=True):
+            assert torch.equal(p, q), name
+        assert other.fit_summary.best_val_loss == whole.fit_summary.best_val_loss
+
+
+@pytest.mark.slow
+def test_randomized_fit_recovers_the_hidden_reward():
+    """On long segments (T up to 60, K = 8) the per-step prediction still finds r = x0 + 0.5·x1²."""
+    store = synthetic_store(400, seed=4, max_length=60, dense=False)
+    config = RewardConfig(
+        ensemble_size=2, hidden=64, max_epochs=60, patience=15, batch_size=16, dropout=0.0, lr=0.003,
+        use_dense_features=False, loss="randomized", sampled_steps=8,
+    )  # fmt: skip
+    model = fit_reward_model(store, config, seed=0)
+    # (eq. 1 reaches 0.95 here in 60 epochs; K = 8 of up to 60 steps is a noisier gradient: 0.83)
+    assert model.fit_summary.val_correlation > 0.8
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("reward.loss=rrd", "reward.loss"),
+        ("reward.sampled_steps=0", "reward.sampled_steps"),
+        ("reward.precision=16-mixed", "reward.precision"),
+    ],
+)
+def test_bad_fit_options_are_refused_naming_the_key(override, key):
+    with pytest.raises(ConfigError, match=f"^{key}"):
+        load_config(["conf/quickstart.yaml"], [override])
+
+
+def test_bias_correction_needs_two_sampled_steps_and_the_stacked_fit_refuses_what_it_lacks():
+    with pytest.raises(ValueError, match="^reward.sampled_steps: must be >= 2 with bias_correction"):
+        RewardConfig(loss="randomized", sampled_steps=1, bias_correction=True)
+    with pytest.raises(ValueError, match="^reward.loss: must be sum with reward.stacked_fit=true"):
+        RewardConfig(loss="randomized", stacked_fit=True)
+    with pytest.raises(ValueError, match="^reward.warm_start: must be false with reward.stacked_fit=true"):
+        RewardConfig(warm_start=True, stacked_fit=True)
+
+
+def test_bf16_is_refused_in_one_line_where_the_cpu_lacks_it(monkeypatch):
+    monkeypatch.setattr(reward_module, "bf16_supported", lambda device: False)
+    with pytest.raises(ValueError, match="^reward.precision: bf16-mixed needs native bfloat16"):
+        fit_reward_model(synthetic_store(10), RewardConfig(**SMALL, precision="bf16-mixed"))
+    with pytest.raises(ConfigError, match="^reward.precision: bf16-mixed needs native bfloat16"):
+        load_config(["conf/quickstart.yaml"], ["reward.precision=bf16-mixed", "device=cpu"])
+
+
+def test_a_bf16_fit_autocasts_its_matmuls_and_keeps_float32_weights(monkeypatch):
+    """Where bf16 is allowed (forced here: emulated on a CPU without it) the fit's matmuls run in bfloat16:
+    other weights than the float32 fit's (which repeats bit for bit), float32 parameters, and a model of
+    about the same quality."""
+    monkeypatch.setattr(reward_module, "bf16_supported", lambda device: True)
+    store = synthetic_store(80, seed=2, max_length=12)
+    config = dict(SMALL, max_epochs=10, dropout=0.0, patience=10)
+    fp32 = fit_reward_model(store, RewardConfig(**config), seed=1)
+    assert torch.equal(
+        fit_reward_model(store, RewardConfig(**config), seed=1).net.inp.weight, fp32.net.inp.weight
+    )
+    for layout in ("ragged", "padded"):
+        bf16 = fit_reward_model(store, RewardConfig(**config, precision="bf16-mixed"), seed=1, layout=layout)
+        assert all(p.dtype == torch.float32 for p in bf16.parameters())
+        assert not torch.equal(bf16.net.inp.weight, fp32.net.inp.weight)
+        assert abs(bf16.fit_summary.val_correlation - fp32.fit_summary.val_correlation) < 0.05
+
+
+def test_a_warm_started_fit_begins_from_the_given_members():
+    store = synthetic_store(40, seed=3, max_length=9)
+    first = fit_reward_model(store, RewardConfig(**SMALL), seed=2)
+    frozen = dict(SMALL, lr=1e-30, weight_decay=0.0, max_epochs=1)
+    warm = fit_reward_model(store, RewardConfig(**frozen, warm_start=True), seed=9, init=first)
+    cold = fit_reward_model(store, RewardConfig(**frozen, warm_start=True), seed=9)
+    # (the scaler is refitted, the weights are the first fit's; at lr ≈ 0 they do not move)
+    assert torch.allclose(warm.net.inp.weight, first.net.inp.weight, atol=1e-6)
+    assert not torch.allclose(cold.net.inp.weight, first.net.inp.weight, atol=1e-3)
