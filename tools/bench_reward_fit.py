@@ -39,6 +39,22 @@ seconds per epoch; the last line is ``peak_rss_default_over_1MiB: <x>x``. Why: g
 its mmap threshold to the size of each large block freed (up to 32 MiB), after which the fit's activations
 of varying sizes (ragged batches) come from the heap and fragment it; a run's RSS then stays at its peak.
 
+``--quality``: the fit's cheaper options (``reward.loss``, ``reward.sampled_steps``, ``reward.bias_correction``,
+``reward.precision``) side by side in one process, on the cycle-0 store a run fits (N random-policy episodes
+through the sparse wrapper, the env's conf: hidden channel, p_rel), with the paper's network and optimiser:
+
+    python tools/bench_reward_fit.py --quality --envs swimmer,halfcheetah --episodes 1000 --fit-seeds 0,1,2 \
+        --options sum@3,randomized,randomized+bc --epochs 100 [--expert-run halfcheetah=RUN_DIR] [--stores DIR]
+
+Each option is ``loss[+bc][+bf16][:K][@E]`` (``+bc`` bias correction, ``+bf16`` bf16-mixed, ``:K`` sampled
+steps, default 64; ``@E`` caps that option's epochs, e.g. ``sum@3`` to time eq. 1's epochs without its hours).
+Every fit sees the same store and split seed; a line per fit gives s/epoch (median, training + validation),
+epochs run and best epoch per member, fit wall, validation Pearson of the ensemble's per-step prediction with
+the hidden channel, validation episode-sum MSE (mean over members), and the Pearson on held-out episodes of a
+trained policy (``--expert-run ENV=RUN_DIR``: E = ``--expert-episodes`` episodes of that run's expert policy,
+as the loop collects them; "—" without one). A summary line per env and option gives the means over fit seeds
+and the s/epoch ratio to eq. 1's. Stores are cached in ``--stores`` (collection of 10⁶ steps takes minutes).
+
 ``--stacked S``: a population's refit: S stores shaped like ``--long``'s (one per member, seeds differ) fitted
 in one stacked S × K fit (``reward.stacked_fit``, prism/reward/stacked.py) vs the S members' fits one after
 the other (``fit_reward_model``, the run's default), E epochs each, early stopping out of reach; the last
@@ -218,6 +234,154 @@ def bench_stacked(args: argparse.Namespace) -> None:
     print(f"stacked_speedup_vs_sequential: {t_seq / t_stacked:.2f}x")
 
 
+QUALITY_ENVS = {"swimmer": "conf/swimmer.yaml", "halfcheetah": "conf/halfcheetah.yaml", "hopper": "conf/hopper.yaml",
+                 "walker": "conf/walker.yaml"}  # fmt: skip
+
+
+def _run_config(env: str):
+    from prism.config import load_config
+
+    return load_config([str(Path(__file__).resolve().parents[1] / QUALITY_ENVS[env])], [])
+
+
+def _env_and_store(env: str):
+    """The env (sparse wrapper, the conf's channel and p_rel) and an empty store of its width."""
+    from prism.config.validation import sparse_channel
+
+    config = _run_config(env)
+    spec = get_env_spec(config.env.id)
+    channel = sparse_channel(config, spec)
+    wrapped = make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=0)
+    return config, spec, channel, wrapped, SegmentStore(spec.obs_dim, spec.act_dim, spec.n_objectives - 1)
+
+
+def quality_store(env: str, episodes: int, cache: Path | None, seed: int = 0) -> SegmentStore:
+    """Cycle 0's store: ``episodes`` uniform-random episodes through the env's sparse wrapper (cached)."""
+    path = None if cache is None else cache / f"{env}-random{episodes}-seed{seed}.pt"
+    if path is not None and path.exists():
+        return SegmentStore.from_state_dict(torch.load(path, weights_only=True))
+    _, spec, channel, wrapped, store = _env_and_store(env)
+    t0 = time.perf_counter()
+    policy = uniform_random_policy(wrapped.action_space, seed=seed)
+    collect_episodes(wrapped, policy, episodes, store, sparse_channel=channel, seed=seed)
+    print(
+        f"{env}: collected {episodes} random episodes, {len(store)} steps in {time.perf_counter() - t0:.0f}s"
+    )
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(store.state_dict(), path)
+    return store
+
+
+def expert_store(env: str, run_dir: str, episodes: int, cache: Path | None) -> SegmentStore:
+    """``episodes`` episodes of a trained run's expert policy (random preference per episode, as the loop
+    collects them), through the same wrapper (cached)."""
+    from prism.api import load_run
+
+    path = None if cache is None else cache / f"{env}-expert{episodes}-{Path(run_dir).name}.pt"
+    if path is not None and path.exists():
+        return SegmentStore.from_state_dict(torch.load(path, weights_only=True))
+    _, _, channel, wrapped, store = _env_and_store(env)
+    run = load_run(run_dir)
+    for e in range(episodes):
+        policy = run.agent.expert_policy(seed=10_000 + e)
+        collect_episodes(wrapped, policy, 1, store, sparse_channel=channel, seed=10_000 + e)
+    print(f"{env}: {episodes} episodes of {run_dir} (env steps {run.env_steps}), {len(store)} steps")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(store.state_dict(), path)
+    return store
+
+
+def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
+    """``loss[+bc][+bf16][:K][@E]`` → (RewardConfig keys, epoch cap or None)."""
+    cap = None
+    if "@" in text:
+        text, cap_text = text.split("@", 1)
+        cap = int(cap_text)
+    k = None
+    if ":" in text:
+        text, k_text = text.split(":", 1)
+        k = int(k_text)
+    parts = text.split("+")
+    keys = dict(base, loss=parts[0])
+    for flag in parts[1:]:
+        if flag == "bc":
+            keys["bias_correction"] = True
+        elif flag == "bf16":
+            keys["precision"] = "bf16-mixed"
+        else:
+            raise SystemExit(f"bench_reward_fit: --options: unknown flag '+{flag}' in '{text}'")
+    if k is not None:
+        keys["sampled_steps"] = k
+    if cap is not None:
+        keys["max_epochs"] = cap
+    return keys, cap
+
+
+def bench_quality(args: argparse.Namespace) -> None:
+    from prism.reward.losses import pearson_correlation
+
+    torch.set_num_threads(1)  # as a run with the default `threads: 1`
+    cache = Path(args.stores) if args.stores else None
+    experts = (
+        dict(pair.split("=", 1) for pair in args.expert_run.split(",") if pair) if args.expert_run else {}
+    )
+    seeds = [int(x) for x in args.fit_seeds.split(",")]
+    for env in args.envs.split(","):
+        config = _run_config(env)
+        base = {
+            k: getattr(config.reward, k) for k in ("ensemble_size", "hidden", "dropout", "lr", "batch_size")
+        }
+        base.update(max_epochs=args.epochs, patience=args.patience)
+        store = quality_store(env, args.episodes, cache)
+        held_out = expert_store(env, experts[env], args.expert_episodes, cache) if env in experts else None
+        print(
+            f"{env}: {store.num_segments} segments, {len(store)} steps; epochs<={args.epochs}, patience "
+            f"{args.patience}, K={base['ensemble_size']}, hidden {base['hidden']}, batch {base['batch_size']}; "
+            f"held-out: {held_out.num_segments if held_out else 0} expert segments; cpus={os.cpu_count()}, "
+            f"load={os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+        summary: dict[str, list[tuple[float, ...]]] = {}
+        for option in args.options.split(","):
+            keys, _ = parse_option(option, base)
+            for seed in seeds:
+                t0 = time.perf_counter()
+                model = fit_reward_model(store, RewardConfig(**keys), seed=seed)
+                wall = time.perf_counter() - t0
+                fit = model.fit_summary
+                expert = float("nan")
+                if held_out is not None:
+                    expert = float(
+                        pearson_correlation(model.predict(held_out.features), held_out.true_sparse)
+                    )
+                val_mse = statistics.mean(fit.best_val_loss)
+                print(
+                    f"{env} {option} seed {seed}: {fit.seconds_per_epoch:.2f} s/epoch, epochs {fit.epochs_run}, "
+                    f"best {fit.best_epoch}, wall {wall / 60:.1f} min, val Pearson {fit.val_correlation:.3f}, "
+                    f"val sum-MSE {val_mse:.4g}, expert Pearson "
+                    + ("—" if held_out is None else f"{expert:.3f}")
+                    + f"; load={os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
+                summary.setdefault(option, []).append(
+                    (fit.seconds_per_epoch, max(fit.epochs_run), wall, fit.val_correlation, val_mse, expert)
+                )
+        sum_epoch = next(
+            (statistics.mean(r[0] for r in rows) for o, rows in summary.items() if o.startswith("sum")), None
+        )
+        for option, rows in summary.items():
+            mean = [statistics.mean(col) for col in zip(*rows)]
+            ratio = f", eq. 1 s/epoch over this {sum_epoch / mean[0]:.2f}x" if sum_epoch else ""
+            print(
+                f"summary {env} {option} ({len(rows)} seeds): {mean[0]:.2f} s/epoch, {mean[1]:.0f} epochs, wall "
+                f"{mean[2] / 60:.1f} min, val Pearson {mean[3]:.3f}, val sum-MSE {mean[4]:.4g}, expert Pearson "
+                f"{mean[5]:.3f}{ratio}",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -236,7 +400,24 @@ def main() -> None:
     parser.add_argument("--stacked", type=int, default=0, help="S: stacked S x K refit vs S fits in sequence")
     parser.add_argument("--memory", action="store_true", help="peak RSS of a fit under glibc malloc settings")
     parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--quality", action="store_true", help="the fit's options side by side on real stores"
+    )
+    parser.add_argument(
+        "--envs", default="swimmer,halfcheetah,hopper", help="--quality: conf/<env>.yaml names"
+    )
+    parser.add_argument("--fit-seeds", default="0,1,2", help="--quality: fit seeds")
+    parser.add_argument("--options", default="sum@3,randomized,randomized+bc", help="--quality: see above")
+    parser.add_argument("--patience", type=int, default=20, help="--quality: early-stopping patience")
+    parser.add_argument("--expert-run", default="", help="--quality: ENV=RUN_DIR[,ENV=RUN_DIR]")
+    parser.add_argument("--expert-episodes", type=int, default=50, help="--quality: held-out expert episodes")
+    parser.add_argument("--stores", default="", help="--quality: folder caching the collected stores")
     args = parser.parse_args()
+    if args.quality:
+        args.episodes = args.episodes or 1000
+        args.epochs = args.epochs or 100
+        bench_quality(args)
+        return
     if args.memory_child:
         _memory_child(args)
         return
