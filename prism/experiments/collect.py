@@ -80,6 +80,13 @@ def collect(cells: list[Cell], out: Path) -> dict[tuple[str, str], dict[str, lis
             if key.startswith(("return_", "undiscounted_return_")) or key == "mean_episode_length":
                 entry.setdefault(f"final_{key}", []).append(value)
         entry["curves"].append([(r["env_steps"], r["hv"]) for r in periodic])
+        # Each periodic evaluation's per-objective undiscounted returns (the take-off curves).
+        entry.setdefault("periodic_returns", []).append(
+            [
+                {k: v for k, v in r.items() if k.startswith("undiscounted_return_") or k == "env_steps"}
+                for r in periodic
+            ]
+        )
         entry["fits"].append(read_fit_records(run_dir))
     return table
 

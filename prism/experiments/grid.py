@@ -116,6 +116,27 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
+class TakeOff:
+    """The report's take-off count: per arm of ``env``, the seeds whose final evaluation's mean undiscounted
+    ``objective`` return (over its policies) exceeds ``threshold``; also counted for the same arms' runs in
+    ``reference_runs`` (another study's folder, e.g. the same env at a smaller budget), labelled
+    ``reference_label``. Its learning curves (that return along the periodic evaluations) are drawn beside."""
+
+    env: str
+    objective: str
+    threshold: float
+    reference_runs: str = ""
+    """Relative to the repository root or absolute; "" = no reference count."""
+    reference_label: str = ""
+
+    def reference_folder(self) -> Path | None:
+        if not self.reference_runs:
+            return None
+        path = Path(self.reference_runs)
+        return path if path.is_absolute() else ROOT / path
+
+
+@dataclass(frozen=True)
 class Cell:
     """One run of a grid: (env, arm, seed); ``source`` is the folder of a joined arm's grid (None: this one's)."""
 
@@ -153,6 +174,8 @@ class Preset:
     """Arms of an env read from another grid's folder (they must be among that env's arms)."""
     aggregate: Aggregate | None = None
     """The cross-env rliable aggregate of the report (None: none)."""
+    take_off: TakeOff | None = None
+    """The report's take-off count and objective curves (None: none)."""
 
     def methods_for(self, env: str) -> tuple[str, ...]:
         """The arms of ``env``: its own list where ``env_methods`` has one, else ``methods``; only those also

@@ -140,3 +140,38 @@ def plot_aggregate(result: AggregateResult, normaliser: str, path: Path) -> None
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_objective_curves(preset: Preset, table: Table, results: Path) -> None:
+    """``<objective>_curves.png``: the take-off objective's mean undiscounted return along the periodic
+    evaluations of each arm of the take-off env (mean ± SE over seeds), with the take-off threshold."""
+    import numpy as np
+
+    spec = preset.take_off
+    plt = _pyplot()
+    key = f"undiscounted_return_{spec.objective}"
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for i, arm in enumerate(preset.methods_for(spec.env)):
+        entry = table.get((spec.env, arm))
+        if not entry or not entry.get("periodic_returns"):
+            continue
+        curves = [c for c in entry["periodic_returns"] if c and key in c[0]]
+        if not curves:
+            continue
+        n = min(len(c) for c in curves)
+        steps = [r["env_steps"] for r in curves[0][:n]]
+        values = np.array([[r[key] for r in c[:n]] for c in curves])
+        mean = values.mean(0)
+        se = values.std(0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros_like(mean)
+        ax.plot(steps, mean, label=f"{arm} ({len(values)} seeds)", color=f"C{i}", zorder=3)
+        ax.fill_between(steps, mean - se, mean + se, alpha=0.2, color=f"C{i}", zorder=1)
+    ax.axhline(spec.threshold, ls=":", color="grey", lw=1, label=f"take-off ({spec.threshold:g})")
+    ax.set_title(
+        f"{ENV_FILES[spec.env]}: undiscounted {spec.objective} return (periodic evaluations)", fontsize=9
+    )
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(f"undiscounted {spec.objective} return")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(results / f"{spec.objective}_curves.png", dpi=120)
+    plt.close(fig)

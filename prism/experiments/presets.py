@@ -3,7 +3,7 @@ reports are committed under ``docs/results/<name>/``, the studies of issues M, R
 
 from __future__ import annotations
 
-from prism.experiments.grid import ENV_FILES, METHODS, Aggregate, Arm, JoinedArms, Preset, Ratio
+from prism.experiments.grid import ENV_FILES, METHODS, Aggregate, Arm, JoinedArms, Preset, Ratio, TakeOff
 
 CPU_MEDIUM_OVERRIDES = (
     "loop.cycles=2",
@@ -25,6 +25,10 @@ PROTOCOL_STUDY_RUNS = "docs/results/protocol-study/runs"
 """The protocol study's committed run files (hopper at the cpu-medium scale), which later studies join."""
 PROTOCOL_STUDY_EQUAL = ("e-oracle", "e-baseline", "e-prism", "e-uniform")
 """The protocol study's equal-budget arms."""
+TABLE1_STUDY_RUNS = "docs/results/table1-study/runs"
+"""table1-study's committed run files (walker2d, halfcheetah, swimmer at 2 × 25 000 steps)."""
+HALFCHEETAH_PAPER_ARMS = ("e-oracle", "e-baseline", "e-uniform", "e-prism")
+"""halfcheetah-paper's arms (the equal-budget arms of table1-study, at 2 × 100 000 steps)."""
 
 PRESETS = {
     "paper": Preset(
@@ -243,8 +247,8 @@ PRESETS = {
         ),
     ),
     "halfcheetah-paper": Preset(
-        envs=("halfcheetah",),
-        methods=("e-oracle", "e-baseline", "e-uniform", "e-prism"),
+        envs=("halfcheetah", "walker", "swimmer", "hopper"),
+        methods=HALFCHEETAH_PAPER_ARMS,
         seeds=tuple(range(5)),
         # table1-study's halfcheetah settings with the paper's RL budget: 2 cycles × M = 100 000 steps
         # (the replay buffer, 200 000, then holds every transition of the run, as at 2 × 25 000).
@@ -259,6 +263,21 @@ PRESETS = {
             Arm("e-uniform", "uniform", "equal", per_seed=True),
             Arm("e-prism", "prism", "equal", per_seed=True),
         ),
+        # The other three envs of the four-env aggregate, read from their studies at 2 × 25 000 steps: the
+        # aggregate is table1-study's with halfcheetah's 100 000-step arms in place of its 25 000-step ones.
+        joined=(
+            JoinedArms("walker", HALFCHEETAH_PAPER_ARMS, TABLE1_STUDY_RUNS, "table1-study"),
+            JoinedArms("swimmer", HALFCHEETAH_PAPER_ARMS, TABLE1_STUDY_RUNS, "table1-study"),
+            JoinedArms("hopper", HALFCHEETAH_PAPER_ARMS, PROTOCOL_STUDY_RUNS, "protocol-study"),
+        ),
+        aggregate=Aggregate(
+            normaliser="e-oracle",
+            arms=("e-oracle", "e-baseline", "e-prism", "e-uniform"),
+            improvements=(("e-prism", "e-uniform"), ("e-prism", "e-baseline"), ("e-uniform", "e-baseline")),
+        ),
+        take_off=TakeOff(
+            "halfcheetah", "forward", 500.0, TABLE1_STUDY_RUNS, "table1-study's 2 × 25 000 steps"
+        ),
         ratios=(
             Ratio("e-prism", "e-oracle", "equal budget"),
             Ratio("e-prism", "e-baseline", "equal budget"),
@@ -271,7 +290,9 @@ PRESETS = {
             "the equal-budget protocol, final evaluation 100 weights × 5 episodes, 5 seeds per arm (one process "
             "per seed). Every other setting is table1-study's for halfcheetah: E = 50 expert episodes, N = 250 "
             "random episodes, ReSymNet (sum loss) ≤ 100 fit epochs with patience 20, λ from conf/halfcheetah.yaml, "
-            "periodic evaluation every 5 000 steps on 10 weights × 2 episodes."
+            "periodic evaluation every 5 000 steps on 10 weights × 2 episodes. mo-walker2d-v5 and mo-swimmer-v5 "
+            "(table1-study) and mo-hopper-v5 (protocol-study) are joined at their 2 × 25 000 steps for the "
+            "four-env aggregate, not rerun."
         ),
     ),
     "reward-budget": Preset(

@@ -12,9 +12,10 @@ from prism.experiments import stats
 from prism.experiments.collect import collect, copy_run_files, paper_values
 from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Cell, Preset
-from prism.experiments.plots import plot, plot_aggregate
+from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
 from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, ratio_table
+from prism.experiments.takeoff import take_off_section
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -150,6 +151,15 @@ def write_report(
             *fit_table(preset, table),
             "",
         ]
+    take_off_lines, take_off_rows = take_off_section(preset, table)
+    if take_off_rows:
+        _write_csv(results / "takeoff.csv", take_off_rows)
+        sections += [
+            *take_off_lines,
+            "",
+            f"Learning curves of that return: `{preset.take_off.objective}_curves.png`.",
+            "",
+        ]
     agg_lines, agg_rows = aggregate_lines(preset, result)
     if agg_rows:
         _write_csv(results / "aggregate.csv", agg_rows)
@@ -169,4 +179,6 @@ def write_report(
     markdown = "\n".join(sections)
     (results / "table.md").write_text(markdown)
     plot(preset, table, out, cells, results)
+    if preset.take_off is not None:
+        plot_objective_curves(preset, table, results)
     return markdown
