@@ -86,3 +86,38 @@ def test_aggregate_intervals_are_the_same_when_recomputed_and_leave_numpys_globa
     np.random.seed(1)
     assert np.random.random() == after_first  # the caller's global stream went on as if untouched
     assert aggregate(finals, envs, spec, resamples=200, seed=1).iqm != first.iqm  # the seed does matter
+
+
+def test_compare_of_unequal_groups_is_a_brute_force_percentile_bootstrap():
+    """8 seeds against 3: each group resampled with its own size (a resample of y with x's size would narrow
+    the interval), the ratio of means, Welch's p; against a loop written out with another generator."""
+    from scipy import stats as scipy_stats
+
+    from prism.experiments.stats import compare
+
+    x = np.array([10.0, 12.0, 9.0, 11.5, 10.5, 13.0, 8.5, 12.5])
+    y = np.array([9.0, 14.0, 6.0])
+    got = compare(list(x), list(y), resamples=40_000)
+    rng = np.random.default_rng(123)
+    ratios = []
+    for _ in range(40_000):
+        xs = x[rng.integers(0, len(x), len(x))].mean()
+        ys = y[rng.integers(0, len(y), len(y))].mean()
+        ratios.append(xs / ys)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    assert got["ratio"] == pytest.approx(x.mean() / y.mean())
+    assert got["p_welch"] == pytest.approx(scipy_stats.ttest_ind(x, y, equal_var=False).pvalue)
+    # (y has 3 seeds: its bootstrap means sit on a lattice, so a percentile may step to a neighbouring atom;
+    # the tolerance is far below what resampling y with 8 draws gives: [0.88, 1.48] here)
+    assert got["ci_low"] == pytest.approx(low, abs=0.03) and got["ci_high"] == pytest.approx(high, abs=0.05)
+    assert high - low > 0.5  # (y's own 3-seed spread: wide; with 8 draws of y it would be about half)
+
+
+def test_compare_against_zeros_is_nan_without_raising_and_zeros_against_b_a_ratio_of_zero():
+    from prism.experiments.stats import compare
+
+    nan = compare([1.0, 2.0, 3.0], [0.0, 0.0, 0.0])
+    assert all(np.isnan(v) for v in nan.values())
+    zero = compare([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
+    assert zero["ratio"] == 0.0 and zero["ci_low"] == 0.0 and zero["ci_high"] == 0.0
+    assert 0.0 < zero["p_welch"] < 0.1

@@ -66,3 +66,20 @@ def test_score_segments_equals_brute_force_on_a_known_predictor():
     ours = score_segments(predict, store, chosen).to_dict()
     assert_quality_equal(ours, brute_force(store_episodes(store, chosen.tolist()), predict))
     assert ours["terminal_steps"] > 0
+
+
+def test_the_best_epoch_scalar_is_the_mean_best_epoch_not_the_epochs_run():
+    """A record whose members ran longer than their best epoch (early stopping): TensorBoard's
+    reward/best_epoch_mean is the mean of best_epoch."""
+    from prism.loop.fit_records import fit_record_scalars
+
+    record = {
+        "store": {"segments": 10, "train": {"segments": 8}, "validation": {"segments": 2}},
+        "best_epoch": [3, 7, 11],
+        "epochs_run": [24, 28, 32],
+        "validation": {"pearson": 0.5},
+        "validation_expert": None,
+    }
+    scalars = fit_record_scalars(record)
+    assert scalars["reward/best_epoch_mean"] == 7.0
+    assert scalars["reward/val_pearson"] == 0.5 and scalars["reward/validation_segments"] == 2.0
