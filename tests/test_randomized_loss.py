@@ -204,6 +204,12 @@ def test_bias_correction_needs_two_sampled_steps_and_the_stacked_fit_refuses_wha
         RewardConfig(loss="randomized", stacked_fit=True)
     with pytest.raises(ValueError, match="^reward.warm_start: must be false with reward.stacked_fit=true"):
         RewardConfig(warm_start=True, stacked_fit=True)
+    with pytest.raises(
+        ValueError, match="^reward.bias_correction: must be false with reward.sampling=stratified"
+    ):
+        RewardConfig(loss="randomized", sampling="stratified", bias_correction=True)
+    with pytest.raises(ValueError, match="^reward.sampling: must be one of uniform, stratified"):
+        RewardConfig(sampling="systematic")
 
 
 def test_bf16_is_refused_in_one_line_where_the_cpu_lacks_it(monkeypatch):
@@ -241,3 +247,36 @@ def test_a_warm_started_fit_begins_from_the_given_members():
     # (the scaler is refitted, the weights are the first fit's; at lr ≈ 0 they do not move)
     assert torch.allclose(warm.net.inp.weight, first.net.inp.weight, atol=1e-6)
     assert not torch.allclose(cold.net.inp.weight, first.net.inp.weight, atol=1e-3)
+
+
+def test_the_stratified_sample_draws_every_step_with_probability_k_over_t_and_spreads_over_the_segment():
+    """One step per stratum of T/K: inclusion K/T for every step (so (T/K)·Σ is unbiased), one pick in each
+    stratum, time order; a segment no longer than K keeps every step; far less variance on a smooth reward."""
+    lengths = torch.tensor([100, 37, 5])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
+    draws, k = 20_000, 8
+    selection = torch.arange(3).expand(draws, -1)
+    stream = torch.Generator().manual_seed(3)
+    rows, ids, valid, counts = sample_segment_steps(offsets, selection, k, stream, stratified=True)
+    assert torch.equal(counts[0], torch.tensor([8, 8, 5]))
+    for seg, t in enumerate(lengths.tolist()):
+        picked = rows[valid & (ids == seg)].reshape(draws, -1) - offsets[seg]
+        if t <= k:
+            assert bool((picked == torch.arange(t)).all())
+            continue
+        j = torch.arange(k, dtype=torch.float64)
+        # pick j lies in stratum j's real interval [j·T/K, (j+1)·T/K), as an integer step
+        assert bool((picked >= (j * t / k).floor()).all() and (picked <= ((j + 1) * t / k).ceil() - 1).all())
+        assert bool((picked.diff(dim=1) >= 0).all())
+        frequency = torch.bincount(picked.flatten(), minlength=t) / draws
+        assert torch.allclose(frequency, torch.full((t,), k / t), atol=4 * (k / t / draws) ** 0.5)
+    # unbiased, and on a smooth reward (a ramp) a much smaller variance than the uniform sample's
+    ramp = torch.linspace(0, 1, 100, dtype=torch.float64)
+    first = selection[:, :1]
+    estimates = {}
+    for stratified in (False, True):
+        r, i, v, _ = sample_segment_steps(offsets, first, k, torch.Generator().manual_seed(4), stratified)
+        estimates[stratified] = 100 / k * torch.where(v, ramp[r.clamp(max=99)], 0.0).sum(dim=1)
+    for est in estimates.values():
+        assert abs(est.mean() - ramp.sum()) < 4 * est.std() / draws**0.5
+    assert estimates[True].var() < 0.05 * estimates[False].var()

@@ -46,8 +46,12 @@ through the sparse wrapper, the env's conf: hidden channel, p_rel), with the pap
     python tools/bench_reward_fit.py --quality --envs swimmer,halfcheetah --episodes 1000 --fit-seeds 0,1,2 \
         --options sum@3,randomized,randomized+bc --epochs 100 [--expert-run halfcheetah=RUN_DIR] [--stores DIR]
 
-Each option is ``loss[+bc][+bf16][:K][@E]`` (``+bc`` bias correction, ``+bf16`` bf16-mixed, ``:K`` sampled
-steps, default 64; ``@E`` caps that option's epochs, e.g. ``sum@3`` to time eq. 1's epochs without its hours).
+Each option is ``loss[+bc][+strat][+bf16][+refit|+warm][:K][@E]`` (``+bc`` bias correction, ``+strat``
+``reward.sampling: stratified``, ``+bf16`` bf16-mixed,
+``:K`` sampled steps, default 64; ``@E`` caps that option's epochs, e.g. ``sum@3`` to time eq. 1's epochs
+without its hours). ``+refit`` / ``+warm``: after the cycle-0 fit, the cycle-1 refit on the random episodes
+plus the ``--expert-run`` episodes (then in training, so the expert Pearson is an in-sample number), from
+scratch or warm-started from the cycle-0 members (``reward.warm_start``); the line gives the refit's numbers.
 Every fit sees the same store and split seed; a line per fit gives s/epoch (median, training + validation),
 epochs run and best epoch per member, fit wall, validation Pearson of the ensemble's per-step prediction with
 the hidden channel, validation episode-sum MSE (mean over members), and the Pearson on held-out episodes of a
@@ -310,6 +314,10 @@ def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
             keys["bias_correction"] = True
         elif flag == "bf16":
             keys["precision"] = "bf16-mixed"
+        elif flag == "strat":
+            keys["sampling"] = "stratified"
+        elif flag in ("refit", "warm"):
+            keys["_refit"] = flag
         else:
             raise SystemExit(f"bench_reward_fit: --options: unknown flag '+{flag}' in '{text}'")
     if k is not None:
@@ -346,10 +354,28 @@ def bench_quality(args: argparse.Namespace) -> None:
         summary: dict[str, list[tuple[float, ...]]] = {}
         for option in args.options.split(","):
             keys, _ = parse_option(option, base)
+            refit = keys.pop("_refit", None)
+            if refit and held_out is None:
+                raise SystemExit(
+                    f"bench_reward_fit: option '{option}' refits on expert episodes: give --expert-run"
+                )
             for seed in seeds:
                 t0 = time.perf_counter()
                 model = fit_reward_model(store, RewardConfig(**keys), seed=seed)
                 wall = time.perf_counter() - t0
+                if refit:
+                    # Cycle 1 as the loop runs it: the random episodes plus the expert ones, refitted from
+                    # scratch (+refit) or from cycle 0's members (+warm); its numbers are the refit's.
+                    print(f"{env} {option} seed {seed}: cycle-0 fit {wall / 60:.1f} min, val Pearson "
+                          f"{model.fit_summary.val_correlation:.3f}", flush=True)  # fmt: skip
+                    grown = SegmentStore.from_state_dict(store.state_dict())
+                    grown.extend(held_out)
+                    t0 = time.perf_counter()
+                    model = fit_reward_model(
+                        grown, RewardConfig(**keys, warm_start=refit == "warm"), seed=seed + 1,
+                        init=model if refit == "warm" else None,
+                    )  # fmt: skip
+                    wall = time.perf_counter() - t0
                 fit = model.fit_summary
                 expert = float("nan")
                 if held_out is not None:

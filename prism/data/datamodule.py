@@ -99,15 +99,27 @@ def gather_segments(offsets: Tensor, selection: Tensor) -> tuple[Tensor, Tensor,
 
 
 def sample_segment_steps(
-    offsets: Tensor, selection: Tensor, sampled_steps: int, generator: torch.Generator
+    offsets: Tensor,
+    selection: Tensor,
+    sampled_steps: int,
+    generator: torch.Generator,
+    stratified: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Randomized return decomposition's sample: ``min(K, T)`` steps of each selected segment, drawn uniformly
-    without replacement (K = ``sampled_steps``), kept in time order.
+    """Randomized return decomposition's sample: ``min(K, T)`` steps of each selected segment (K =
+    ``sampled_steps``), kept in time order; every step of a segment is in it with probability K/T, so
+    ``(T/K)·Σ`` over the sample is an unbiased estimate of the segment's sum.
+
+    - uniform (RRD's): K distinct steps drawn uniformly without replacement. The draw is one uniform key per
+      step of the longest selected segment (so the stream advances by the same amount for the same selection
+      shape), and each segment keeps its K smallest keys.
+    - ``stratified``: the segment cut into K strata of equal length T/K (real-valued bounds), one step drawn
+      uniformly in each, ``⌊(j + u_j)·T/K⌋``. Each step's inclusion probability is still K/T, but the sample
+      spreads over the whole segment, so a reward that changes smoothly along it is summed with far less
+      variance. Where T/K < 2 a step straddling two strata may be drawn twice (then counted twice: the
+      estimate stays unbiased).
 
     A segment of ``T ≤ K`` steps keeps all of them, in order, so the rows are then exactly
-    :func:`gather_segments`'s (the randomized loss is eq. 1 bit for bit). The draw is one uniform key per
-    step of the longest selected segment from ``generator`` (whatever the segments' lengths, so the stream
-    advances by the same amount for the same selection shape), and each segment keeps its K smallest keys.
+    :func:`gather_segments`'s (the randomized loss is eq. 1 bit for bit).
 
     Args:
         offsets: ``[S+1]`` segment offsets of the store.
@@ -124,10 +136,18 @@ def sample_segment_steps(
     lengths = offsets[selection + 1] - starts
     t_max = int(lengths.max())
     kept = min(int(sampled_steps), t_max)
-    keys = torch.rand(m * b, t_max, generator=generator)
-    # Steps past a segment's end can never be drawn: their keys lie above every real one.
-    keys.masked_fill_(torch.arange(t_max) >= lengths.reshape(-1, 1), 2.0)
-    picked = keys.topk(kept, dim=-1, largest=False).indices.sort(dim=-1).values  # [M·B, kept]
+    if stratified:
+        flat = lengths.reshape(-1, 1)
+        j = torch.arange(kept)
+        u = torch.rand(m * b, kept, generator=generator, dtype=torch.float64)
+        strata = ((j + u) * flat / int(sampled_steps)).floor().long()  # [M·B, kept], non-decreasing, < T
+        # A segment no longer than K keeps every step (its picks past T are dropped below).
+        picked = torch.where(flat > int(sampled_steps), strata, j.expand(m * b, -1))
+    else:
+        keys = torch.rand(m * b, t_max, generator=generator)
+        # Steps past a segment's end can never be drawn: their keys lie above every real one.
+        keys.masked_fill_(torch.arange(t_max) >= lengths.reshape(-1, 1), 2.0)
+        picked = keys.topk(kept, dim=-1, largest=False).indices.sort(dim=-1).values  # [M·B, kept]
     counts = lengths.clamp(max=int(sampled_steps))  # [M, B]
     # Sorted by position, a segment's real picks (positions < T) come before any past its end.
     real = torch.arange(kept) < counts.reshape(-1, 1)  # [M·B, kept]
@@ -216,6 +236,8 @@ class TrajectorySumDataModule(L.LightningDataModule):
             ``min(K, T)`` steps of each of its segments (:func:`sample_segment_steps`, redrawn every batch from
             a stream of its own seeded by :func:`step_sampling_seed`); None (eq. 1) holds every step.
             Validation batches always hold whole segments.
+        stratified: the randomized loss's sample is stratified (one step per stratum of T/K steps) instead of
+            uniform without replacement (:func:`sample_segment_steps`).
 
     The scaler (``feature_mean``, ``feature_scale``) is fitted on the steps of training segments only
     (population std, zero variance → 1) and copied into the fitted model by :func:`fit_reward_model`.
@@ -233,6 +255,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         val_step_budget: int = 8192,
         ragged: bool = False,
         sampled_steps: int | None = None,
+        stratified: bool = False,
     ):
         super().__init__()
         if store.num_segments < 2:
@@ -256,6 +279,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         if sampled_steps is not None and int(sampled_steps) < 1:
             raise ValueError(f"sampled_steps: must be positive, got {sampled_steps!r}")
         self.sampled_steps = None if sampled_steps is None else int(sampled_steps)
+        self.stratified = bool(stratified)
         self._prepared = False
 
     @property
@@ -294,7 +318,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         if self.sampled_steps is None:
             return (*gather_segments(self.offsets, selection), None, None)
         rows, seg_ids, valid, counts = sample_segment_steps(
-            self.offsets, selection, self.sampled_steps, self.step_generator
+            self.offsets, selection, self.sampled_steps, self.step_generator, self.stratified
         )
         lengths = self.offsets[selection + 1] - self.offsets[selection]
         return rows, seg_ids, valid, lengths, counts

@@ -16,6 +16,8 @@ from prism import checks
 
 FIT_LOSSES = ("sum", "randomized")
 """``reward.loss``: eq. 1 over whole segments, or randomized return decomposition over sampled steps."""
+FIT_SAMPLINGS = ("uniform", "stratified")
+"""``reward.sampling``: how the randomized loss draws its K steps of a segment."""
 FIT_PRECISIONS = ("32-true", "bf16-mixed")
 """``reward.precision``: the fit Trainer's precision (Lightning's names)."""
 
@@ -76,6 +78,12 @@ class RewardConfig:
     (docs/method.md §4, docs/benchmarks.md for when to choose it)."""
     sampled_steps: int = 64
     """``loss: randomized``: the number K of steps sampled per segment per batch (RRD's MuJoCo K = 64)."""
+    sampling: str = "uniform"
+    """``loss: randomized``: how the K steps are drawn: ``uniform`` (RRD's: K distinct steps uniformly without
+    replacement) or ``stratified`` (one step drawn uniformly in each of K equal strata of the segment: every
+    step is still drawn with probability K/T, so the estimate stays unbiased, but a reward that changes
+    smoothly along the segment is summed with far less variance, and the variance term that pulls r̂ towards a
+    constant within a segment shrinks with it)."""
     bias_correction: bool = False
     """``loss: randomized``: subtract the unbiased estimate of the sampled sum's variance,
     ``T²(1 − K/T)·s²/K`` per segment (s² the sample variance of r̂ over the K steps), so the loss is an unbiased
@@ -131,6 +139,18 @@ class RewardConfig:
             # s² (the sample variance over the K sampled steps) needs two steps.
             checks.require("reward.sampled_steps", self.sampled_steps >= 2, "be >= 2 with bias_correction",
                            self.sampled_steps)  # fmt: skip
+        checks.require(
+            "reward.sampling",
+            self.sampling in FIT_SAMPLINGS,
+            f"be one of {', '.join(FIT_SAMPLINGS)}",
+            self.sampling,
+        )
+        if self.bias_correction:
+            # The correction is the variance of a uniform sample without replacement (another for strata).
+            checks.require(
+                "reward.bias_correction", self.sampling == "uniform", "be false with reward.sampling=stratified",
+                self.bias_correction,
+            )  # fmt: skip
         checks.require(
             "reward.precision", self.precision in FIT_PRECISIONS, f"be one of {', '.join(FIT_PRECISIONS)}",
             self.precision,

@@ -222,6 +222,7 @@ def fit_reward_model(
         use_dense_features=config.use_dense_features,
         ragged=layout == "ragged",
         sampled_steps=config.sampled_steps if config.loss == "randomized" else None,
+        stratified=config.sampling == "stratified",
     )
     if config.use_dense_features and not dm.use_dense_features:
         raise ValueError(
