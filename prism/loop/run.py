@@ -97,7 +97,9 @@ def build_run(
     def env_factory(member: int):
         # Each member's training env has its release draws on a stream of the member's seed (docs/method.md §3:
         # not the env's own RNG). A named stream, not the raw seed: default_rng(seed) is also what
-        # env.reset(seed=seed) gives the env, and what any other raw-seeded consumer would draw.
+        # env.reset(seed=seed) gives the env, and what any other raw-seeded consumer would draw. The agent's
+        # first reset is seeded (derive_seed(seed, "env")), and a seeded reset reseeds the draws from a
+        # named stream of its seed (SparseRewardWrapper.reset); unseeded resets then continue that stream.
         release_seed = derive_seed(seeds[member], "train/release")
         return make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=release_seed)
 
