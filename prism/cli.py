@@ -141,8 +141,8 @@ def _add_progress_argument(fit: argparse.ArgumentParser) -> None:
         "--progress",
         choices=("auto", "bar", "lines", "none"),
         default="auto",
-        help="what stderr shows: bars in a terminal and plain lines (phase starts and ends, every 1000 RL "
-        "steps) otherwise (auto, default), always bars, always lines, or nothing",
+        help="what stderr shows: bars in a terminal and plain lines (phase starts and ends, RL progress every "
+        "1000 env steps or 30 s) otherwise (auto, default), always bars, always lines, or nothing",
     )
 
 
