@@ -230,9 +230,24 @@ def run_label(config: Any) -> str:
     return config.method if config.method is not None else derive_method(config)
 
 
-def label_resolver(method: Any, method_label: Any) -> str:
-    """The ``${prism_label:${method},${method_label}}`` interpolation of the default ``run_dir``."""
-    return str(method_label if method_label is not None else method)
+DEFAULT_BACKBONE = "capql"
+"""The backbone a default ``run_dir`` does not name (:data:`prism.config.schema.DEFAULT_AGENT`)."""
+
+
+def backbone_suffix(backbone: Any) -> str:
+    """``""`` for the default backbone, else ``-<name>`` (a class path ``pkg.mod:Agent`` gives ``-Agent``): what
+    the default ``run_dir``'s method folder adds, so runs of one method on two backbones get two folders."""
+    if backbone is None or str(backbone) == DEFAULT_BACKBONE:
+        return ""
+    name = str(backbone).rpartition(":")[2].rpartition(".")[2] or str(backbone)
+    return "-" + "".join(c if c.isalnum() or c in "_-." else "_" for c in name)
+
+
+def label_resolver(method: Any, method_label: Any, backbone: Any = None) -> str:
+    """The ``${prism_label:${method},${method_label},${agent.name}}`` interpolation of the default
+    ``run_dir``: the run's label (:func:`run_label`), then ``-<backbone>`` for a backbone other than CAPQL
+    (``prism-gpi_pd``; CAPQL runs keep the folder names they always had)."""
+    return str(method_label if method_label is not None else method) + backbone_suffix(backbone)
 
 
 def relabel_record(config: Any, n_objectives: Callable[[], int] | None = None) -> Any:
