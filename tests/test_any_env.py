@@ -230,6 +230,23 @@ def test_unknown_id_stays_a_one_line_cli_error(capsys):
     assert code == 2 and err.startswith("prism: error: env.id: unknown env 'mo-ant-v9'") and "\n" not in err
 
 
+@pytest.mark.parametrize(
+    ("env_id", "hint"),
+    [
+        ("mo-hoper-v5", "; did you mean 'mo-hopper-v5'?"),  # a prism spec
+        ("mo-walker-v5", "; did you mean 'mo-walker2d-v5'?"),
+        ("mo-mountaincarcontinous-v0", "; did you mean 'mo-mountaincarcontinuous-v0'?"),  # mo-gymnasium's
+        ("no-such-env-at-all", ""),  # nothing close: no guess
+    ],
+)
+def test_an_unknown_id_suggests_the_nearest_known_one(env_id, hint, tmp_path, capsys):
+    code = main(["fit", "--config", str(CONF / "quickstart.yaml"), f"env.id={env_id}", f"run_dir={tmp_path / 'r'}"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and err.startswith(f"prism: error: env.id: unknown env {env_id!r}")
+    assert err.endswith("nor a gymnasium / mo-gymnasium id" + hint)
+    assert not (tmp_path / "r").exists()
+
+
 def test_agent_refuses_symreg_without_a_table():
     spec = derive_env_spec(CAR)
     with pytest.raises(ValueError, match="agent.symreg_lambda"):

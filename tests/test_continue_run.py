@@ -119,8 +119,14 @@ def test_a_fresh_runs_time_is_its_process_and_an_old_checkpoint_leaves_the_total
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [  # more cycles together with another change is refused too
-        (["loop.cycles=3", "loop.steps_per_cycle=300"], "--resume: the given config differs from"),
-        (["loop.cycles=3", "agent.lr=0.1"], "--resume: the given config differs from"),
+        (
+            ["loop.cycles=3", "loop.steps_per_cycle=300"],
+            "--resume: loop.steps_per_cycle (200 in the run, 300 given) differs from",
+        ),
+        (
+            ["loop.cycles=3", "agent.lr=0.1", "seed=4"],
+            "--resume: seed (0 in the run, 4 given), agent.lr (0.0003 in the run, 0.1 given) differ from",
+        ),
         (["loop.cycles=1"], "loop.cycles: --resume can only add cycles; the run has 2, 1 asked"),
     ],
 )

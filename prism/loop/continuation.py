@@ -72,9 +72,14 @@ def budget_growth(saved: RunConfig, requested: RunConfig, config_path: Path) -> 
         requested, loop=dataclasses.replace(requested.loop, cycles=saved.loop.cycles)
     )
     if not same_run(as_saved, saved):
+        changed = differing_keys(saved, as_saved)
+        shown = ", ".join(
+            f"{key} ({_short(old)} in the run, {_short(new)} given)" for key, old, new in changed[:3]
+        ) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        verb = "differ" if len(changed) > 1 else "differs"
         raise ConfigError(
-            f"--resume: the given config differs from {config_path} (resume takes the run's saved config; only "
-            f"{', '.join(BUDGET_KEYS)} may grow; drop --config/overrides or start a new run_dir)"
+            f"--resume: {shown or 'the given config'} {verb} from {config_path}; resume takes the run's saved "
+            f"config and only {', '.join(BUDGET_KEYS)} may grow (drop --config/overrides or start a new run_dir)"
         )
     if requested.loop.cycles < saved.loop.cycles:
         raise ConfigError(
@@ -82,6 +87,31 @@ def budget_growth(saved: RunConfig, requested: RunConfig, config_path: Path) -> 
             f"{requested.loop.cycles} asked"
         )
     return requested.loop.cycles
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(_flat(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def differing_keys(saved: RunConfig, requested: RunConfig) -> list[tuple[str, Any, Any]]:
+    """``(dotted key, saved value, requested value)`` for every key where two configs differ, in config order
+    (as their config.yaml would say: a population's unused ``seed`` is left out, see :func:`same_run`)."""
+    import yaml
+
+    from prism.config import to_yaml
+
+    a, b = (_flat(yaml.safe_load(to_yaml(c))) for c in (saved, requested))
+    return [(key, a.get(key), b.get(key)) for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
 
 
 def archive_final_outputs(run_dir: Path, member_dirs: list[Path], env_steps: int) -> Path:
