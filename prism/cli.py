@@ -17,7 +17,8 @@ Exit codes:
 - 3: a loss, a shaped reward or a parameter became NaN/inf during training: the run stops with
   ``prism: error: <quantity> is <nan|inf> at env step <N>; last good checkpoint: <path>``, and that
   checkpoint (the newest on disk) holds only finite values.
-- 130: interrupted (Ctrl-C).
+- 130: interrupted (Ctrl-C); ``prism fit`` then prints ``prism: interrupted; continue the run with: prism fit
+  --resume RUN_DIR``.
 """
 
 from __future__ import annotations
@@ -212,6 +213,22 @@ def _files_and_overrides(items: list[str], overrides: list[str]) -> tuple[list[s
     return files, [item for item in items if "=" in item] + list(overrides)
 
 
+def _interrupted_line(err: KeyboardInterrupt) -> str:
+    """What Ctrl-C prints: for a ``prism fit``, the exact command that continues the run (or, stopped before
+    the run wrote anything, that the same command starts it again)."""
+    from prism.errors import RunInterrupted
+
+    if not isinstance(err, RunInterrupted):
+        return "prism: interrupted"
+    import shlex
+
+    where = shlex.quote(str(err.run_dir))
+    if err.resumable:
+        return f"prism: interrupted; continue the run with: prism fit --resume {where}"
+    gone = f"; {where} removed" if err.removed else ""
+    return f"prism: interrupted before the run wrote anything{gone}; run the same command to start it"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Deprecation chatter from dependencies is not the user's problem (and would break one-line errors).
     silence_library_noise(deprecations=True)
@@ -300,8 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"prism: error: {err}", file=sys.stderr)
         return NON_FINITE
-    except KeyboardInterrupt:
-        print("prism: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(_interrupted_line(err), file=sys.stderr)
         return INTERRUPTED
     return 0
 

@@ -235,4 +235,9 @@ class RewardFitProgress(Callback):
         self._finish(trainer)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        self._finish(trainer, note="  (stopped)")
+        # Not "(stopped)": that reads like early stopping, which ends a fit normally (on_fit_end).
+        if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C (Lightning hands it on as is)
+            note = "  (interrupted)"
+        else:
+            note = f"  (failed: {type(exception).__name__})"
+        self._finish(trainer, note=note)
