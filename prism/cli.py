@@ -189,10 +189,12 @@ def _render(args: argparse.Namespace) -> None:
         height=height,
         max_steps=args.max_steps,
     )
+    names = result.objective_names
     for clip in result.clips:
         w = ", ".join(f"{x:.3g}" for x in clip.weight)
-        returns = ", ".join(f"{x:.4g}" for x in clip.undiscounted_return)
-        print(f"w=({w}) episode {clip.episode}: {len(clip.frames) - 1} steps, return ({returns})")
+        # named as on the contact sheet: the return of each objective, undiscounted
+        returns = ", ".join(f"{name} {x:.4g}" for name, x in zip(names, clip.undiscounted_return))
+        print(f"w=({w}) episode {clip.episode}: {len(clip.frames) - 1} steps, return {returns}")
     print(f"video          {result.video}")
     print(f"contact sheet  {result.contact_sheet}")
 
