@@ -309,8 +309,14 @@ def write_video(clips: list[Clip], path: Path, fps: float) -> Path:
 
 
 def _render_clips(
-    run, weights: np.ndarray, episodes: int, seed: int | None, width: int, height: int,
-    max_steps: int | None, chosen: bool,
+    run,
+    weights: np.ndarray,
+    episodes: int,
+    seed: int | None,
+    width: int,
+    height: int,
+    max_steps: int | None,
+    chosen: bool,
 ) -> tuple[list[Clip], Any]:
     """The rollouts of :func:`render_run` (the env is closed, returned for its metadata)."""
     from prism.evaluation.rollout import pair_seeds

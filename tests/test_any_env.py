@@ -240,7 +240,9 @@ def test_unknown_id_stays_a_one_line_cli_error(capsys):
     ],
 )
 def test_an_unknown_id_suggests_the_nearest_known_one(env_id, hint, tmp_path, capsys):
-    code = main(["fit", "--config", str(CONF / "quickstart.yaml"), f"env.id={env_id}", f"run_dir={tmp_path / 'r'}"])
+    code = main(
+        ["fit", "--config", str(CONF / "quickstart.yaml"), f"env.id={env_id}", f"run_dir={tmp_path / 'r'}"]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and err.startswith(f"prism: error: env.id: unknown env {env_id!r}")
     assert err.endswith("nor a gymnasium / mo-gymnasium id" + hint)

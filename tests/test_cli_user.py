@@ -50,7 +50,10 @@ def test_sigint_during_a_fit_exits_130_and_keeps_the_checkpoint(tmp_path):
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-2000:]
     # the exact command that goes on, not just "interrupted" (issue 50, item 5)
-    assert stderr.strip().splitlines()[-1] == f"prism: interrupted; continue the run with: prism fit --resume {run_dir}"
+    assert (
+        stderr.strip().splitlines()[-1]
+        == f"prism: interrupted; continue the run with: prism fit --resume {run_dir}"
+    )
     assert not (run_dir / "summary.json").exists()
     state = read_checkpoint(checkpoint)  # raises on a damaged file
     assert (
@@ -141,8 +144,11 @@ def test_config_yaml_with_and_without_the_resolved_block_loads_the_same(tmp_path
         ("", "is empty (sets no key)"),
         ("# only a comment\n", "is empty (sets no key)"),
         # OmegaConf reads plain text as a key: it used to say `Key 'just some text' not in 'RunConfig'`
-        ("just some text\n", "is not a mapping of keys (`key: value` lines, e.g. `seed: 3`); it holds plain "
-         "text ('just some text')"),  # fmt: skip
+        (
+            "just some text\n",
+            "is not a mapping of keys (`key: value` lines, e.g. `seed: 3`); it holds plain "
+            "text ('just some text')",
+        ),  # fmt: skip
         ("42\n", "it holds the number 42"),
         ("- a\n- b\n", "it holds a list"),
         ("loop:\n  cycles: [1\nseed: 2\n", "is not valid YAML at line 3, column 5"),
@@ -270,14 +276,25 @@ def test_ctrl_c_names_the_resume_command_and_resume_then_runs_the_whole_run(tmp_
     from prism.cli import main
 
     run_dir = tmp_path / "run"
-    args = ["fit", "--config", str(CONF / "quickstart.yaml"), *toy_run(), f"run_dir={run_dir}", "--progress", "none"]
+    args = [
+        "fit",
+        "--config",
+        str(CONF / "quickstart.yaml"),
+        *toy_run(),
+        f"run_dir={run_dir}",
+        "--progress",
+        "none",
+    ]
     with monkeypatch.context() as patch:
         _interrupt_at(patch, "build_run")  # config.yaml written, nothing trained, no checkpoint
         assert main(args) == 130
     out, err = capsys.readouterr()
     # the folder is named when the run starts, and the exact command that goes on when it is stopped
     assert out.splitlines()[0] == f"prism fit: run folder {run_dir} (prism on prism/Toy-v0, seed 0)"
-    assert err.strip().splitlines()[-1] == f"prism: interrupted; continue the run with: prism fit --resume {run_dir}"
+    assert (
+        err.strip().splitlines()[-1]
+        == f"prism: interrupted; continue the run with: prism fit --resume {run_dir}"
+    )
     assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml"]
     assert main(["fit", "--resume", str(run_dir), "--progress", "none"]) == 0
     out = capsys.readouterr().out
@@ -286,7 +303,7 @@ def test_ctrl_c_names_the_resume_command_and_resume_then_runs_the_whole_run(tmp_
 
 
 def test_an_interrupted_reward_fit_says_interrupted_not_stopped():
-    """"(stopped)" read like early stopping, which ends a fit normally."""
+    """ "(stopped)" read like early stopping, which ends a fit normally."""
     import io
 
     from prism.loop.progress import RewardFitProgress

@@ -197,7 +197,9 @@ def test_a_slow_rl_phase_writes_a_line_at_least_every_30_seconds():
         module.env_step_count = step
         bar.on_train_batch_end(None, module, None, None, 0)
     lines = [line for line in log.getvalue().splitlines() if "RL: " in line]
-    seconds = [int(m) * 60 + int(s) for m, s in (re.match(r"^\[0:(\d\d):(\d\d)\]", x).groups() for x in lines)]
+    seconds = [
+        int(m) * 60 + int(s) for m, s in (re.match(r"^\[0:(\d\d):(\d\d)\]", x).groups() for x in lines)
+    ]
     assert len(seconds) >= 13  # 420 s / 30 s
     gaps = [b - a for a, b in zip([0, *seconds], seconds)]
     assert max(gaps) <= 31 and min(gaps) >= 29, gaps

@@ -86,7 +86,9 @@ def test_the_cli_renders_the_default_preferences_to_a_gif(hopper_run, tmp_path, 
     assert printed.count(" episode 0: ") == len(expected) and f"video          {out}" in printed
     # each return named after its objective, as on the contact sheet (issue 50, item 10)
     first = printed.splitlines()[0]
-    assert re.search(r" steps, return forward -?[\d.e+-]+, jump -?[\d.e+-]+, energy -?[\d.e+-]+$", first), first
+    assert re.search(r" steps, return forward -?[\d.e+-]+, jump -?[\d.e+-]+, energy -?[\d.e+-]+$", first), (
+        first
+    )
     import imageio.v2 as imageio
 
     frames = imageio.mimread(out)
@@ -208,7 +210,9 @@ def test_a_gl_failure_while_rendering_is_one_line_exit_2(hopper_run, tmp_path, m
     out = tmp_path / "x.gif"
     assert main(["render", str(hopper_run), "--out", str(out)]) == USAGE_ERROR
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"prism: error: MUJOCO_GL: MuJoCo cannot render with osmesa ({type(error).__name__}: ")
+    assert line.startswith(
+        f"prism: error: MUJOCO_GL: MuJoCo cannot render with osmesa ({type(error).__name__}: "
+    )
     assert line.endswith("install OSMesa (Debian/Ubuntu: apt install libosmesa6), or try MUJOCO_GL=egl")
     assert not out.exists()
     assert not render.is_gl_failure(ValueError("a bug of ours stays a traceback"))
@@ -224,7 +228,17 @@ def test_prism_render_with_a_backend_this_machine_lacks_is_one_line(hopper_run, 
     env.pop("DISPLAY", None)
     env.pop("PYOPENGL_PLATFORM", None)
     out = tmp_path / "x.gif"
-    cmd = [sys.executable, "-m", "prism.cli", "render", str(hopper_run), "--max-steps", "3", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "prism.cli",
+        "render",
+        str(hopper_run),
+        "--max-steps",
+        "3",
+        "--out",
+        str(out),
+    ]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     if render._probe(backend):  # this machine has it after all
         assert result.returncode == 0 and out.is_file(), result.stderr[-2000:]

@@ -140,7 +140,9 @@ def _spec_symreg_lambda(merged: DictConfig) -> float | None:
     try:
         overrides = OmegaConf.to_container(merged.env.spec, resolve=True) if merged.env.spec else None
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # building a derived env's spec may warn; validate() says what matters
+            warnings.simplefilter(
+                "ignore"
+            )  # building a derived env's spec may warn; validate() says what matters
             return float(resolve(str(merged.env.id), overrides).symreg_lambda)
     except Exception:  # an unknown env, a bad env.spec: refused, naming the key, by validate()
         return None

@@ -93,9 +93,7 @@ class RunConfig:
     ``summary.csv``; see docs/ARCHITECTURE.md for what depends on the population's composition."""
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
-    run_dir: str = (
-        "runs/${env.id}/${prism_label:${method},${method_label},${agent.name}}/${prism_seed_dir:${seed},${seeds}}"
-    )
+    run_dir: str = "runs/${env.id}/${prism_label:${method},${method_label},${agent.name}}/${prism_seed_dir:${seed},${seeds}}"
     """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved). The
     default ends in ``seed<N>`` for a single run and ``seeds<A>-<B>-…`` for a population (its members then
     write to ``seeds0-1-2/seed0/`` …), e.g. ``runs/mo-hopper-v5/prism/seed0``, ``runs/mo-hopper-v5/prism/seeds0-1-2``.

@@ -65,7 +65,9 @@ def _check_symmetry(config: RunConfig, spec) -> None:
         if config.method == derived:  # left out, or naming what the run is: it says "without SymReg" itself
             said = f"the run is filed as {run_label(config)}"
         else:  # e.g. method: prism from conf/method/prism.yaml: the label stays, the run is `derived`
-            said = f"the run, labelled {run_label(config)}, trains as {derived} (leave method out to file it so)"
+            said = (
+                f"the run, labelled {run_label(config)}, trains as {derived} (leave method out to file it so)"
+            )
         warn_once(
             f"agent.symreg_lambda: warning: {spec.id} has no reflection symmetry table, so SymReg is off "
             f"(λ = 0) and {said}; {SYMMETRY_HINT} to turn it on"

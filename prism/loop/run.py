@@ -297,7 +297,8 @@ def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
     seeds = ", ".join(map(str, member_seeds(config)))
     plural = "s" if config.seeds is not None else ""
     print(
-        f"prism fit: run folder {run_dir} ({run_label(config)} on {spec.id}, seed{plural} {seeds})", flush=True
+        f"prism fit: run folder {run_dir} ({run_label(config)} on {spec.id}, seed{plural} {seeds})",
+        flush=True,
     )
     run = build_run(config, progress_bar=make_progress(progress))
     write_member_configs(run)
