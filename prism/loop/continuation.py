@@ -8,8 +8,10 @@ expert episodes, refits and runs RL again, as a run started with K cycles does a
 and reward-fit seeds are the same, so the continued run's new rows equal the longer run's).
 
 A *finished* run (``summary.json``, or a population's ``summary.csv``) is reopened: its end-of-run outputs
-are moved to ``continued/from_<env steps>/`` (``summary.json``, ``front.csv``, ``summary.csv``, with copies
-of ``eval.csv`` and ``config.yaml`` as they were; a population's member files under ``seed<N>/`` there),
+and what was made from its final policy are moved to ``continued/from_<env steps>/`` (``summary.json``,
+``front.csv``, ``summary.csv``, ``prism evaluate``'s ``evaluate.csv`` and ``prism render``'s ``render/``, with
+copies of ``eval.csv`` and ``config.yaml`` as they were; a population's member files under ``seed<N>/``
+there), so nothing at the top level describes an older policy than the run's own,
 the final row leaves ``eval.csv`` (the new end gets its own), and the checkpoint's loop is moved from
 ``done`` back to the next cycle's first phase. ``config.yaml`` then records the new budget. Any other change
 is refused in one line before anything is written.
@@ -29,7 +31,8 @@ BUDGET_KEYS = ("loop.cycles",)
 """The keys ``--resume`` lets grow (see the module docstring for why ``loop.steps_per_cycle`` is not one)."""
 
 CONTINUED_DIR = "continued"
-_MOVED = ("summary.json", "front.csv", "summary.csv")
+_MOVED = ("summary.json", "front.csv", "summary.csv", "evaluate.csv", "render")
+"""Moved aside: the end-of-run outputs, and the evaluations and renders made from the old end's policy."""
 _COPIED = ("eval.csv", "config.yaml")
 
 
@@ -115,8 +118,8 @@ def differing_keys(saved: RunConfig, requested: RunConfig) -> list[tuple[str, An
 
 
 def archive_final_outputs(run_dir: Path, member_dirs: list[Path], env_steps: int) -> Path:
-    """Move a finished run's end-of-run outputs (and copy its ``eval.csv`` / ``config.yaml``) to
-    ``continued/from_<env_steps>/`` (``.1``, ``.2``… if taken); returns that folder."""
+    """Move a finished run's end-of-run outputs, ``evaluate.csv`` and ``render/`` (and copy its ``eval.csv`` /
+    ``config.yaml``) to ``continued/from_<env_steps>/`` (``.1``, ``.2``… if taken); returns that folder."""
     target = run_dir / CONTINUED_DIR / f"from_{env_steps}"
     n = 0
     while target.exists():
@@ -129,7 +132,7 @@ def archive_final_outputs(run_dir: Path, member_dirs: list[Path], env_steps: int
             if (folder / name).is_file():
                 shutil.copy2(folder / name, dest / name)
         for name in _MOVED:
-            if (folder / name).is_file():
+            if (folder / name).is_file() or (folder / name).is_dir():  # render/ is a folder
                 (folder / name).replace(dest / name)
     return target
 
