@@ -17,7 +17,8 @@ Exit codes:
 - 3: a loss, a shaped reward or a parameter became NaN/inf during training: the run stops with
   ``prism: error: <quantity> is <nan|inf> at env step <N>; last good checkpoint: <path>``, and that
   checkpoint (the newest on disk) holds only finite values.
-- 130: interrupted (Ctrl-C).
+- 130: interrupted (Ctrl-C); ``prism fit`` then prints ``prism: interrupted; continue the run with: prism fit
+  --resume RUN_DIR``.
 """
 
 from __future__ import annotations
@@ -141,8 +142,8 @@ def _add_progress_argument(fit: argparse.ArgumentParser) -> None:
         "--progress",
         choices=("auto", "bar", "lines", "none"),
         default="auto",
-        help="what stderr shows: bars in a terminal and plain lines (phase starts and ends, every 1000 RL "
-        "steps) otherwise (auto, default), always bars, always lines, or nothing",
+        help="what stderr shows: bars in a terminal and plain lines (phase starts and ends, RL progress every "
+        "1000 env steps or 30 s) otherwise (auto, default), always bars, always lines, or nothing",
     )
 
 
@@ -188,10 +189,12 @@ def _render(args: argparse.Namespace) -> None:
         height=height,
         max_steps=args.max_steps,
     )
+    names = result.objective_names
     for clip in result.clips:
         w = ", ".join(f"{x:.3g}" for x in clip.weight)
-        returns = ", ".join(f"{x:.4g}" for x in clip.undiscounted_return)
-        print(f"w=({w}) episode {clip.episode}: {len(clip.frames) - 1} steps, return ({returns})")
+        # named as on the contact sheet: the return of each objective, undiscounted
+        returns = ", ".join(f"{name} {x:.4g}" for name, x in zip(names, clip.undiscounted_return))
+        print(f"w=({w}) episode {clip.episode}: {len(clip.frames) - 1} steps, return {returns}")
     print(f"video          {result.video}")
     print(f"contact sheet  {result.contact_sheet}")
 
@@ -210,6 +213,22 @@ def _files_and_overrides(items: list[str], overrides: list[str]) -> tuple[list[s
             f"{item}: not a config file and not key=value; overrides take the form key=value{hint}"
         )
     return files, [item for item in items if "=" in item] + list(overrides)
+
+
+def _interrupted_line(err: KeyboardInterrupt) -> str:
+    """What Ctrl-C prints: for a ``prism fit``, the exact command that continues the run (or, stopped before
+    the run wrote anything, that the same command starts it again)."""
+    from prism.errors import RunInterrupted
+
+    if not isinstance(err, RunInterrupted):
+        return "prism: interrupted"
+    import shlex
+
+    where = shlex.quote(str(err.run_dir))
+    if err.resumable:
+        return f"prism: interrupted; continue the run with: prism fit --resume {where}"
+    gone = f"; {where} removed" if err.removed else ""
+    return f"prism: interrupted before the run wrote anything{gone}; run the same command to start it"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,8 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"prism: error: {err}", file=sys.stderr)
         return NON_FINITE
-    except KeyboardInterrupt:
-        print("prism: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(_interrupted_line(err), file=sys.stderr)
         return INTERRUPTED
     return 0
 

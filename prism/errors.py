@@ -16,6 +16,21 @@ class ConfigError(ValueError):
     exits 2). Importable from :mod:`prism.config` too."""
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during ``prism fit``, carrying the run folder so the CLI can say how to go on.
+
+    ``resumable``: the folder holds the run's ``config.yaml`` (``prism fit --resume RUN_DIR`` continues it from
+    its last checkpoint, or from the start when none was saved); otherwise nothing of the run was written and
+    ``removed`` says whether the folder this run had created was removed again (so that neither a rerun of the
+    same command nor anything else meets an empty folder that ``--resume`` would refuse)."""
+
+    def __init__(self, run_dir: Path, *, resumable: bool, removed: bool = False):
+        super().__init__(str(run_dir))
+        self.run_dir = Path(run_dir)
+        self.resumable = resumable
+        self.removed = removed
+
+
 class NonFiniteError(RuntimeError):
     """A training quantity (a loss term, a shaped reward, a parameter) became NaN or ±inf.
 

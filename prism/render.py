@@ -43,9 +43,13 @@ EXTRA = "prism-morl[render]"
 _PROBE = (
     "import os, sys\n"
     "os.environ['PYOPENGL_PLATFORM'] = sys.argv[1] if sys.argv[1] != 'glfw' else ''\n"
-    "import importlib\n"
+    "import importlib, mujoco\n"
     "ctx = importlib.import_module('mujoco.' + sys.argv[1]).GLContext(8, 8)\n"
     "ctx.make_current()\n"
+    # A context object is not enough: GLFW without a display hands one out (with warnings) and MuJoCo fails
+    # only when it makes its render context, as gymnasium's renderer does at the first frame.
+    "model = mujoco.MjModel.from_xml_string('<mujoco/>')\n"
+    "mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150).free()\n"
     "ctx.free()\n"
 )
 
@@ -67,7 +71,8 @@ def choose_gl_backend() -> str:
     """The OpenGL backend MuJoCo renders with, set in ``MUJOCO_GL`` (and ``PYOPENGL_PLATFORM``) for this process.
 
     A backend already named in ``MUJOCO_GL`` is kept (and checked); otherwise EGL, then OSMesa. Raises
-    :class:`~prism.errors.ConfigError` naming what to install when none opens a context."""
+    :class:`~prism.errors.ConfigError` naming what to install when none renders; when the backend the user
+    named fails, the line also says which other backend renders here (``try MUJOCO_GL=egl``)."""
     requested = os.environ.get("MUJOCO_GL", "").lower()
     candidates = (requested,) if requested in _KNOWN_GL else GL_BACKENDS
     for backend in candidates:
@@ -76,11 +81,61 @@ def choose_gl_backend() -> str:
             if backend != "glfw" and "OpenGL" not in sys.modules:
                 os.environ["PYOPENGL_PLATFORM"] = backend
             return backend
+    if requested in _KNOWN_GL:
+        working = next((b for b in GL_BACKENDS if b != requested and _probe(b)), None)
+        instead = (
+            f", or try MUJOCO_GL={working} (it renders on this machine)"
+            if working is not None
+            else f", or try MUJOCO_GL=egl after installing {_INSTALL_HINT['egl']}"
+        )
+        raise ConfigError(
+            f"MUJOCO_GL: MuJoCo cannot render with {requested} here; install {_INSTALL_HINT[requested]}{instead}"
+        )
     tried = ", ".join(candidates)
     need = " or ".join(_INSTALL_HINT[b] for b in candidates)
     raise ConfigError(
-        f"MUJOCO_GL: no OpenGL backend could render headless (tried {tried}); install {need}"
-        + ("" if requested in _KNOWN_GL else ", then run again (or set MUJOCO_GL to a working backend)")
+        f"MUJOCO_GL: no OpenGL backend could render headless (tried {tried}); install {need}, then run again "
+        "(or set MUJOCO_GL to a working backend)"
+    )
+
+
+def _renders_with_mujoco(env_id: str) -> bool:
+    """Whether gymnasium builds ``env_id`` from a MuJoCo module (read from its registration, without importing
+    the env: importing gymnasium's MuJoCo renderer fixes the OpenGL backend at once)."""
+    import gymnasium as gym
+    import mo_gymnasium  # noqa: F401  (registers the mo- ids)
+
+    try:
+        entry = gym.spec(env_id.rpartition(":")[2]).entry_point
+    except gym.error.Error:
+        return False
+    where = entry if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return "mujoco" in str(where).lower()
+
+
+def is_gl_failure(err: BaseException) -> bool:
+    """Whether ``err`` is how an OpenGL backend that cannot render shows up: PyOpenGL without its platform
+    library (OSMesa missing: ``'NoneType' object has no attribute 'glGetError'``), ``mujoco.FatalError`` (GLFW
+    without a display, EGL without a device), or an import error of PyOpenGL / a GL binding."""
+    kind = type(err)
+    text = str(err)
+    if kind.__name__ == "FatalError" and kind.__module__.startswith("mujoco"):
+        return True
+    if isinstance(err, AttributeError) and "glGetError" in text:
+        return True
+    if isinstance(err, ImportError) and any(name in text for name in ("OpenGL", "EGL", "OSMesa", "glfw")):
+        return True
+    return "OpenGL" in text or kind.__module__.split(".")[0] in ("OpenGL", "glfw")
+
+
+def _gl_error(err: BaseException) -> ConfigError:
+    """A GL failure met while rendering, in one line naming the backend and what to do."""
+    backend = os.environ.get("MUJOCO_GL", "") or "the default backend"
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    hint = _INSTALL_HINT.get(backend, f"{_INSTALL_HINT['egl']} or {_INSTALL_HINT['osmesa']}")
+    return ConfigError(
+        f"MUJOCO_GL: MuJoCo cannot render with {backend} ({type(err).__name__}: {first}); install {hint}, or "
+        "try MUJOCO_GL=egl"
     )
 
 
@@ -115,6 +170,8 @@ class RenderResult:
     fps: float
     weights: np.ndarray
     """``[K, L]``: the preferences rendered."""
+    objective_names: tuple[str, ...] = ()
+    """The env's objectives, in the order of the weights and returns."""
 
 
 def default_weights(run_dir: Path, n_objectives: int) -> np.ndarray:
@@ -251,6 +308,49 @@ def write_video(clips: list[Clip], path: Path, fps: float) -> Path:
     return path
 
 
+def _render_clips(
+    run,
+    weights: np.ndarray,
+    episodes: int,
+    seed: int | None,
+    width: int,
+    height: int,
+    max_steps: int | None,
+    chosen: bool,
+) -> tuple[list[Clip], Any]:
+    """The rollouts of :func:`render_run` (the env is closed, returned for its metadata)."""
+    from prism.evaluation.rollout import pair_seeds
+
+    probe_env = run.spec.make()
+    modes = probe_env.metadata.get("render_modes") or []
+    probe_env.close()
+    if "rgb_array" not in modes:
+        raise ConfigError(f"env.id: {run.spec.id} cannot render frames (no rgb_array render mode)")
+    try:
+        env = run.spec.make(render_mode="rgb_array", width=width, height=height)
+    except TypeError:  # an env that renders but takes no width/height (not MuJoCo)
+        env = run.spec.make(render_mode="rgb_array")
+    if not chosen and getattr(env.unwrapped, "mujoco_renderer", None) is not None:
+        try:  # gymnasium opens the GL context at the first render(), reading MUJOCO_GL then
+            choose_gl_backend()
+        except ConfigError:
+            env.close()
+            raise
+    cfg = run.eval_config()
+    base_seed = cfg.reset_seed() if seed is None else int(seed)
+    seeds = pair_seeds(base_seed, len(weights) * episodes)
+    clips = []
+    try:
+        for k, weight in enumerate(weights):
+            for e in range(episodes):
+                clip = _rollout(run, env, weight, seeds[k * episodes + e], cfg.gamma, max_steps)
+                clip.episode = e
+                clips.append(clip)
+    finally:
+        env.close()
+    return clips, env
+
+
 def render_run(
     run_dir: str | Path,
     *,
@@ -269,7 +369,6 @@ def render_run(
     (``<stem>_sheet.png``). Episode ``e`` of weight ``k`` resets with the ``k·episodes + e``-th of
     :func:`~prism.evaluation.rollout.pair_seeds` of ``seed`` (default: the run's evaluation reset seed)."""
     from prism.api import load_run
-    from prism.evaluation.rollout import pair_seeds
 
     if episodes < 1:
         raise ConfigError(f"--episodes: must be at least 1, got {episodes}")
@@ -284,36 +383,23 @@ def render_run(
         raise ConfigError(
             f"--weights: each preference needs {n} numbers ({', '.join(run.spec.objective_names)})"
         )
-    probe_env = run.spec.make()
-    modes = probe_env.metadata.get("render_modes") or []
-    probe_env.close()
-    if "rgb_array" not in modes:
-        raise ConfigError(f"env.id: {run.spec.id} cannot render frames (no rgb_array render mode)")
+    chosen = False
+    if _renders_with_mujoco(run.spec.id):
+        # Before the first MuJoCo env is built: importing gymnasium's MuJoCo renderer reads MUJOCO_GL and
+        # imports PyOpenGL for it, and a backend that cannot load (OSMesa missing) fails right there.
+        choose_gl_backend()
+        chosen = True
     try:
-        env = run.spec.make(render_mode="rgb_array", width=width, height=height)
-    except TypeError:  # an env that renders but takes no width/height (not MuJoCo)
-        env = run.spec.make(render_mode="rgb_array")
-    if getattr(env.unwrapped, "mujoco_renderer", None) is not None:
-        try:  # gymnasium opens the GL context at the first render(), reading MUJOCO_GL then
-            choose_gl_backend()
-        except ConfigError:
-            env.close()
-            raise
-    cfg = run.eval_config()
-    base_seed = cfg.reset_seed() if seed is None else int(seed)
-    seeds = pair_seeds(base_seed, len(weights) * episodes)
-    clips = []
-    try:
-        for k, weight in enumerate(weights):
-            for e in range(episodes):
-                clip = _rollout(run, env, weight, seeds[k * episodes + e], cfg.gamma, max_steps)
-                clip.episode = e
-                clips.append(clip)
-    finally:
-        env.close()
+        clips, env = _render_clips(run, weights, episodes, seed, width, height, max_steps, chosen)
+    except ConfigError:
+        raise
+    except Exception as err:  # a GL backend that passed the checks and failed anyway: still one line
+        if is_gl_failure(err):
+            raise _gl_error(err) from None
+        raise
     fps = float(env.metadata.get("render_fps") or 30)
     video = write_video(clips, out_path, fps)
     sheet = write_contact_sheet(
         clips, list(run.spec.objective_names), out_path.with_name(f"{out_path.stem}_sheet.png"), columns
     )
-    return RenderResult(clips, video, sheet, fps, weights)
+    return RenderResult(clips, video, sheet, fps, weights, tuple(run.spec.objective_names))

@@ -230,6 +230,25 @@ def test_unknown_id_stays_a_one_line_cli_error(capsys):
     assert code == 2 and err.startswith("prism: error: env.id: unknown env 'mo-ant-v9'") and "\n" not in err
 
 
+@pytest.mark.parametrize(
+    ("env_id", "hint"),
+    [
+        ("mo-hoper-v5", "; did you mean 'mo-hopper-v5'?"),  # a prism spec
+        ("mo-walker-v5", "; did you mean 'mo-walker2d-v5'?"),
+        ("mo-mountaincarcontinous-v0", "; did you mean 'mo-mountaincarcontinuous-v0'?"),  # mo-gymnasium's
+        ("no-such-env-at-all", ""),  # nothing close: no guess
+    ],
+)
+def test_an_unknown_id_suggests_the_nearest_known_one(env_id, hint, tmp_path, capsys):
+    code = main(
+        ["fit", "--config", str(CONF / "quickstart.yaml"), f"env.id={env_id}", f"run_dir={tmp_path / 'r'}"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and err.startswith(f"prism: error: env.id: unknown env {env_id!r}")
+    assert err.endswith("nor a gymnasium / mo-gymnasium id" + hint)
+    assert not (tmp_path / "r").exists()
+
+
 def test_agent_refuses_symreg_without_a_table():
     spec = derive_env_spec(CAR)
     with pytest.raises(ValueError, match="agent.symreg_lambda"):
@@ -284,3 +303,30 @@ def test_prism_with_a_user_symmetry_table_runs_symreg(tmp_path):
     events = EventAccumulator(str(run_dir / "tb"))
     events.Reload()
     assert max(e.value for e in events.Scalars("train/symreg")) > 0.0  # the SymReg term was computed
+
+
+# ---- the method of a run whose null λ resolves to 0 (issue 50, item 8) ------------------------------------
+def test_on_an_env_without_a_table_the_derived_method_says_symreg_is_off(monkeypatch, caplog):
+    """``env.id=mo-hopper-2obj-v5`` on the quickstart (ReSymNet, λ null = the spec's 0) is ReSymNet without
+    SymReg: derived ``wo_loss`` (its folder and summary.json follow), as ``agent.symreg_lambda=0`` would be."""
+    monkeypatch.setattr("prism.config.agent_keys._WARNED", set())
+    quick = [CONF / "quickstart.yaml"]
+    with caplog.at_level(logging.WARNING, logger="prism.config"):
+        config = load_config(quick, [f"env.id={HOPPER_2OBJ}"])
+    assert (config.method, config.run_dir) == ("wo_loss", f"runs/{HOPPER_2OBJ}/wo_loss/seed0")
+    assert config.agent.symreg_lambda is None  # the config still says "the spec's λ"
+    assert load_config(quick, [f"env.id={HOPPER_2OBJ}", "agent.symreg_lambda=0"]).method == "wo_loss"
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "so SymReg is off (λ = 0) and the run is filed as wo_loss;" in warning
+    # reward-free: baseline, not baseline+symreg
+    assert load_config(quick, [f"env.id={HOPPER_2OBJ}", "reward.name=none"]).method == "baseline"
+    # with the user's table the spec's λ is > 0: prism, as on the shipped hopper
+    assert load_config(quick, [f"env.id={HOPPER_2OBJ}", HOPPER_TABLE]).method == "prism"
+    assert load_config(quick).method == "prism"
+    # the PRISM overlay names the method: kept (as on a backbone without SymReg), with a warning saying so
+    caplog.clear()
+    monkeypatch.setattr("prism.config.agent_keys._WARNED", set())
+    with caplog.at_level(logging.WARNING, logger="prism.config"):
+        labelled = load_config([*quick, CONF / "method" / "prism.yaml"], [f"env.id={HOPPER_2OBJ}"])
+    assert labelled.method == "prism"
+    assert "the run, labelled prism, trains as wo_loss" in caplog.records[0].getMessage()

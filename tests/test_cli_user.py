@@ -49,7 +49,11 @@ def test_sigint_during_a_fit_exits_130_and_keeps_the_checkpoint(tmp_path):
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-2000:]
-    assert stderr.strip().splitlines()[-1] == "prism: interrupted"
+    # the exact command that goes on, not just "interrupted" (issue 50, item 5)
+    assert (
+        stderr.strip().splitlines()[-1]
+        == f"prism: interrupted; continue the run with: prism fit --resume {run_dir}"
+    )
     assert not (run_dir / "summary.json").exists()
     state = read_checkpoint(checkpoint)  # raises on a damaged file
     assert (
@@ -139,6 +143,14 @@ def test_config_yaml_with_and_without_the_resolved_block_loads_the_same(tmp_path
     [
         ("", "is empty (sets no key)"),
         ("# only a comment\n", "is empty (sets no key)"),
+        # OmegaConf reads plain text as a key: it used to say `Key 'just some text' not in 'RunConfig'`
+        (
+            "just some text\n",
+            "is not a mapping of keys (`key: value` lines, e.g. `seed: 3`); it holds plain "
+            "text ('just some text')",
+        ),  # fmt: skip
+        ("42\n", "it holds the number 42"),
+        ("- a\n- b\n", "it holds a list"),
         ("loop:\n  cycles: [1\nseed: 2\n", "is not valid YAML at line 3, column 5"),
     ],
 )
@@ -212,9 +224,11 @@ def test_a_resume_that_changes_the_run_is_refused_before_lightning_is_imported(t
     (tmp_path / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"])))
     printed, lines = _prism_imports("fit", "--resume", str(tmp_path), "loop.steps_per_cycle=7")
     assert printed[:3] == ["2", "False", "False"], lines  # torch may come with the env spec; Lightning not
-    assert len(lines) == 1 and lines[0].startswith(
-        f"prism: error: --resume: the given config differs from {tmp_path / 'config.yaml'}"
-    )
+    assert lines == [  # names the key, both values, and what may change instead
+        f"prism: error: --resume: loop.steps_per_cycle (2000 in the run, 7 given) differs from "
+        f"{tmp_path / 'config.yaml'}; resume takes the run's saved config and only loop.cycles may grow (drop "
+        "--config/overrides or start a new run_dir)"
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]  # nothing written
 
 
@@ -229,3 +243,79 @@ def test_prism_config_alone_lists_every_default():
     resolved = printed.pop("resolved")
     assert printed == yaml.safe_load(to_yaml(load_config([])))
     assert resolved["prism_version"] == prism.__version__
+
+
+# ---- the resume path (issue 50, item 5) ----------------------------------------------------------------
+def _interrupt_at(monkeypatch, target: str) -> None:
+    """Ctrl-C when ``prism.loop.run.<target>`` is called (as a SIGINT there would raise it)."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(f"prism.loop.run.{target}", interrupted)
+
+
+def test_ctrl_c_before_the_run_wrote_anything_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
+    from prism.cli import main
+
+    run_dir = tmp_path / "new" / "nested" / "run"  # every folder of it made by this run
+    _interrupt_at(monkeypatch, "resolved_values")  # before config.yaml is written
+    assert main(["fit", "--config", str(CONF / "quickstart.yaml"), *toy_run(), f"run_dir={run_dir}"]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"prism: interrupted before the run wrote anything; {run_dir} removed; run the same command to start it"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # not the empty folder --resume would refuse
+    # a folder that was there before the run is kept (empty, as it was)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    assert main(["fit", "--config", str(CONF / "quickstart.yaml"), *toy_run(), f"run_dir={kept}"]) == 130
+    assert kept.is_dir() and "; run the same command" in capsys.readouterr().err
+
+
+def test_ctrl_c_names_the_resume_command_and_resume_then_runs_the_whole_run(tmp_path, monkeypatch, capsys):
+    from prism.cli import main
+
+    run_dir = tmp_path / "run"
+    args = [
+        "fit",
+        "--config",
+        str(CONF / "quickstart.yaml"),
+        *toy_run(),
+        f"run_dir={run_dir}",
+        "--progress",
+        "none",
+    ]
+    with monkeypatch.context() as patch:
+        _interrupt_at(patch, "build_run")  # config.yaml written, nothing trained, no checkpoint
+        assert main(args) == 130
+    out, err = capsys.readouterr()
+    # the folder is named when the run starts, and the exact command that goes on when it is stopped
+    assert out.splitlines()[0] == f"prism fit: run folder {run_dir} (prism on prism/Toy-v0, seed 0)"
+    assert (
+        err.strip().splitlines()[-1]
+        == f"prism: interrupted; continue the run with: prism fit --resume {run_dir}"
+    )
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml"]
+    assert main(["fit", "--resume", str(run_dir), "--progress", "none"]) == 0
+    out = capsys.readouterr().out
+    assert f"prism: resuming {run_dir} from the start (no checkpoint was saved)" in out
+    assert (run_dir / "summary.json").is_file()
+
+
+def test_an_interrupted_reward_fit_says_interrupted_not_stopped():
+    """ "(stopped)" read like early stopping, which ends a fit normally."""
+    import io
+
+    from prism.loop.progress import RewardFitProgress
+    from prism.loop.progress_lines import LineProgress
+
+    def ended(exception: BaseException) -> str:
+        log = io.StringIO()
+        callback = RewardFitProgress(LineProgress(log), "reward fit (cycle 1/2)", max_epochs=10)
+        callback.on_fit_start(None, None)
+        callback.on_exception(None, None, exception)
+        return log.getvalue().splitlines()[-1]
+
+    assert ended(KeyboardInterrupt()).endswith("s  (interrupted)")
+    assert ended(RuntimeError("boom")).endswith("s  (failed: RuntimeError)")
+    assert "stopped" not in ended(KeyboardInterrupt())

@@ -54,6 +54,11 @@ def test_a_finished_run_continued_to_more_cycles_is_the_longer_run(finished, tmp
     run_dir = tmp_path / "continued"
     shutil.copytree(original, run_dir)
     carried = read_checkpoint(run_dir / "checkpoints" / "last.pt")["time"]
+    # made from the old end's policy: a re-evaluation and a render (a stand-in file: the toy env has no frames)
+    assert main(["evaluate", str(run_dir)]) == 0
+    evaluated = (run_dir / "evaluate.csv").read_bytes()
+    (run_dir / "render").mkdir()
+    (run_dir / "render" / "rollouts.gif").write_bytes(b"GIF89a")
     capsys.readouterr()
     assert main(["fit", "--resume", str(run_dir), "loop.cycles=3", "--progress", "none"]) == 0
     assert " in all)" in capsys.readouterr().out  # the closing block adds the run's whole time
@@ -83,6 +88,9 @@ def test_a_finished_run_continued_to_more_cycles_is_the_longer_run(finished, tmp
     assert (kept / "summary.json").read_bytes() == (original / "summary.json").read_bytes()
     assert (kept / "eval.csv").read_bytes() == (original / "eval.csv").read_bytes()
     assert (kept / "front.csv").is_file()
+    # nothing made from the old policy stays at the top level (issue 50, item 9)
+    assert (kept / "evaluate.csv").read_bytes() == evaluated and not (run_dir / "evaluate.csv").exists()
+    assert (kept / "render" / "rollouts.gif").is_file() and not (run_dir / "render").exists()
 
     # ... and the continuation is what a run started with three cycles does
     fresh = tmp_path / "fresh"
@@ -119,8 +127,14 @@ def test_a_fresh_runs_time_is_its_process_and_an_old_checkpoint_leaves_the_total
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [  # more cycles together with another change is refused too
-        (["loop.cycles=3", "loop.steps_per_cycle=300"], "--resume: the given config differs from"),
-        (["loop.cycles=3", "agent.lr=0.1"], "--resume: the given config differs from"),
+        (
+            ["loop.cycles=3", "loop.steps_per_cycle=300"],
+            "--resume: loop.steps_per_cycle (200 in the run, 300 given) differs from",
+        ),
+        (
+            ["loop.cycles=3", "agent.lr=0.1", "seed=4"],
+            "--resume: seed (0 in the run, 4 given), agent.lr (0.0003 in the run, 0.1 given) differ from",
+        ),
         (["loop.cycles=1"], "loop.cycles: --resume can only add cycles; the run has 2, 1 asked"),
     ],
 )
@@ -134,3 +148,26 @@ def test_any_other_change_is_refused_in_one_line_and_touches_nothing(finished, o
     assert len(err) == 1 and err[0].startswith(f"prism: error: {message}"), err
     assert _digest(run_dir) == before
     assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == mtimes
+
+
+def test_a_continued_population_moves_every_members_old_outputs_aside(tmp_path):
+    from prism.loop.continuation import archive_final_outputs
+
+    run_dir = tmp_path / "pop"
+    members = [run_dir / "seed3", run_dir / "seed5"]
+    for folder in (run_dir, *members):
+        (folder / "render").mkdir(parents=True)
+        (folder / "render" / "rollouts.mp4").write_text(folder.name)
+        for name in ("evaluate.csv", "eval.csv", "config.yaml", "summary.json", "front.csv"):
+            (folder / name).write_text(f"{folder.name}/{name}")
+    (run_dir / "summary.csv").write_text("pop")
+    target = archive_final_outputs(run_dir, members, 800)
+    assert target == run_dir / "continued" / "from_800"
+    for folder in (run_dir, *members):
+        dest = target / folder.relative_to(run_dir)
+        for name in ("evaluate.csv", "summary.json", "front.csv"):  # moved
+            assert (dest / name).read_text() == f"{folder.name}/{name}" and not (folder / name).exists()
+        assert (dest / "render" / "rollouts.mp4").read_text() == folder.name and not (folder / "render").exists()
+        for name in ("eval.csv", "config.yaml"):  # copied: the continued run goes on writing them
+            assert (dest / name).read_text() == (folder / name).read_text()
+    assert (target / "summary.csv").read_text() == "pop" and not (run_dir / "summary.csv").exists()

@@ -227,3 +227,53 @@ def test_toy_env_episode_lengths_vary():
     env = TOY_SPEC.make()
     lengths = {len(_rollout(env, seed=s, action_seed=s)[0]) for s in range(20)}
     assert len(lengths) > 5
+
+
+@pytest.mark.parametrize("p_rel", [0.0, 0.3])
+@pytest.mark.parametrize("env_id", MUJOCO_IDS)
+def test_gymnasium_env_checker_passes_on_the_sparse_env(env_id, p_rel):
+    """gymnasium's own checker: the wrapped env rebuilds from its spec (the wrapper records its constructor
+    arguments) and a seeded reset fixes every draw, the release draws included (same seed and action, same
+    emitted reward)."""
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    env = make_env(get_env_spec(env_id), sparse_channel=0, p_rel=p_rel, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its notes on vector rewards and infinite observation bounds
+        check_env(env, skip_render_check=True)
+
+
+def test_the_wrapped_env_rebuilds_from_its_spec():
+    import gymnasium as gym
+
+    env = make_env(get_env_spec("mo-swimmer-v5"), sparse_channel=0, p_rel=0.25, seed=5)
+    again = gym.make(env.spec)
+    assert isinstance(again, SparseRewardWrapper)
+    np.testing.assert_array_equal(again.release_prob, [0.25, 1.0])
+    a, b = (_rollout(e, seed=3, action_seed=3, max_steps=60)[0] for e in (env, again))
+    np.testing.assert_array_equal(a, b)  # same emitted rewards, releases included
+
+
+def test_a_seeded_reset_reseeds_the_release_draws_and_an_unseeded_one_continues_them():
+    def flags(env, seed):
+        return np.array([r[0] for r in _rollout(env, seed=seed, action_seed=0, max_steps=200)[2]])
+
+    spec = TOY_SPEC
+    # The constructor's seed does not matter once a reset is seeded: reset(seed=s) fixes the draws.
+    first = flags(make_env(spec, sparse_channel=0, p_rel=0.5, seed=1), seed=4)
+    np.testing.assert_array_equal(first, flags(make_env(spec, sparse_channel=0, p_rel=0.5, seed=99), seed=4))
+    assert not np.array_equal(first, flags(make_env(spec, sparse_channel=0, p_rel=0.5, seed=1), seed=5))
+    # An unseeded reset continues the stream (a run's later episodes): not the seeded episode's draws again.
+    env = make_env(spec, sparse_channel=0, p_rel=0.5, seed=1)
+    flags(env, seed=4)
+    obs, _ = env.reset()
+    env.action_space.seed(0)
+    later = []
+    for _ in range(len(first)):
+        obs, _, terminated, truncated, info = env.step(env.action_space.sample())
+        later.append(info["released"][0])
+        if terminated or truncated:
+            break
+    assert not np.array_equal(np.array(later), first[: len(later)])

@@ -109,7 +109,8 @@ def test_population_reward_fits_equal_solo_fits(tmp_path):
 def test_prism_evaluate_on_member_and_population_folders(population, capsys):
     assert main(["evaluate", str(population / "seed5")]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith("seed 5: protocol=final, num_weights=")
+    assert len(out) == 2 and out[0].startswith("seed 5: protocol=final, num_weights=")
+    assert out[1] == f"prism evaluate: appended a row to {population / 'seed5' / 'evaluate.csv'}"
     assert "env_steps=400" in out[0]
     member_row = _rows(population / "seed5" / "evaluate.csv")[-1]
     # the final protocol (the default) on the checkpoint at step 400 reproduces the member's final row
@@ -119,6 +120,11 @@ def test_prism_evaluate_on_member_and_population_folders(population, capsys):
     assert f"hv={float(final['hv']):.6g}" in out[0]
     assert main(["evaluate", str(population)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
+    appended = out.pop()  # where the rows went, every member's file
+    assert appended == (
+        f"prism evaluate: appended a row to {population / 'seed3' / 'evaluate.csv'}, "
+        f"{population / 'seed5' / 'evaluate.csv'}"
+    )
     assert [line.split(":")[0] for line in out] == ["seed 3", "seed 5"]
     for seed, line in zip((3, 5), out):  # each member's value is its own final row of eval.csv
         assert f"hv={float(_rows(population / f'seed{seed}' / 'eval.csv')[-1]['hv']):.6g}," in line

@@ -87,6 +87,7 @@ def test_a_run_logging_to_a_file_writes_phase_lines_before_the_closing_block(tmp
     text = _fit_to_file(tmp_path / "log.txt", tmp_path / "run", monkeypatch=monkeypatch)
     lines = text.splitlines()
     done = next(i for i, line in enumerate(lines) if line.startswith("prism fit: done"))
+    assert lines[0] == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, seed 0)"
     order = [
         "collect random episodes (cycle 1/2): start (5 episodes)",
         "collect random episodes (cycle 1/2): 5 episodes, mean length",
@@ -109,9 +110,11 @@ def test_a_run_logging_to_a_file_writes_phase_lines_before_the_closing_block(tmp
     assert "\r" not in text and "\x1b" not in text  # no bar redraws in a log
 
 
-def test_progress_none_writes_only_the_closing_block(tmp_path, monkeypatch):
+def test_progress_none_writes_only_the_run_folder_and_the_closing_block(tmp_path, monkeypatch):
     text = _fit_to_file(tmp_path / "log.txt", tmp_path / "run", "--progress", "none", monkeypatch=monkeypatch)
-    assert text.splitlines()[0].startswith("prism fit: done"), text[:500]
+    lines = text.splitlines()
+    assert lines[0] == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, seed 0)", text[:500]
+    assert lines[1].startswith("prism fit: done"), text[:500]
 
 
 def test_an_unknown_mode_is_refused(capsys):
@@ -173,3 +176,33 @@ def test_a_resumed_fit_counts_on_from_its_snapshots_epoch(monkeypatch):
     assert epochs == [12, 14]  # epochs 11–14 ran here; 80 s after the start, then 80 s after that
     assert "40.0 s/epoch" in lines[1]
     assert "reward fit (cycle 2/2): 14 epochs" in lines[-1]
+
+
+def test_a_slow_rl_phase_writes_a_line_at_least_every_30_seconds():
+    """GPI-PD at its default 20 updates per env step runs a few env steps per second: 1000 steps between two
+    lines would leave a log silent for minutes. A line comes after 30 s too, whichever bound comes first."""
+    now = [0.0]
+    log = io.StringIO()
+    progress = LineProgress(log, every=1000, every_s=30.0, timer=lambda: now[0])
+    loop = SimpleNamespace(
+        state=SimpleNamespace(phase="rl", cycle=0), settings=SimpleNamespace(cycles=1), total_env_steps=600
+    )
+    bar = PhaseProgressBar(loop, progress=progress)
+    module = SimpleNamespace(env_step_count=0)
+    progress.clock = lambda: module.env_step_count
+    progress.total_steps = 600
+    bar.on_train_start(None, module)
+    for step in range(1, 601):  # one env step per batch, 0.7 s each: 420 s, never 1000 steps
+        now[0] += 0.7
+        module.env_step_count = step
+        bar.on_train_batch_end(None, module, None, None, 0)
+    lines = [line for line in log.getvalue().splitlines() if "RL: " in line]
+    seconds = [
+        int(m) * 60 + int(s) for m, s in (re.match(r"^\[0:(\d\d):(\d\d)\]", x).groups() for x in lines)
+    ]
+    assert len(seconds) >= 13  # 420 s / 30 s
+    gaps = [b - a for a, b in zip([0, *seconds], seconds)]
+    assert max(gaps) <= 31 and min(gaps) >= 29, gaps
+    steps = [int(m) for m in re.findall(r"RL: (\d+)/600 env steps", log.getvalue())]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)  # each line says where RL is now
+    assert "phase=rl cycle=1/1" in lines[0] and "steps/s" in lines[0]

@@ -285,3 +285,33 @@ def test_foreign_agent_keys_are_skipped_only_in_files_and_typos_still_refused(dd
         load_config([CONF / "quickstart.yaml", typo], ["agent.name=ddpg"])
     # the paper's env files (which pin CAPQL's λ) now compose with ddpg too
     assert type(load_config([CONF / "hopper.yaml"], ["agent.name=ddpg"]).agent) is ddpg.DDPGConfig
+
+
+# ---- budget keys: conf/budget/tiny.yaml sizes GPI-PD and still composes with CAPQL (issue 50, item 2) --------
+def test_the_tiny_budget_makes_gpi_pd_tiny_and_composes_with_capql_without_a_warning(config_warnings):
+    tiny = CONF / "budget" / "tiny.yaml"
+    gpi = load_config([CONF / "hopper.yaml", CONF / "agent" / "gpi_pd.yaml", tiny]).agent
+    loop = load_config([CONF / "hopper.yaml", CONF / "agent" / "gpi_pd.yaml", tiny]).loop
+    total_steps = loop.cycles * loop.steps_per_cycle
+    # What made its two 300-step RL phases take minutes: 20 updates per env step (12 000 in all).
+    assert gpi.gradient_updates * total_steps <= 1_000
+    # ... and every GPI-PD mechanism still runs inside the tiny run: a GPI-LS iteration, Dyna fits and rollouts
+    assert gpi.timesteps_per_iter <= loop.steps_per_cycle and gpi.eval_episodes_per_weight == 1
+    assert gpi.learning_starts + gpi.dynamics_train_freq <= total_steps
+    assert gpi.dynamics_rollout_starts < total_steps and gpi.dynamics_rollout_batch_size <= 1_000
+    # CAPQL has none of those keys: the budget file still composes with it, silently
+    capql = load_config([CONF / "hopper.yaml", tiny]).agent
+    assert type(capql).__name__ == "CAPQLConfig" and capql.learning_starts == 100
+    assert config_warnings.records == []
+
+
+def test_only_budget_keys_are_skipped_silently_and_overrides_still_refused(config_warnings, tmp_path):
+    # typed on the command line for this run: refused, naming the backbone that has the key
+    with pytest.raises(ConfigError, match=r"^agent.gradient_updates: .*it is a key of gpi_pd"):
+        load_config([CONF / "quickstart.yaml"], ["agent.gradient_updates=1"])
+    # a GPI-PD key that is not a budget key (it changes the method) still warns when skipped
+    overlay = tmp_path / "per.yaml"
+    overlay.write_text("agent:\n  per: false\n")
+    load_config([CONF / "quickstart.yaml", overlay])
+    (record,) = config_warnings.records
+    assert record.getMessage().startswith(f"agent.per: warning: skipped: {overlay} sets it")

@@ -4,6 +4,10 @@ one clear line for what cannot work (no GL backend, missing extra, bad options).
 from __future__ import annotations
 
 import csv
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +84,11 @@ def test_the_cli_renders_the_default_preferences_to_a_gif(hopper_run, tmp_path, 
     printed = capsys.readouterr().out
     expected = render.default_weights(hopper_run, 3)
     assert printed.count(" episode 0: ") == len(expected) and f"video          {out}" in printed
+    # each return named after its objective, as on the contact sheet (issue 50, item 10)
+    first = printed.splitlines()[0]
+    assert re.search(r" steps, return forward -?[\d.e+-]+, jump -?[\d.e+-]+, energy -?[\d.e+-]+$", first), (
+        first
+    )
     import imageio.v2 as imageio
 
     frames = imageio.mimread(out)
@@ -160,3 +169,81 @@ def test_an_env_without_frames_is_refused(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert main(["render", str(run_dir), "--out", str(tmp_path / "t.gif")]) == USAGE_ERROR
     assert "cannot render frames" in capsys.readouterr().err
+
+
+# ---- every GL backend failure is one line (issue 50, item 1) --------------------------------------------
+def test_a_named_backend_that_cannot_render_says_what_to_install_and_what_works_here(monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    monkeypatch.setattr(render, "_probe", lambda backend: backend == "egl")
+    with pytest.raises(ConfigError) as info:
+        render.choose_gl_backend()
+    assert str(info.value) == (
+        "MUJOCO_GL: MuJoCo cannot render with osmesa here; install OSMesa (Debian/Ubuntu: apt install "
+        "libosmesa6), or try MUJOCO_GL=egl (it renders on this machine)"
+    )
+    monkeypatch.setenv("MUJOCO_GL", "glfw")
+    monkeypatch.setattr(render, "_probe", lambda backend: False)
+    with pytest.raises(ConfigError, match=r"^MUJOCO_GL: MuJoCo cannot render with glfw here; install a display "
+                       r"and GLFW \(pip install glfw\), or try MUJOCO_GL=egl after installing Mesa's EGL"):  # fmt: skip
+        render.choose_gl_backend()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        AttributeError("'NoneType' object has no attribute 'glGetError'"),  # PyOpenGL without libOSMesa
+        "mujoco.FatalError",  # GLFW without a display: MuJoCo's render context fails
+    ],
+)
+def test_a_gl_failure_while_rendering_is_one_line_exit_2(hopper_run, tmp_path, monkeypatch, capsys, error):
+    import mujoco
+
+    if error == "mujoco.FatalError":
+        error = mujoco.FatalError("an OpenGL platform library has not been loaded into this process")
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    monkeypatch.setattr(render, "choose_gl_backend", lambda: "osmesa")  # a backend that passed its check
+
+    def fails(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(render, "_render_clips", fails)
+    out = tmp_path / "x.gif"
+    assert main(["render", str(hopper_run), "--out", str(out)]) == USAGE_ERROR
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        f"prism: error: MUJOCO_GL: MuJoCo cannot render with osmesa ({type(error).__name__}: "
+    )
+    assert line.endswith("install OSMesa (Debian/Ubuntu: apt install libosmesa6), or try MUJOCO_GL=egl")
+    assert not out.exists()
+    assert not render.is_gl_failure(ValueError("a bug of ours stays a traceback"))
+
+
+@pytest.mark.slow  # a subprocess per backend (~10 s each)
+@pytest.mark.parametrize("backend", ["osmesa", "glfw"])
+def test_prism_render_with_a_backend_this_machine_lacks_is_one_line(hopper_run, tmp_path, backend):
+    """The user's commands: ``MUJOCO_GL=osmesa prism render RUN`` without OSMesa (a 61-line traceback ending in
+    ``'NoneType' object has no attribute 'glGetError'``) and ``MUJOCO_GL=glfw`` without a display (a 43-line
+    ``mujoco.FatalError``). Where the backend does render, the command simply works."""
+    env = {**os.environ, "MUJOCO_GL": backend, "PYTHONUNBUFFERED": "1"}
+    env.pop("DISPLAY", None)
+    env.pop("PYOPENGL_PLATFORM", None)
+    out = tmp_path / "x.gif"
+    cmd = [
+        sys.executable,
+        "-m",
+        "prism.cli",
+        "render",
+        str(hopper_run),
+        "--max-steps",
+        "3",
+        "--out",
+        str(out),
+    ]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    if render._probe(backend):  # this machine has it after all
+        assert result.returncode == 0 and out.is_file(), result.stderr[-2000:]
+        return
+    assert result.returncode == USAGE_ERROR, result.stderr[-2000:]
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"prism: error: MUJOCO_GL: MuJoCo cannot render with {backend} here; install ")
+    assert "try MUJOCO_GL=egl" in line and not out.exists()

@@ -13,6 +13,8 @@ from toy_runs import toy_run
 
 import prism.loop.evaluate
 import prism.loop.run
+from prism.agents.config import CAPQLConfig
+from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.cli import main
 from prism.errors import ConfigError
 from prism.loop.progress import PhaseProgressBar, Progress
@@ -141,7 +143,10 @@ def test_evaluate_refuses_an_untrained_checkpoint_unless_allowed(stopped_before_
     assert not (stopped_before_rl / "evaluate.csv").exists()
     capsys.readouterr()
     assert main(["evaluate", str(stopped_before_rl), "--allow-untrained"]) == 0
-    assert "untrained=1" in capsys.readouterr().out
+    out = capsys.readouterr().out.strip().splitlines()
+    assert "untrained=1" in out[0]
+    # it says where the row went (issue 50, item 10)
+    assert out[1:] == [f"prism evaluate: appended a row to {stopped_before_rl / 'evaluate.csv'}"]
     with (stopped_before_rl / "evaluate.csv").open() as handle:
         (row,) = list(csv.DictReader(handle))
     assert row["untrained"] == "1" and row["env_steps"] == "0"
@@ -269,7 +274,8 @@ def test_a_structural_type_error_in_a_file_names_the_file(tmp_path):
 BUDGET_KEYS = {
     "loop": {"cycles", "steps_per_cycle", "checkpoint_every", "initial_episodes", "expert_episodes"},
     "reward": {"max_epochs", "patience"},
-    "agent": {"learning_starts", "buffer_size", "log_every"},
+    # the keys a backbone declares as compute-only (its config's budget_keys): CAPQL's and GPI-PD's
+    "agent": {*CAPQLConfig.budget_keys, *GPIPDConfig.budget_keys},
     "eval": {"every", "num_weights", "episodes", "final"},
 }
 
@@ -291,6 +297,9 @@ def test_a_budget_overlay_composes_with_any_env_file(env_file, budget, caplog):
     assert config.loop.steps_per_cycle == layer["loop"]["steps_per_cycle"] < alone.loop.steps_per_cycle
     gpi = load_config([CONF / f"{env_file}.yaml", CONF / "agent" / "gpi_pd.yaml", overlay])
     assert gpi.agent.name == "gpi_pd" and gpi.agent.learning_starts == layer["agent"]["learning_starts"]
+    for key, value in layer["agent"].items():  # every agent key of the overlay reaches GPI-PD ...
+        assert getattr(gpi.agent, key) == value, key
+    assert not hasattr(config.agent, "gradient_updates")  # ... and the ones CAPQL lacks are skipped
     assert "env.id: warning" not in caplog.text
 
 

@@ -35,6 +35,25 @@ def test_population_default_run_dir_is_named_after_its_seeds_and_its_config_has_
     assert "\nseed: 3" in f"\n{to_yaml(single)}"
 
 
+def test_the_default_run_dir_names_a_backbone_other_than_capql():
+    """A GPI-PD run and a CAPQL run of one env, method and seed used to share runs/mo-hopper-v5/prism/seed0, so
+    the second was refused ("run_dir … is not empty"). CAPQL's folders keep their names (committed runs,
+    scripts); another backbone's name follows the method's."""
+    from prism.config import load_config
+    from prism.config.methods import backbone_suffix
+
+    hopper, gpi_pd = ROOT / "conf" / "hopper.yaml", ROOT / "conf" / "agent" / "gpi_pd.yaml"
+    capql = load_config([hopper, ROOT / "conf" / "agent" / "capql.yaml"])
+    gpi = load_config([hopper, gpi_pd])
+    assert capql.run_dir == "runs/mo-hopper-v5/prism/seed0"
+    assert gpi.run_dir == "runs/mo-hopper-v5/prism-gpi_pd/seed0"
+    baseline = load_config([hopper, gpi_pd, ROOT / "conf" / "method" / "baseline.yaml"], ["method_label=b2"])
+    assert baseline.run_dir == "runs/mo-hopper-v5/b2-gpi_pd/seed0"
+    # the label itself is unchanged (reports, summary.json): only the folder names the backbone
+    assert (gpi.method, gpi.method_label) == ("prism", None)
+    assert backbone_suffix("mypkg.agents:DDPG") == "-DDPG" and backbone_suffix("capql") == ""
+
+
 def _result(n_obj: int, n_weights: int = 12):
     import numpy as np
 

@@ -13,7 +13,7 @@ The run's seed(s) and device are not agent keys: they are the run's (top-level `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from prism import checks
 
@@ -24,6 +24,12 @@ SymmetryMode = Literal["regularise", "exact", "none"]
 class OffPolicyConfig:
     """The keys every off-policy backbone (a subclass of ``OffPolicyAgent``) takes; a backbone's config
     dataclass subclasses this one and adds its own keys (with defaults)."""
+
+    budget_keys: ClassVar[tuple[str, ...]] = ("learning_starts", "buffer_size", "log_every")
+    """The keys that only size a run's compute (warm-up, replay, logging), not which method it is. A budget
+    overlay (``conf/budget/``) sets them for every backbone: in a config file, one that the chosen backbone
+    lacks but another backbone lists here is skipped **silently** (:mod:`prism.config.agent_keys`; other
+    foreign keys warn), so ``conf/budget/tiny.yaml`` can size GPI-PD's updates and still compose with CAPQL."""
 
     name: str = "capql"
     """The backbone: a name registered in :mod:`prism.plugins` (``capql``) or a class path

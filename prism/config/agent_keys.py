@@ -6,7 +6,9 @@ With a backbone without SymReg (the DDPG example of docs/ARCHITECTURE.md) such a
 one-line warning** naming the key, the file and the backbone, so every overlay composes with every backbone.
 Only keys that some registered backbone has are skipped, and only in config files: a key no backbone has (a
 typo) is still refused, and a ``key=value`` override on the command line, typed for this run, is refused
-too. A run that says ``method: prism`` on a backbone without SymReg warns once that it is shaping only
+too. A **budget key** (a key that only sizes compute, listed in its backbone's ``budget_keys``, e.g. GPI-PD's
+``gradient_updates`` in ``conf/budget/tiny.yaml``) is skipped silently: a budget overlay sizes every backbone
+it may meet, and skipping such a key changes no method. A run that says ``method: prism`` on a backbone without SymReg warns once that it is shaping only
 (:mod:`prism.config.methods`). Warnings go to the ``prism.config`` logger, each message once per process.
 """
 
@@ -38,9 +40,9 @@ def _fields(config_class: type) -> set[str]:
     return {f.name for f in dataclasses.fields(config_class)}
 
 
-def _other_backbones_keys(agent_class: type) -> dict[str, list[str]]:
-    """key → the registered backbones (other than ``agent_class``'s) whose config has it."""
-    owners: dict[str, list[str]] = {}
+def _other_backbones(agent_class: type) -> list[tuple[str, type]]:
+    """(name, config class) of every registered backbone other than ``agent_class``'s."""
+    out = []
     for entry in AGENTS:
         try:
             config_class = entry.config_class()
@@ -48,9 +50,28 @@ def _other_backbones_keys(agent_class: type) -> dict[str, list[str]]:
             continue
         if config_class is agent_class or not dataclasses.is_dataclass(config_class):
             continue
+        out.append((entry.name, config_class))
+    return out
+
+
+def _other_backbones_keys(agent_class: type) -> dict[str, list[str]]:
+    """key → the registered backbones (other than ``agent_class``'s) whose config has it."""
+    owners: dict[str, list[str]] = {}
+    for name, config_class in _other_backbones(agent_class):
         for key in _fields(config_class):
-            owners.setdefault(key, []).append(entry.name)
+            owners.setdefault(key, []).append(name)
     return owners
+
+
+def _budget_keys(agent_class: type) -> set[str]:
+    """The keys that every other registered backbone having them lists in its ``budget_keys``."""
+    budget: set[str] = set()
+    other: set[str] = set()
+    for _, config_class in _other_backbones(agent_class):
+        listed = set(getattr(config_class, "budget_keys", ()))
+        budget |= listed & _fields(config_class)
+        other |= _fields(config_class) - listed
+    return budget - other
 
 
 def foreign_key_hint(full_key: str, agent_class: type) -> str:
@@ -73,7 +94,8 @@ def prepare_agent_layer(layer: DictConfig, source: str | Path, agent_class: type
       accepted values (``null``, ``auto``): dropped, so such a run folder still resumes and evaluates (any
       other value stays, and is refused naming the key's new place).
     - A key the backbone lacks but another registered backbone has (``symreg_lambda`` from a method overlay
-      on a backbone without SymReg) is skipped with a one-line warning.
+      on a backbone without SymReg) is skipped with a one-line warning; silently when it is a budget key
+      (``budget_keys``) of every backbone that has it.
     """
     agent = layer.get("agent") if isinstance(layer, DictConfig) else None
     if not isinstance(agent, DictConfig):
@@ -86,8 +108,11 @@ def prepare_agent_layer(layer: DictConfig, source: str | Path, agent_class: type
     if not foreign:
         return
     owners = _other_backbones_keys(agent_class)
+    budget = _budget_keys(agent_class)
     for key in foreign:
-        if key in owners:
+        if key in budget:
+            del agent[key]  # compute only (a budget overlay sizing another backbone): nothing to warn about
+        elif key in owners:
             warn_once(
                 f"agent.{key}: warning: skipped: {source} sets it, but backbone {backbone!r} has no such key "
                 f"(it is a key of {', '.join(sorted(owners[key]))})"

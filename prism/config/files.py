@@ -55,6 +55,7 @@ def load_layer(path: Path) -> DictConfig:
     file that sets nothing is almost always the wrong file.)"""
     if not path.is_file():
         raise ConfigError(f"--config: file {str(path)!r} does not exist")
+    _check_mapping(path)
     try:
         layer = OmegaConf.load(path)
     except OSError as err:
@@ -69,6 +70,40 @@ def load_layer(path: Path) -> DictConfig:
             "e.g. conf/quickstart.yaml"
         )
     return layer
+
+
+def _what(value: Any) -> str:
+    """What a YAML document holds, for the not-a-mapping error."""
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"plain text ({shown!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return f"the boolean {value}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    return f"a {type(value).__name__}"
+
+
+def _check_mapping(path: Path) -> None:
+    """Refuse a config file whose YAML document is not a mapping, saying what it is. OmegaConf reads plain text
+    (``just some text``) as a mapping with that one key and no value, which the typed merge then reports as
+    ``Key 'just some text' not in 'RunConfig'``, and a number as an unreadable file; a syntax error is left to
+    :func:`load_layer`, which names its line and column."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ConfigError(f"--config: cannot read {str(path)!r}: {err.strerror}") from None
+    except (yaml.YAMLError, ValueError):
+        return
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(
+            f"--config: {str(path)!r} is not a mapping of keys (`key: value` lines, e.g. `seed: 3`); it holds "
+            f"{_what(data)}"
+        )
 
 
 def check_node_types(layer: DictConfig, schema: DictConfig, source: str, prefix: str = "") -> None:

@@ -12,6 +12,7 @@ before the config is returned.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,7 @@ def load_config(
             check_node_types(layer, schema, source)
         merged = OmegaConf.merge(schema, *layers)
         if merged.method is None:
-            merged.method = derive_method(merged)
+            merged.method = derive_method(merged, _spec_symreg_lambda(merged))
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         message = _one_line(err)
@@ -123,6 +124,28 @@ def _warn_env_switch(files: Sequence[str | Path], layers: Sequence[DictConfig]) 
                 "small.yaml) instead of a second env file"
             )
         first = (str(file), env_id)
+
+
+def _spec_symreg_lambda(merged: DictConfig) -> float | None:
+    """The env spec's SymReg λ when ``agent.symreg_lambda`` is left null (it then takes the spec's: 0 on an env
+    without a symmetry table), for the derived method; ``None`` when λ is set, the backbone has no such key,
+    or the env cannot be resolved (:func:`~prism.config.validation.validate` then reports it in one line)."""
+    from prism.config.methods import SYMREG_KEY
+
+    agent = merged.agent
+    if SYMREG_KEY not in agent or agent[SYMREG_KEY] is not None:
+        return None
+    from prism.envs import resolve_env_spec as resolve
+
+    try:
+        overrides = OmegaConf.to_container(merged.env.spec, resolve=True) if merged.env.spec else None
+        with warnings.catch_warnings():
+            warnings.simplefilter(
+                "ignore"
+            )  # building a derived env's spec may warn; validate() says what matters
+            return float(resolve(str(merged.env.id), overrides).symreg_lambda)
+    except Exception:  # an unknown env, a bad env.spec: refused, naming the key, by validate()
+        return None
 
 
 def _selected_agent(layers: Sequence[DictConfig]) -> str:

@@ -14,7 +14,9 @@ reward-free arm (``baseline+symreg``).
 ``method_label`` when set, else ``method`` (:func:`run_label`).
 
 "SymReg on" is what the config names: ``agent.symreg_lambda`` null (the env spec's λ) or > 0; off is λ = 0,
-``agent.symmetry_mode: none`` or a backbone without the key. (On an env without a symmetry table a null λ resolves to 0 with a warning.)
+``agent.symmetry_mode: none`` or a backbone without the key. On an env without a symmetry table a null λ
+resolves to 0 with a warning, and a derived method says so (``wo_loss``, ``baseline``: the loader passes the
+spec's λ to :func:`derive_method`); an explicit ``method: prism`` there warns, as on a backbone without SymReg.
 A run labelled ``prism`` on a backbone without SymReg warns once instead of being refused: every method
 overlay composes with every backbone.
 
@@ -56,12 +58,18 @@ class MethodFacts:
     env's objective count ``n`` is known) reads as −1: the same channel."""
 
     @classmethod
-    def of(cls, config: Any, n_objectives: int | None = None) -> MethodFacts:
+    def of(
+        cls, config: Any, n_objectives: int | None = None, spec_symreg_lambda: float | None = None
+    ) -> MethodFacts:
         """The facts of ``config`` (a :class:`~prism.config.schema.RunConfig` or its merged DictConfig);
-        ``n_objectives``: the env's objective count, where the caller knows it."""
+        ``n_objectives``: the env's objective count, where the caller knows it; ``spec_symreg_lambda``: the env
+        spec's λ, which a null ``agent.symreg_lambda`` takes (0 on an env without a symmetry table: SymReg
+        off), where the caller knows it."""
         agent, reward = config.agent, config.reward
         has_key = SYMREG_KEY in agent if hasattr(agent, "keys") else hasattr(agent, SYMREG_KEY)
         lam = getattr(agent, SYMREG_KEY) if has_key else None
+        if lam is None and spec_symreg_lambda is not None:
+            lam = spec_symreg_lambda
         if getattr(config, "protocol", "equal") == "released" and reward.name == "none":
             lam = (
                 0.0  # the released protocol runs its reward-free arms without SymReg (prism.config.protocols)
@@ -175,9 +183,12 @@ BUILTIN_REWARDS = ("none", "resymnet", "uniform", "random")
 """The reward methods prism ships; another ``reward.name`` is a plug-in's, and names a method of its own."""
 
 
-def derive_method(config: Any) -> str:
-    """The method name of a config that leaves ``method`` out (typed config or merged DictConfig)."""
-    f = MethodFacts.of(config)
+def derive_method(config: Any, spec_symreg_lambda: float | None = None) -> str:
+    """The method name of a config that leaves ``method`` out (typed config or merged DictConfig).
+
+    ``spec_symreg_lambda``: the env spec's λ, where known. A null ``agent.symreg_lambda`` takes it, so on an env
+    without a symmetry table (λ = 0: ``mo-hopper-2obj-v5``) ReSymNet is ``wo_loss``, not ``prism``."""
+    f = MethodFacts.of(config, spec_symreg_lambda=spec_symreg_lambda)
     symreg = "+symreg" if f.symreg_on else ""
     if f.reward == "none":
         return ("oracle" if f.dense else "baseline") + symreg
@@ -191,20 +202,32 @@ def known_method(name: str, config: Any) -> bool:
     return name in BUILTIN_METHODS or (name == str(config.reward.name) and name not in BUILTIN_REWARDS)
 
 
-def check_method(config: Any, *, record: bool = False, n_objectives: int | None = None) -> None:
+def check_method(
+    config: Any,
+    *,
+    record: bool = False,
+    n_objectives: int | None = None,
+    spec_symreg_lambda: float | None = None,
+) -> None:
     """Refuse, in one line naming the key, a ``method`` the config's keys contradict, an unknown one, or a
     ``method_label`` that passes for another built-in method (except in a run folder's own config,
     ``record``: labels written before they were split) or cannot be a folder name. A config built in Python
     may leave ``method`` as ``None``: it is then derived where it is used (:func:`run_label`).
-    ``n_objectives``: the env's objective count, where known (see :class:`MethodFacts`)."""
+    ``n_objectives``, ``spec_symreg_lambda``: the env's objective count and its spec's λ, where known (see
+    :class:`MethodFacts`). A null λ agrees both with what it names (SymReg at the spec's λ: ``method: prism``
+    from the PRISM overlay, which then warns on an env without a table) and with what it resolves to
+    (``wo_loss``, the derived name there)."""
     name, label = config.method, config.method_label
     if name is None:
-        name = derive_method(config)
+        name = derive_method(config, spec_symreg_lambda)
     elif name in BUILTIN_METHODS:
         rule = BUILTIN_METHODS[name]
-        if not rule.agrees(MethodFacts.of(config, n_objectives)):
+        named = MethodFacts.of(config, n_objectives)
+        resolved = MethodFacts.of(config, n_objectives, spec_symreg_lambda)
+        if not (rule.agrees(named) or rule.agrees(resolved)):
             raise ConfigError(
-                f"method: {name} means {rule.means}, but this config is {derive_method(config)}; leave method "
+                f"method: {name} means {rule.means}, but this config is "
+                f"{derive_method(config, spec_symreg_lambda)}; leave method "
                 f"out (it is derived) or set the keys {name} needs, and name a variant with method_label=<label>"
             )
     elif not known_method(name, config):
@@ -230,9 +253,24 @@ def run_label(config: Any) -> str:
     return config.method if config.method is not None else derive_method(config)
 
 
-def label_resolver(method: Any, method_label: Any) -> str:
-    """The ``${prism_label:${method},${method_label}}`` interpolation of the default ``run_dir``."""
-    return str(method_label if method_label is not None else method)
+DEFAULT_BACKBONE = "capql"
+"""The backbone a default ``run_dir`` does not name (:data:`prism.config.schema.DEFAULT_AGENT`)."""
+
+
+def backbone_suffix(backbone: Any) -> str:
+    """``""`` for the default backbone, else ``-<name>`` (a class path ``pkg.mod:Agent`` gives ``-Agent``): what
+    the default ``run_dir``'s method folder adds, so runs of one method on two backbones get two folders."""
+    if backbone is None or str(backbone) == DEFAULT_BACKBONE:
+        return ""
+    name = str(backbone).rpartition(":")[2].rpartition(".")[2] or str(backbone)
+    return "-" + "".join(c if c.isalnum() or c in "_-." else "_" for c in name)
+
+
+def label_resolver(method: Any, method_label: Any, backbone: Any = None) -> str:
+    """The ``${prism_label:${method},${method_label},${agent.name}}`` interpolation of the default
+    ``run_dir``: the run's label (:func:`run_label`), then ``-<backbone>`` for a backbone other than CAPQL
+    (``prism-gpi_pd``; CAPQL runs keep the folder names they always had)."""
+    return str(method_label if method_label is not None else method) + backbone_suffix(backbone)
 
 
 def relabel_record(config: Any, n_objectives: Callable[[], int] | None = None) -> Any:

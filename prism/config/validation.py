@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 
 from prism.config.agent_keys import check_method_label, warn_once
-from prism.config.methods import check_method, run_label
+from prism.config.methods import check_method, derive_method, run_label
 from prism.config.schema import RunConfig
 from prism.devices import check_cuda_device, torch_device
 from prism.errors import ConfigError
@@ -61,9 +61,16 @@ def _check_symmetry(config: RunConfig, spec) -> None:
             "or set agent.symreg_lambda=0"
         )
     if mode == "regularise" and agent.symreg_lambda is None:
+        derived = derive_method(config, spec.symreg_lambda)
+        if config.method == derived:  # left out, or naming what the run is: it says "without SymReg" itself
+            said = f"the run is filed as {run_label(config)}"
+        else:  # e.g. method: prism from conf/method/prism.yaml: the label stays, the run is `derived`
+            said = (
+                f"the run, labelled {run_label(config)}, trains as {derived} (leave method out to file it so)"
+            )
         warn_once(
             f"agent.symreg_lambda: warning: {spec.id} has no reflection symmetry table, so SymReg is off "
-            f"(λ = 0) and {run_label(config)} runs without it; {SYMMETRY_HINT} to turn it on"
+            f"(λ = 0) and {said}; {SYMMETRY_HINT} to turn it on"
         )
 
 
@@ -121,7 +128,7 @@ def validate(config: RunConfig, *, record: bool = False) -> None:
             f"got a {type(config.agent).__name__}"
         )
     _check_symmetry(config, spec)
-    check_method(config, record=record, n_objectives=n)
+    check_method(config, record=record, n_objectives=n, spec_symreg_lambda=spec.symreg_lambda)
     check_method_label(config)
 
     # The energy method behind the weight sets needs at least one direction per objective.

@@ -40,6 +40,19 @@ def _is_known_gym_id(env_id: str) -> bool:
     return True
 
 
+def did_you_mean(env_id: str) -> str:
+    """``"; did you mean 'mo-hopper-v5'?"`` for the id nearest to ``env_id`` among prism's specs and
+    gymnasium's registered ids (mo-gymnasium's included), or ``""`` when none is close."""
+    import difflib
+
+    import gymnasium as gym
+    import mo_gymnasium  # noqa: F401  (registers the mo- ids)
+
+    known = sorted({*REGISTRY, *gym.registry})
+    close = difflib.get_close_matches(env_id, known, n=1, cutoff=0.8)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def derive_env_spec(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -> EnvSpec:
     """The spec of a gymnasium / mo-gymnasium env prism does not ship, read off the env itself.
 
@@ -66,6 +79,7 @@ def derive_env_spec(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -
         raise SpecError(
             f"env.id: unknown env {env_id!r}: neither a prism spec "
             f"(registered: {', '.join(sorted(REGISTRY))}) nor a gymnasium / mo-gymnasium id"
+            + did_you_mean(env_id)
         )
     try:
         env = _make_raw(env_id, kwargs)

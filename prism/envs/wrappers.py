@@ -8,8 +8,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from prism.seeding import derive_seed
 
-class SparseRewardWrapper(gym.Wrapper):
+RELEASE_STREAM = "sparse_wrapper/release"
+"""The stream name under which ``reset(seed=s)`` derives the release draws' seed from ``s``."""
+
+
+class SparseRewardWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Hide reward channels and release them only as cumulative sums.
 
     Per channel i an accumulator ``acc_i += r_i`` runs every step. The step emits ``acc_i`` (and resets it)
@@ -20,12 +25,22 @@ class SparseRewardWrapper(gym.Wrapper):
     ``info["released"]`` a boolean vector marking the channels released this step, i.e. the steps that
     close a segment.
 
-    The release draws come from the wrapper's own generator, seeded from ``seed`` — never from the env's
-    RNG, so changing the release probability does not change the env's dynamics noise.
+    The release draws come from the wrapper's own generator — never from the env's RNG, so changing the
+    release probability does not change the env's dynamics noise. It is seeded from ``seed`` when built, and
+    ``reset(seed=s)`` reseeds it from ``s`` (a named stream of ``s``, not ``s`` itself, which is what the
+    wrapped env's own generator gets), so a seeded reset fixes every random draw of the wrapped env, as
+    gymnasium's contract (and its ``check_env``) asks; ``reset()`` without a seed continues the stream.
+
+    The constructor's arguments are recorded (``gymnasium.utils.RecordConstructorArgs``), so the wrapped
+    env's ``spec`` rebuilds it: ``gymnasium.make(env.spec)``.
     """
 
     def __init__(self, env: gym.Env, release_prob: Sequence[float], seed: int | None = None):
-        super().__init__(env)
+        # Recorded as plain floats: the spec's kwargs are compared and may be serialised.
+        gym.utils.RecordConstructorArgs.__init__(
+            self, release_prob=[float(p) for p in release_prob], seed=seed
+        )
+        gym.Wrapper.__init__(self, env)
         probs = np.asarray(release_prob, dtype=np.float64)
         reward_space = getattr(env.unwrapped, "reward_space", None)
         n_objectives = reward_space.shape[0] if reward_space is not None else probs.shape[0]
@@ -40,11 +55,16 @@ class SparseRewardWrapper(gym.Wrapper):
         self._rng = np.random.default_rng(seed)
         self._accumulated = np.zeros(n_objectives, dtype=np.float64)
 
-    def reset(self, **kwargs: Any):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         # A new episode never inherits an unreleased sum (the last step of the previous one released it,
         # but a user may reset mid-episode).
         self._accumulated[:] = 0.0
-        return self.env.reset(**kwargs)
+        if seed is not None:
+            # Only a seeded reset reseeds: an unseeded one (a run's next episode) continues the stream, so a
+            # run's release draws stay one stream from its first, seeded, reset (and resume bit for bit
+            # from the generator state prism.envs.state checkpoints).
+            self._rng = np.random.default_rng(derive_seed(int(seed), RELEASE_STREAM))
+        return self.env.reset(seed=seed, options=options)
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)

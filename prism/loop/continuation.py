@@ -8,8 +8,10 @@ expert episodes, refits and runs RL again, as a run started with K cycles does a
 and reward-fit seeds are the same, so the continued run's new rows equal the longer run's).
 
 A *finished* run (``summary.json``, or a population's ``summary.csv``) is reopened: its end-of-run outputs
-are moved to ``continued/from_<env steps>/`` (``summary.json``, ``front.csv``, ``summary.csv``, with copies
-of ``eval.csv`` and ``config.yaml`` as they were; a population's member files under ``seed<N>/`` there),
+and what was made from its final policy are moved to ``continued/from_<env steps>/`` (``summary.json``,
+``front.csv``, ``summary.csv``, ``prism evaluate``'s ``evaluate.csv`` and ``prism render``'s ``render/``, with
+copies of ``eval.csv`` and ``config.yaml`` as they were; a population's member files under ``seed<N>/``
+there), so nothing at the top level describes an older policy than the run's own,
 the final row leaves ``eval.csv`` (the new end gets its own), and the checkpoint's loop is moved from
 ``done`` back to the next cycle's first phase. ``config.yaml`` then records the new budget. Any other change
 is refused in one line before anything is written.
@@ -29,7 +31,8 @@ BUDGET_KEYS = ("loop.cycles",)
 """The keys ``--resume`` lets grow (see the module docstring for why ``loop.steps_per_cycle`` is not one)."""
 
 CONTINUED_DIR = "continued"
-_MOVED = ("summary.json", "front.csv", "summary.csv")
+_MOVED = ("summary.json", "front.csv", "summary.csv", "evaluate.csv", "render")
+"""Moved aside: the end-of-run outputs, and the evaluations and renders made from the old end's policy."""
 _COPIED = ("eval.csv", "config.yaml")
 
 
@@ -72,9 +75,14 @@ def budget_growth(saved: RunConfig, requested: RunConfig, config_path: Path) -> 
         requested, loop=dataclasses.replace(requested.loop, cycles=saved.loop.cycles)
     )
     if not same_run(as_saved, saved):
+        changed = differing_keys(saved, as_saved)
+        shown = ", ".join(
+            f"{key} ({_short(old)} in the run, {_short(new)} given)" for key, old, new in changed[:3]
+        ) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        verb = "differ" if len(changed) > 1 else "differs"
         raise ConfigError(
-            f"--resume: the given config differs from {config_path} (resume takes the run's saved config; only "
-            f"{', '.join(BUDGET_KEYS)} may grow; drop --config/overrides or start a new run_dir)"
+            f"--resume: {shown or 'the given config'} {verb} from {config_path}; resume takes the run's saved "
+            f"config and only {', '.join(BUDGET_KEYS)} may grow (drop --config/overrides or start a new run_dir)"
         )
     if requested.loop.cycles < saved.loop.cycles:
         raise ConfigError(
@@ -84,9 +92,34 @@ def budget_growth(saved: RunConfig, requested: RunConfig, config_path: Path) -> 
     return requested.loop.cycles
 
 
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(_flat(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def differing_keys(saved: RunConfig, requested: RunConfig) -> list[tuple[str, Any, Any]]:
+    """``(dotted key, saved value, requested value)`` for every key where two configs differ, in config order
+    (as their config.yaml would say: a population's unused ``seed`` is left out, see :func:`same_run`)."""
+    import yaml
+
+    from prism.config import to_yaml
+
+    a, b = (_flat(yaml.safe_load(to_yaml(c))) for c in (saved, requested))
+    return [(key, a.get(key), b.get(key)) for key in dict.fromkeys([*a, *b]) if a.get(key) != b.get(key)]
+
+
 def archive_final_outputs(run_dir: Path, member_dirs: list[Path], env_steps: int) -> Path:
-    """Move a finished run's end-of-run outputs (and copy its ``eval.csv`` / ``config.yaml``) to
-    ``continued/from_<env_steps>/`` (``.1``, ``.2``… if taken); returns that folder."""
+    """Move a finished run's end-of-run outputs, ``evaluate.csv`` and ``render/`` (and copy its ``eval.csv`` /
+    ``config.yaml``) to ``continued/from_<env_steps>/`` (``.1``, ``.2``… if taken); returns that folder."""
     target = run_dir / CONTINUED_DIR / f"from_{env_steps}"
     n = 0
     while target.exists():
@@ -99,7 +132,7 @@ def archive_final_outputs(run_dir: Path, member_dirs: list[Path], env_steps: int
             if (folder / name).is_file():
                 shutil.copy2(folder / name, dest / name)
         for name in _MOVED:
-            if (folder / name).is_file():
+            if (folder / name).is_file() or (folder / name).is_dir():  # render/ is a folder
                 (folder / name).replace(dest / name)
     return target
 

@@ -87,7 +87,8 @@ def evaluate_run(
             f"first update (agent.learning_starts = {config.agent.learning_starts}): it would score the "
             "untrained policy; add --allow-untrained to evaluate it anyway"
         )
-    rows = []
+    rows: list[dict] = []
+    written: list[Path] = []
     for member in run.members if only is None else [run.members[only]]:
         # The member's evaluation config, its reset seed resolved from the member's seed: the same episodes
         # as in training.
@@ -106,4 +107,8 @@ def evaluate_run(
         text += "  (the untrained policy: no update before this checkpoint)" if untrained else ""
         print(f"seed {member.seed}: {text}" if run.population else text)
         rows.append(row)
+        written.append(member.run_dir / "evaluate.csv")
+    # Said, not left to be guessed: the numbers above are also in these files (the training curve, eval.csv,
+    # is left as it was).
+    print(f"prism evaluate: appended a row to {', '.join(map(str, written))}")
     return rows[0] if len(rows) == 1 else rows

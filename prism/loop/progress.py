@@ -15,7 +15,7 @@ Phase bars vanish when their phase ends and leave one summary line (``tqdm.write
 When stderr is not a terminal (a log file under a grid or a cluster, a pipe) bars would be noise, so
 ``prism fit --progress auto`` (the default) writes plain lines instead (:class:`LineProgress`, from
 prism.loop.progress_lines): one when each phase starts, its summary line when it ends, and one every
-``every`` RL env steps with the RL bar's numbers. ``--progress bar`` forces the bars, ``lines`` the lines,
+``every`` RL env steps (or ``every_s`` seconds, whichever comes first) with the RL bar's numbers. ``--progress bar`` forces the bars, ``lines`` the lines,
 ``none`` shows nothing (``prism.loop.progress_lines.make_progress``). Nothing here draws random numbers or changes what a run
 computes.
 """
@@ -90,6 +90,11 @@ class Progress:
             self.steps = steps
         self.show_phase()
 
+    def due(self) -> bool:
+        """Whether the display asks for a refresh now, whatever the step count (the line display's time
+        bound, :mod:`prism.loop.progress_lines`); the bars move on env steps only."""
+        return False
+
     def postfix(self) -> str:
         return f"phase={self.phase} cycle={self.cycle + 1}/{self.cycles}"
 
@@ -151,7 +156,8 @@ class PhaseProgressBar(Callback):
             return
         every = self.refresh_every
         crossed = pl_module.env_step_count // every != self._shown_step // every
-        if crossed or self.loop.state.phase != self._phase:
+        # due(): the line display's time bound (a line at least every 30 s of a slow RL phase)
+        if crossed or self.loop.state.phase != self._phase or self.progress.due():
             self._sync(pl_module)
 
     def on_train_end(self, trainer, pl_module) -> None:
@@ -229,4 +235,9 @@ class RewardFitProgress(Callback):
         self._finish(trainer)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        self._finish(trainer, note="  (stopped)")
+        # Not "(stopped)": that reads like early stopping, which ends a fit normally (on_fit_end).
+        if isinstance(exception, (KeyboardInterrupt, SystemExit)):  # Ctrl-C (Lightning hands it on as is)
+            note = "  (interrupted)"
+        else:
+            note = f"  (failed: {type(exception).__name__})"
+        self._finish(trainer, note=note)

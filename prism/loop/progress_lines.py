@@ -10,8 +10,10 @@ Every line starts with the wall time since the run started, ``[h:mm:ss]``:
   e/E, val_loss …, val_corr …, <t> s/epoch`` (the bar's numbers), so a fit of hours shows in the log that it
   moves;
 - RL writes ``RL (cycle c/C): start at env step s/S`` when a cycle's RL phase starts, ``RL (cycle c/C): end
-  at env step s/S, <n> env steps in <t>s`` when it ends, and every ``every`` env steps the RL bar's numbers:
-  ``RL: s/S env steps (p%), <rate> steps/s, phase=… cycle=c/C``.
+  at env step s/S, <n> env steps in <t>s`` when it ends, and every ``every`` env steps (1000) or ``every_s``
+  seconds (30), whichever comes first, the RL bar's numbers: ``RL: s/S env steps (p%), <rate> steps/s,
+  phase=… cycle=c/C`` (the seconds bound keeps a slow backbone, GPI-PD's 20 updates per env step, from
+  staying silent for minutes).
 
 Each line is flushed at once, so a log shows where a run is while it runs.
 """
@@ -19,6 +21,7 @@ Each line is flushed at once, so a log shows where a run is while it runs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from prism.loop.progress import Progress
@@ -56,27 +59,36 @@ class _CountingBar:
 
 
 class _RLLines(_CountingBar):
-    """The RL bar as lines: one each time its count crosses a multiple of ``every`` env steps."""
+    """The RL bar as lines: one each time its count crosses a multiple of ``every`` env steps, or when
+    ``every_s`` seconds passed since the last line (or the bar's start) and the count moved."""
 
-    def __init__(self, progress: LineProgress, total: int, every: int):
+    def __init__(self, progress: LineProgress, total: int, every: int, every_s: float):
         super().__init__(total)
         self.progress = progress
         self.every = max(1, int(every))
+        self.every_s = float(every_s)
         self._printed = -1
-        self._start_time = time.perf_counter()
+        self._start_time = self._last_time = progress.timer()
         self._start_step: int | None = None
+
+    def due(self) -> bool:
+        """Whether ``every_s`` seconds passed since the last line (the caller then refreshes the count)."""
+        return self.progress.timer() - self._last_time >= self.every_s
 
     def refresh(self) -> None:
         if self._start_step is None:
             self._start_step = self.n
-        if self.n > self._printed and self.n // self.every > max(self._printed, 0) // self.every:
-            took = time.perf_counter() - self._start_time
+        crossed = self.n // self.every > max(self._printed, 0) // self.every
+        moved = self.n > max(self._printed, self._start_step)
+        if self.n > self._printed and (crossed or (moved and self.due())):
+            now = self.progress.timer()
+            took = now - self._start_time
             rate = (self.n - self._start_step) / took if took > 0 else float("nan")
             percent = 100.0 * self.n / self.total if self.total else 100.0
             self.progress.line(
                 f"RL: {self.n}/{self.total} env steps ({percent:.0f}%), {rate:.0f} steps/s, {self.postfix}"
             )
-            self._printed = self.n
+            self._printed, self._last_time = self.n, now
 
 
 class _FitLines(_CountingBar):
@@ -111,11 +123,22 @@ class _FitLines(_CountingBar):
 class LineProgress(Progress):
     """:class:`~prism.loop.progress.Progress` as plain lines (see the module docstring)."""
 
-    def __init__(self, file: IO[str] | None = None, *, every: int = 1000, fit_every_s: float = 60.0):
+    def __init__(
+        self,
+        file: IO[str] | None = None,
+        *,
+        every: int = 1000,
+        every_s: float = 30.0,
+        fit_every_s: float = 60.0,
+        timer: Callable[[], float] = time.perf_counter,
+    ):
         super().__init__(file, disable=False)
+        self.timer = timer
+        """Wall-clock seconds (the stamps and the RL lines' time bound; tests pass their own)."""
         self.every = every
+        self.every_s = every_s
         self.fit_every_s = fit_every_s
-        self._start = time.perf_counter()
+        self._start = timer()
         self._loop_phase = "init"
         self._rl_since: tuple[int, float] | None = None
 
@@ -125,7 +148,7 @@ class LineProgress(Progress):
 
     def line(self, text: str) -> None:
         """Write one line, prefixed with the wall time since the run started, and flush it."""
-        seconds = int(time.perf_counter() - self._start)
+        seconds = int(self.timer() - self._start)
         stamp = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
         print(f"[{stamp}] {text}", file=self.file, flush=True)
 
@@ -145,7 +168,10 @@ class LineProgress(Progress):
         self.line(text)
 
     def rl_bar(self, total: int) -> _RLLines:
-        return _RLLines(self, total, self.every)
+        return _RLLines(self, total, self.every, self.every_s)
+
+    def due(self) -> bool:
+        return isinstance(self.main, _RLLines) and self.main.due()
 
     def _steps(self) -> str:
         steps = self.clock() if self.clock is not None else (self.main.n if self.main is not None else 0)
@@ -176,14 +202,20 @@ nothing."""
 
 
 def make_progress(
-    mode: str = "auto", file: IO[str] | None = None, *, every: int = 1000, fit_every_s: float = 60.0
+    mode: str = "auto",
+    file: IO[str] | None = None,
+    *,
+    every: int = 1000,
+    every_s: float = 30.0,
+    fit_every_s: float = 60.0,
 ) -> Progress:
-    """The run's display for ``--progress mode`` (see :data:`PROGRESS_MODES`); ``every``: RL env steps
-    between two progress lines; ``fit_every_s``: seconds between two of a reward fit's epoch lines."""
+    """The run's display for ``--progress mode`` (see :data:`PROGRESS_MODES`); ``every`` / ``every_s``: RL env
+    steps / seconds after which the next RL progress line is written (whichever comes first);
+    ``fit_every_s``: seconds between two of a reward fit's epoch lines."""
     if mode not in PROGRESS_MODES:
         raise ValueError(f"--progress: expected one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
     if mode == "auto":
         mode = "bar" if Progress(file).active else "lines"
     if mode == "lines":
-        return LineProgress(file, every=every, fit_every_s=fit_every_s)
+        return LineProgress(file, every=every, every_s=every_s, fit_every_s=fit_every_s)
     return Progress(file, disable=mode == "none")

@@ -33,8 +33,10 @@ from prism.config import (
     sparse_channel,
     to_yaml,
 )
+from prism.config.methods import run_label
 from prism.devices import make_deterministic
 from prism.envs import make_env
+from prism.errors import RunInterrupted
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import truncate_eval_csv
@@ -97,7 +99,9 @@ def build_run(
     def env_factory(member: int):
         # Each member's training env has its release draws on a stream of the member's seed (docs/method.md §3:
         # not the env's own RNG). A named stream, not the raw seed: default_rng(seed) is also what
-        # env.reset(seed=seed) gives the env, and what any other raw-seeded consumer would draw.
+        # env.reset(seed=seed) gives the env, and what any other raw-seeded consumer would draw. The agent's
+        # first reset is seeded (derive_seed(seed, "env")), and a seeded reset reseeds the draws from a
+        # named stream of its seed (SparseRewardWrapper.reset); unseeded resets then continue that stream.
         release_seed = derive_seed(seeds[member], "train/release")
         return make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=release_seed)
 
@@ -245,16 +249,57 @@ def fit_run(
         return resume_run(Path(resume), files, overrides, checked=resume_checked, progress=progress)
     config = config if config is not None else load_config(files, overrides)
     run_dir = Path(config.run_dir)
+    created = _first_missing(run_dir)
     make_run_dir(run_dir)
-    # Locked before anything in it is deleted or written: --overwrite must not empty a live run's folder.
-    with run_dir_lock(run_dir, key="run_dir"):
-        prepare_run_dir(run_dir, overwrite=overwrite)
-        return _train_new(config, run_dir, progress)
+    try:
+        # Locked before anything in it is deleted or written: --overwrite must not empty a live run's folder.
+        with run_dir_lock(run_dir, key="run_dir"):
+            prepare_run_dir(run_dir, overwrite=overwrite)
+            return _train_new(config, run_dir, progress)
+    except KeyboardInterrupt:
+        if (run_dir / CONFIG_FILE).is_file():
+            raise RunInterrupted(run_dir, resumable=True) from None
+        # Stopped before the run wrote its config.yaml: nothing of it is there, and an empty folder would only
+        # be refused by --resume ("no config.yaml"). The folders this call made go again; the command reruns.
+        raise RunInterrupted(run_dir, resumable=False, removed=_remove_empty(run_dir, created)) from None
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The topmost folder of ``path`` (``path`` itself included) that does not exist yet, or ``None``."""
+    missing = None
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
+def _remove_empty(run_dir: Path, created: Path | None) -> bool:
+    """Remove ``run_dir`` and its parents up to ``created`` (the topmost folder this run made), each only while
+    empty; whether ``run_dir`` is gone. Never anything that existed before the run."""
+    if created is None:
+        return False
+    folder = run_dir
+    try:
+        while True:
+            folder.rmdir()  # only an empty folder: never a file of anyone's
+            if folder == created:
+                return True
+            folder = folder.parent
+    except OSError:
+        return not run_dir.exists()
 
 
 def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
     spec = resolve_env_spec(config)
+    # First thing in the folder: with config.yaml there, `--resume` continues the run whenever it stops.
     (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config, spec)))
+    seeds = ", ".join(map(str, member_seeds(config)))
+    plural = "s" if config.seeds is not None else ""
+    print(
+        f"prism fit: run folder {run_dir} ({run_label(config)} on {spec.id}, seed{plural} {seeds})",
+        flush=True,
+    )
     run = build_run(config, progress_bar=make_progress(progress))
     write_member_configs(run)
     attach_checkpointing(run)
@@ -299,8 +344,11 @@ def resume_run(
     if Path(config.run_dir).resolve() != run_dir.resolve():
         # The folder was moved or renamed: keep writing where the run now lives.
         config.run_dir = str(run_dir)
-    with run_dir_lock(run_dir, key="--resume"):
-        return _resume_locked(config, run_dir, cycles, given, finished, progress)
+    try:
+        with run_dir_lock(run_dir, key="--resume"):
+            return _resume_locked(config, run_dir, cycles, given, finished, progress)
+    except KeyboardInterrupt:
+        raise RunInterrupted(run_dir, resumable=True) from None
 
 
 def _resume_locked(

@@ -12,6 +12,19 @@ from typing import ClassVar
 
 from prism.agents.config import OffPolicyConfig
 
+_BUDGET_KEYS = (
+    # What makes GPI-PD's RL slow at any budget: updates per env step, GPI-LS's iteration and its evaluation
+    # episodes, and Dyna's fits and rollouts (conf/budget/tiny.yaml shrinks them).
+    "gradient_updates",
+    "timesteps_per_iter",
+    "eval_episodes_per_weight",
+    "dynamics_train_freq",
+    "dynamics_rollout_starts",
+    "dynamics_rollout_freq",
+    "dynamics_rollout_batch_size",
+    "dynamics_buffer_size",
+)
+
 
 @dataclass
 class GPIPDConfig(OffPolicyConfig):
@@ -23,6 +36,10 @@ class GPIPDConfig(OffPolicyConfig):
 
     max_members: ClassVar[int] = 1
     """Population runs (``seeds`` with several seeds) are not supported yet: the config refuses them."""
+
+    budget_keys: ClassVar[tuple[str, ...]] = (*OffPolicyConfig.budget_keys, *_BUDGET_KEYS)
+    """Keys that only size compute (:attr:`OffPolicyConfig.budget_keys`), GPI-PD's own included: a budget
+    overlay (``conf/budget/tiny.yaml``) sets them, and on a backbone without them they are skipped silently."""
 
     name: str = "gpi_pd"
     """Agent plug-in name."""
