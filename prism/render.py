@@ -83,16 +83,12 @@ def choose_gl_backend() -> str:
             return backend
     if requested in _KNOWN_GL:
         working = next((b for b in GL_BACKENDS if b != requested and _probe(b)), None)
-        instead = (
-            f", or try MUJOCO_GL={working} (it renders on this machine)"
-            if working is not None
-            else f", or try MUJOCO_GL=egl after installing {_INSTALL_HINT['egl']}"
-        )
+        instead = f", or try MUJOCO_GL={working} (it renders on this machine)" if working is not None else ""
+        instead = instead or f", or try MUJOCO_GL=egl after installing {_INSTALL_HINT['egl']}"
         raise ConfigError(
             f"MUJOCO_GL: MuJoCo cannot render with {requested} here; install {_INSTALL_HINT[requested]}{instead}"
         )
-    tried = ", ".join(candidates)
-    need = " or ".join(_INSTALL_HINT[b] for b in candidates)
+    tried, need = ", ".join(candidates), " or ".join(_INSTALL_HINT[b] for b in candidates)
     raise ConfigError(
         f"MUJOCO_GL: no OpenGL backend could render headless (tried {tried}); install {need}, then run again "
         "(or set MUJOCO_GL to a working backend)"
@@ -114,11 +110,10 @@ def _renders_with_mujoco(env_id: str) -> bool:
 
 
 def is_gl_failure(err: BaseException) -> bool:
-    """Whether ``err`` is how an OpenGL backend that cannot render shows up: PyOpenGL without its platform
-    library (OSMesa missing: ``'NoneType' object has no attribute 'glGetError'``), ``mujoco.FatalError`` (GLFW
-    without a display, EGL without a device), or an import error of PyOpenGL / a GL binding."""
-    kind = type(err)
-    text = str(err)
+    """Whether ``err`` is how an OpenGL backend that cannot render shows up: PyOpenGL without its platform library
+    (no OSMesa: ``'NoneType' object has no attribute 'glGetError'``), ``mujoco.FatalError`` (GLFW without a
+    display, EGL without a device), or an import error of PyOpenGL / a GL binding."""
+    kind, text = type(err), str(err)
     if kind.__name__ == "FatalError" and kind.__module__.startswith("mujoco"):
         return True
     if isinstance(err, AttributeError) and "glGetError" in text:
