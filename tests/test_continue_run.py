@@ -167,7 +167,8 @@ def test_a_continued_population_moves_every_members_old_outputs_aside(tmp_path):
         dest = target / folder.relative_to(run_dir)
         for name in ("evaluate.csv", "summary.json", "front.csv"):  # moved
             assert (dest / name).read_text() == f"{folder.name}/{name}" and not (folder / name).exists()
-        assert (dest / "render" / "rollouts.mp4").read_text() == folder.name and not (folder / "render").exists()
+        assert (dest / "render" / "rollouts.mp4").read_text() == folder.name
+        assert not (folder / "render").exists()
         for name in ("eval.csv", "config.yaml"):  # copied: the continued run goes on writing them
             assert (dest / name).read_text() == (folder / name).read_text()
     assert (target / "summary.csv").read_text() == "pop" and not (run_dir / "summary.csv").exists()

@@ -226,7 +226,8 @@ def test_fit_diagnostics_per_arm_and_cycle_match_the_records(study):
     _, _, results, _ = study
     fits = list(csv.DictReader((results / "fits.csv").open()))
     walker = [r for r in fits if r["env"] == "mo-walker2d-v5" and r["arm"] == "e-prism"]
-    assert [r["cycle"] for r in walker] == ["0", "1"] and all(r["n"] == "4" for r in walker)
+    # counted from 1 (the records of these synthetic runs, as of older prism, say 0 and 1)
+    assert [r["cycle"] for r in walker] == ["1", "2"] and all(r["n"] == "4" for r in walker)
     for row, cycle in zip(walker, (0, 1)):
         values = np.array(PEARSON[cycle])
         se = values.std(ddof=1) / np.sqrt(len(values))
@@ -354,3 +355,55 @@ def test_net_of_survival_columns_only_where_every_objective_pays_a_healthy_bonus
     # walker: forward net of survival = mean(50, 30) = 40 ± 10; energy = mean(-10, 10) = 0 ± 10
     assert walker.split(" | ")[-2:] == ["40.00 ± 10.00", "0.00 ± 10.00 |"]
     assert len(walker.split(" | ")) == len(cheetah.split(" | ")) + 2
+
+
+# ---- the smoke preset's report: one seed per arm (issue 50, item 7) ------------------------------------------
+def _smoke_run(run_dir: Path, hv: float) -> None:
+    """A finished one-seed run in today's formats: front.csv columns named after hopper's objectives."""
+    write_run(run_dir, "hopper", hv)
+    names = OBJECTIVES["hopper"]
+    header = [f"weight_{o}" for o in names] + [f"discounted_return_mean_{o}" for o in names]
+    header += [f"discounted_return_std_{o}" for o in names] + [f"undiscounted_return_mean_{o}" for o in names]
+    with (run_dir / "front.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([*header, "on_front"])
+        writer.writerow([1.0, 0.0, 0.0, 10.0, 1.0, 2.0, 0.1, 0.1, 0.1, 30.0, 3.0, 6.0, 1])
+        writer.writerow([0.0, 1.0, 0.0, 4.0, 5.0, 2.5, 0.1, 0.1, 0.1, 12.0, 15.0, 7.0, 1])
+
+
+def test_the_smoke_report_says_why_its_ratios_are_empty_and_names_the_objectives(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    out, results = tmp_path / "grid", tmp_path / "report"
+    for arm, hv in (("oracle", 300.0), ("baseline", 100.0), ("prism", 200.0)):
+        _smoke_run(out / "hopper" / arm / "seed0", hv)
+    saved: dict[str, list[tuple[str, str, str]]] = {}
+
+    def keep_labels(fig, path, *args, **kwargs):  # each figure's axes: (title, x label, y label)
+        saved[Path(path).name] = [(ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) for ax in fig.axes]
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep_labels)
+    argv = ["--preset", "smoke", "--report-only", "--out", str(out), "--results", str(results)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(argv) == 0
+    markdown = (results / "table.md").read_text()
+    rows = [line for line in markdown.splitlines() if line.startswith("| mo-hopper-v5 | HV | ")]
+    assert rows and all("| — | — | — |" in row for row in rows)  # ratio, CI and p: none with one seed
+    assert (
+        "— in a row: an arm it compares has fewer than 2 finished seeds, and the ratio of means, its bootstrap CI "
+        "and Welch's p need at least 2 per arm (`ratios.csv` holds NaN there). Finished seeds: "
+        "mo-hopper-v5 prism (1), mo-hopper-v5 baseline (1), mo-hopper-v5 oracle (1). The grid runs one seed per "
+        "arm: its numbers check a set-up, they compare nothing."
+    ) in markdown
+    # the fronts' axes carry the env's objectives, as TensorBoard's front figure does, not "objective 0/1"
+    (front_axes,) = saved["pareto_fronts.png"][:1]
+    assert front_axes == (
+        "mo-hopper-v5: final fronts of every seed (forward, jump)",
+        "discounted return, forward",
+        "discounted return, jump",
+    )
+
+
+def test_a_report_whose_arms_have_two_seeds_or_more_has_no_such_note(study):
+    markdown = study[3]
+    assert "fewer than 2 finished seeds" not in markdown

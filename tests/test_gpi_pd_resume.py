@@ -243,7 +243,7 @@ def test_gpi_pd_resume_after_sigkill_mid_rl_writes_the_same_eval_csv(tmp_path):
 
     def mid_rl() -> bool:  # evaluated at 200, 400 and 600: in cycle 2's RL, past GPI-LS iterations and fits
         return (
-            (run_dir / "tb" / "reward_fit" / "cycle1").is_dir()
+            (run_dir / "tb" / "reward_fit" / "cycle2").is_dir()
             and csv_path.is_file()
             and csv_path.read_text().count("\n") >= 4
         )

@@ -146,7 +146,8 @@ def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run
     run, run_dir, fitted, _ = prism_run
     summary = json.loads((run_dir / "summary.json").read_text())
     records = summary["reward_fits"]
-    assert [r["cycle"] for r in records] == [0, 1, 2] and len(fitted) == 3
+    # counted from 1 in summary.json, as in the progress lines and tb/reward_fit/cycle<c> (issue 50, item 4)
+    assert [r["cycle"] for r in records] == [1, 2, 3] and len(fitted) == 3
     store = run.loop.store
     collections = store.segment_collections()
     assert store.collection_starts == [0, 5, 8]  # 5 random, then 3 + 3 expert episodes

@@ -175,7 +175,7 @@ def test_population_is_deterministic_and_resumes_byte_identically_after_sigkill(
     )
     deadline = time.monotonic() + 300
     try:  # kill deep in RL of cycle 2: after the refit and two evaluations of the second member
-        while not ((killed / "seed5" / "tb" / "reward_fit" / "cycle1").is_dir() and csv_path.is_file()
+        while not ((killed / "seed5" / "tb" / "reward_fit" / "cycle2").is_dir() and csv_path.is_file()
                    and csv_path.read_text().count("\n") >= 3):  # fmt: skip
             assert process.poll() is None, process.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "kill point never reached"

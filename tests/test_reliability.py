@@ -64,7 +64,7 @@ def test_resume_after_sigkill_mid_rl(reference_run, tmp_path):
 
     def mid_rl() -> bool:  # past the first evaluation and the second refit: deep in RL of cycle 2
         return (
-            (run_dir / "tb" / "reward_fit" / "cycle1").is_dir()
+            (run_dir / "tb" / "reward_fit" / "cycle2").is_dir()
             and csv_path.is_file()
             and csv_path.read_text().count("\n") >= 3
         )
@@ -77,7 +77,7 @@ def test_resume_after_sigkill_mid_rl(reference_run, tmp_path):
 @pytest.mark.slow  # several full runs in subprocesses
 def test_resume_after_sigkill_mid_reward_fit(reference_run, tmp_path):
     run_dir = tmp_path / "killed_fit"
-    fit_logs = run_dir / "tb" / "reward_fit" / "cycle1"
+    fit_logs = run_dir / "tb" / "reward_fit" / "cycle2"
     _kill_when(_fit_cmd(run_dir), lambda: fit_logs.is_dir() and any(fit_logs.iterdir()))
     _run([sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)])
     assert _eval_table(run_dir) == _eval_table(reference_run)
@@ -120,10 +120,10 @@ def test_a_run_killed_mid_fit_resumes_the_fit_from_its_snapshot_and_ends_as_if_n
     run takes no snapshots: taking them changes nothing either)."""
     run_dir = tmp_path / "killed_mid_fit"
     checkpoint = run_dir / "checkpoints" / "last.pt"
-    fit_logs = run_dir / "tb" / "reward_fit" / "cycle1"
+    fit_logs = run_dir / "tb" / "reward_fit" / "cycle2"
     seen = {"mtime": 0}
 
-    def snapshot_of_cycle1_fit_saved() -> bool:
+    def snapshot_of_cycle2_fit_saved() -> bool:
         try:  # last.pt is briefly absent while a save rotates it to previous.pt
             mtime = checkpoint.stat().st_mtime_ns
             if not fit_logs.is_dir() or mtime == seen["mtime"]:
@@ -134,7 +134,7 @@ def test_a_run_killed_mid_fit_resumes_the_fit_from_its_snapshot_and_ends_as_if_n
             return False
         return epoch is not None and epoch >= 2
 
-    _kill_when(_fit_cmd(run_dir, "loop.fit_checkpoint_every_s=0"), snapshot_of_cycle1_fit_saved)
+    _kill_when(_fit_cmd(run_dir, "loop.fit_checkpoint_every_s=0"), snapshot_of_cycle2_fit_saved)
     # The kill may land after a later save began: read the snapshot the resume will take, not last.pt.
     epoch = _resumed_snapshot_epoch(run_dir)
     _run([sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)])
@@ -142,7 +142,7 @@ def test_a_run_killed_mid_fit_resumes_the_fit_from_its_snapshot_and_ends_as_if_n
     # The fit's curves went on in its own TensorBoard run: what the killed process logged after the snapshot
     # is purged, and they read as the uninterrupted run's curves, scalar for scalar.
     assert epoch >= 2 and sorted(p.name for p in fit_logs.iterdir()) == ["version_0"]
-    reference_logs = reference_run / "tb" / "reward_fit" / "cycle1" / "version_0"
+    reference_logs = reference_run / "tb" / "reward_fit" / "cycle2" / "version_0"
     resumed = scalar_curves(fit_logs / "version_0", skip=FIT_TIMING)
     assert resumed == scalar_curves(reference_logs, skip=FIT_TIMING)
     assert [step for step, _ in resumed["reward_fit/val_corr"]] == list(

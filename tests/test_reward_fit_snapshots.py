@@ -169,11 +169,11 @@ def test_a_population_stopped_inside_its_second_members_fit_resumes_to_the_unint
     # member 1's fit went on in its own TensorBoard run, and its curves read as the uninterrupted fit's: what
     # the stopped process logged after the snapshot is purged, and nothing before it is lost
     def fit_runs(run: Path, seed: int) -> list[str]:
-        return sorted(p.name for p in (run / f"seed{seed}" / "tb" / "reward_fit" / "cycle0").iterdir())
+        return sorted(p.name for p in (run / f"seed{seed}" / "tb" / "reward_fit" / "cycle1").iterdir())
 
     assert fit_runs(stopped, 0) == ["version_0"] and fit_runs(stopped, 1) == ["version_0"]
     whole, resumed = (
-        scalar_curves(run / "seed1" / "tb" / "reward_fit" / "cycle0" / "version_0")
+        scalar_curves(run / "seed1" / "tb" / "reward_fit" / "cycle1" / "version_0")
         for run in (whole_run, stopped)
     )
     assert len(whole["reward_fit/val_loss/m0"]) == 6 and set(resumed) >= FIT_TIMING
@@ -256,7 +256,7 @@ def test_a_population_stopped_inside_its_stacked_fit_resumes_to_the_uninterrupte
     # Each member's curves go to its own fit's TensorBoard run, as its own fit would log them, and the resumed
     # fit's read as the uninterrupted fit's: what the stopped process logged after the snapshot is purged.
     for seed in (0, 1):
-        runs = [run / f"seed{seed}" / "tb" / "reward_fit" / "cycle0" for run in (whole_run, stopped)]
+        runs = [run / f"seed{seed}" / "tb" / "reward_fit" / "cycle1" for run in (whole_run, stopped)]
         assert [sorted(p.name for p in folder.iterdir()) for folder in runs] == [["version_0"]] * 2
         whole, resumed = (scalar_curves(folder / "version_0") for folder in runs)
         assert len(whole["reward_fit/val_loss/m0"]) == 6 and len(whole["reward_fit/train_loss/m0"]) == 6

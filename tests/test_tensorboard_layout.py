@@ -27,8 +27,9 @@ def test_each_reward_fit_is_its_own_run_against_epochs(tmp_path):
         [str(ROOT / "conf" / "quickstart.yaml")], [*overrides, "figures=false", f"run_dir={run_dir}"]
     )
     fits = run_dir / "tb" / "reward_fit"
-    assert sorted(p.name for p in fits.iterdir()) == ["cycle0", "cycle1"]
-    acc = _scalars(fits / "cycle1" / "version_0")
+    # counted from 1, as the progress lines count cycles (issue 50, item 4)
+    assert sorted(p.name for p in fits.iterdir()) == ["cycle1", "cycle2"]
+    acc = _scalars(fits / "cycle2" / "version_0")
     tags = set(acc.Tags()["scalars"])
     assert {"reward_fit/train_loss/m0", "reward_fit/val_loss/m0", "reward_fit/val_corr"} <= tags
     assert all(tag.startswith("reward_fit/") for tag in tags), sorted(tags)  # no bare `epoch`, no `reward/`
@@ -38,5 +39,8 @@ def test_each_reward_fit_is_its_own_run_against_epochs(tmp_path):
     assert "reward/fit_time_s" in main and not any(t.startswith("reward_fit/") for t in main)
     # the same cycle's fit run again (as after a kill during it and --resume): a fresh version beside it
     run.loop._fit(run.agent, run.trainer)
-    assert sorted(p.name for p in (fits / "cycle1").iterdir()) == ["version_0", "version_1"]
-    assert len(_scalars(fits / "cycle1" / "version_0").Scalars("reward_fit/val_loss/m0")) == 3
+    assert sorted(p.name for p in (fits / "cycle2").iterdir()) == ["version_0", "version_1"]
+    assert len(_scalars(fits / "cycle2" / "version_0").Scalars("reward_fit/val_loss/m0")) == 3
+    # the main run's loop/cycle scalar counts from 1 too: 1 through the first cycle, 2 at the end
+    cycles = [e.value for e in _scalars(run_dir / "tb").Scalars("loop/cycle")]
+    assert cycles[0] == 1.0 and cycles[-1] == 2.0 and set(cycles) == {1.0, 2.0}

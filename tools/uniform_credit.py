@@ -5,8 +5,8 @@ episodes, the Pearson correlation of that reward with the hidden per-step reward
 η of r_t grouped by episode: η² is the share of r_t's variance (over all steps) that lies between the
 episodes' means, and corr(r_t, its episode's mean) = η for any episode lengths (the covariance of r_t with
 its episode mean is the variance of that mean). The tool prints both, computed independently, on episodes
-of a uniform random policy: the store every cycle-0 reward fit learns from, so the numbers sit beside that
-fit's validation Pearson (``summary.json`` ``reward_fits``).
+of a uniform random policy: the store every first reward fit (cycle 1) learns from, so the numbers sit beside
+that fit's validation Pearson (``summary.json`` ``reward_fits``).
 
     python tools/uniform_credit.py                              # the four MuJoCo tasks, the report's numbers
     python tools/uniform_credit.py --envs mo-swimmer-v5 --episodes 20

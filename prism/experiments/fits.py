@@ -78,7 +78,9 @@ def fit_rows(preset: Preset, table: Table) -> list[dict[str, str]]:
                 row = {
                     **base,
                     "n": str(len(records)),
-                    "cycle": str(records[0].get("cycle", cycle)),
+                    # Counted from 1 as everywhere else; from the record's position, which is the cycle in old
+                    # summary.json files (0-based cycle keys) and new ones (1-based) alike.
+                    "cycle": str(cycle + 1),
                     "store episodes (train / val)": (
                         f"{_median([t for t in train if t is not None])} / "
                         f"{_median([v for v in val if v is not None])}"

@@ -20,6 +20,14 @@ def _pyplot():
     return plt
 
 
+def objective_name(column: str) -> str:
+    """The objective a front.csv mean-return column is about: ``discounted_return_mean_forward`` → ``forward``
+    (the env's name for it, as TensorBoard's front figure shows); ``mean_<i>`` of older files → ``objective <i>``."""
+    if column.startswith("discounted_return_mean_"):
+        return column.removeprefix("discounted_return_mean_")
+    return f"objective {column.removeprefix('mean_')}"
+
+
 def plot(preset: Preset, table: Table, out: Path, cells: list[Cell], results: Path) -> None:
     """``hv_curves.png`` and ``pareto_fronts.png`` in ``results`` (each env's own arms only)."""
     import numpy as np
@@ -47,6 +55,7 @@ def plot(preset: Preset, table: Table, out: Path, cells: list[Cell], results: Pa
     # HV curves with a standard-error band.
     fig, axes = plt.subplots(1, len(preset.envs), figsize=(width, 3.6), squeeze=False)
     for ax, env in zip(axes[0], preset.envs):
+        names: list[str] = []  # the env's objectives, read off its first front.csv
         for method in preset.methods_for(env):
             entry = table.get((env, method))
             if not entry:
@@ -73,6 +82,7 @@ def plot(preset: Preset, table: Table, out: Path, cells: list[Cell], results: Pa
     # Final Pareto fronts of every seed (undominated points of each run's final evaluation).
     fig, axes = plt.subplots(1, len(preset.envs), figsize=(width, 3.8), squeeze=False)
     for ax, env in zip(axes[0], preset.envs):
+        names: list[str] = []  # the env's objectives, read off its first front.csv
         for method in preset.methods_for(env):
             first = True
             for cell in cells:
@@ -85,6 +95,7 @@ def plot(preset: Preset, table: Table, out: Path, cells: list[Cell], results: Pa
                 means = [
                     c for c in (rows[0] if rows else {}) if c.startswith(("discounted_return_mean_", "mean_"))
                 ]
+                names = names or [objective_name(c) for c in means[:2]]
                 pts = np.array([[float(r[c]) for c in means[:2]] for r in rows])
                 # With 3+ objectives the front's projection on (0, 1) is not a curve: points only.
                 style = "o-" if len(means) == 2 else "o"
@@ -101,9 +112,10 @@ def plot(preset: Preset, table: Table, out: Path, cells: list[Cell], results: Pa
                         label=method if first else None,
                     )
                     first = False
-        ax.set_title(f"{ENV_FILES[env]}: final fronts of every seed (objectives 0, 1)", fontsize=9)
-        ax.set_xlabel("discounted return, objective 0")
-        ax.set_ylabel("discounted return, objective 1")
+        x_name, y_name = (names + ["objective 0", "objective 1"][len(names) :])[:2]
+        ax.set_title(f"{ENV_FILES[env]}: final fronts of every seed ({x_name}, {y_name})", fontsize=9)
+        ax.set_xlabel(f"discounted return, {x_name}")
+        ax.set_ylabel(f"discounted return, {y_name}")
         add_legend(ax)
     fig.tight_layout()
     fig.savefig(results / "pareto_fronts.png", dpi=120)

@@ -184,7 +184,7 @@ PRESETS = {
             ),
         ),
         description=(
-            "The protocol study (issue M): mo-hopper-v5 at the cpu-medium scale (M = 25 000, IR = 2, N = 1000, "
+            "The protocol study: mo-hopper-v5 at the cpu-medium scale (M = 25 000, IR = 2, N = 1000, "
             "E = 50, ReSymNet ≤ 100 fit epochs, 5 seeds per arm as one population (PRISM arms: one process per seed), final evaluation 100 weights "
             "× 5 episodes). r-* arms use the authors' released protocol (oracle/baseline train one cycle of "
             "25 000 steps with the paper's actor and λ = 0; PRISM and uniform train 2 × 25 000 with λ = 1 and one "
@@ -237,7 +237,7 @@ PRESETS = {
             Ratio("r-prism", "r-oracle", "released protocol"),
         ),
         description=(
-            "The paper's Table 1 on mo-walker2d-v5, mo-halfcheetah-v5 and mo-swimmer-v5 (issue R) at the protocol "
+            "The paper's Table 1 on mo-walker2d-v5, mo-halfcheetah-v5 and mo-swimmer-v5 at the protocol "
             "study's scale: 2 × 25 000 RL steps, E = 50 expert episodes, ReSymNet ≤ 100 fit epochs (patience "
             "20), final evaluation 100 weights × 5 episodes, 5 seeds per arm (one process per seed), λ from "
             "each env's conf file. N = 1000 random episodes on walker2d, N = 250 on halfcheetah and swimmer "
@@ -286,7 +286,7 @@ PRESETS = {
             Ratio("e-baseline", "e-oracle", "does the sparse baseline collapse?"),
         ),
         description=(
-            "Halfcheetah at the paper's RL budget (issue Z): mo-halfcheetah-v5, 2 cycles × M = 100 000 RL steps, "
+            "Halfcheetah at the paper's RL budget: mo-halfcheetah-v5, 2 cycles × M = 100 000 RL steps, "
             "the equal-budget protocol, final evaluation 100 weights × 5 episodes, 5 seeds per arm (one process "
             "per seed). Every other setting is table1-study's for halfcheetah: E = 50 expert episodes, N = 250 "
             "random episodes, ReSymNet (sum loss) ≤ 100 fit epochs with patience 20, λ from conf/halfcheetah.yaml, "
@@ -329,7 +329,7 @@ PRESETS = {
             Ratio("e-prism-E1000", "e-prism-diag", "E = 1000, ≤ 1000 epochs vs E = 50, ≤ 100 epochs"),
         ),
         description=(
-            "Is the reward model starved? (issue U): mo-hopper-v5 at the protocol study's RL scale and equal "
+            "Is the reward model starved? mo-hopper-v5 at the protocol study's RL scale and equal "
             "protocol (2 × 25 000 steps, λ = 0.01, N = 1000, final evaluation 100 × 5), PRISM with the paper's "
             "reward-model budget: E = 1000 expert episodes and fits of ≤ 1000 epochs (patience 20), 5 seeds; "
             "plus one seed of the study's e-prism (E = 50, ≤ 100 epochs) for its fit diagnostics. e-prism, "

@@ -14,7 +14,7 @@ from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
 from prism.experiments.stats import AggregateResult
-from prism.experiments.tables import Table, arm_table, objective_table, ratio_table
+from prism.experiments.tables import Table, arm_table, objective_table, ratio_table, thin_ratio_note
 from prism.experiments.takeoff import take_off_section
 
 
@@ -128,6 +128,7 @@ def write_report(
         "negative or near-zero values is not meaningful):",
         "",
         *ratio_lines,
+        *thin_ratio_note(preset, table),
         "",
         "Per-objective mean returns of the final evaluation (mean over its policies, then mean ± SE over "
         "seeds): discounted (γ = 0.99, what HV/EUM/VO are computed from) and undiscounted, and the mean "

@@ -140,6 +140,34 @@ def ratio_table(preset: Preset, table: Table, paper: PaperValues) -> tuple[list[
     return lines, rows
 
 
+def thin_ratio_note(preset: Preset, table: Table) -> list[str]:
+    """Why ratio rows read "—" when an arm they compare has fewer than 2 finished seeds (a one-seed grid such
+    as the ``smoke`` preset): a markdown note naming those arms, or ``[]`` when every compared arm has 2+."""
+    thin: dict[tuple[str, str], int] = {}
+    for env in preset.envs:
+        arms = preset.methods_for(env)
+        for ratio in preset.ratio_rows():
+            for arm in (ratio.numerator, ratio.denominator):
+                if ratio.numerator in arms and ratio.denominator in arms:
+                    n = len((table.get((env, arm)) or {}).get("final_hv", []))
+                    if n < 2:
+                        thin[(env, arm)] = n
+    if not thin:
+        return []
+    named = ", ".join(f"{ENV_FILES[env]} {arm} ({n})" for (env, arm), n in thin.items())
+    one_seed = (
+        " The grid runs one seed per arm: its numbers check a set-up, they compare nothing."
+        if len(preset.seeds) < 2
+        else ""
+    )
+    return [
+        "",
+        "— in a row: an arm it compares has fewer than 2 finished seeds, and the ratio of means, its bootstrap "
+        f"CI and Welch's p need at least 2 per arm (`ratios.csv` holds NaN there). Finished seeds: {named}."
+        + one_seed,
+    ]
+
+
 def objective_table(preset: Preset, table: Table) -> list[str]:
     """Markdown rows: per arm, the final evaluation's mean episode length and per-objective returns."""
     lines: list[str] = []

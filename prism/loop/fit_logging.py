@@ -1,4 +1,5 @@
-"""Where a reward fit's per-epoch curves go: ``tb/reward_fit/cycle<c>/version_<n>`` of the member's folder.
+"""Where a reward fit's per-epoch curves go: ``tb/reward_fit/cycle<c>/version_<n>`` of the member's folder,
+``c`` counted from 1 as everywhere a user reads a cycle (progress lines, ``summary.json``, reports).
 
 Each fit has a TensorBoard run of its own (its scalars are against the epoch, the main run's against env
 steps). A fit resumed from a snapshot (``loop.fit_checkpoint_every_s``) logs on into the run it was in,
@@ -16,9 +17,9 @@ from prism.loop.checkpoint_io import torch_load_bytes
 
 
 def fit_tensorboard_logger(member_dir: Path, cycle: int, progress: dict[str, Any] | None):
-    """The TensorBoard logger of cycle ``cycle``'s fit; ``progress``: the member's fit progress from the run's
-    checkpoint (a ``snapshot`` and the ``tb_version`` it was logging to) or ``None`` for a fresh fit, which
-    gets the next free version."""
+    """The TensorBoard logger of the fit of (0-based, the loop's own count) cycle ``cycle``, in the folder
+    ``cycle<cycle + 1>``; ``progress``: the member's fit progress from the run's checkpoint (a ``snapshot`` and
+    the ``tb_version`` it was logging to) or ``None`` for a fresh fit, which gets the next free version."""
     from lightning.pytorch.loggers import TensorBoardLogger
 
     resumed: dict[str, Any] = {}
@@ -26,5 +27,8 @@ def fit_tensorboard_logger(member_dir: Path, cycle: int, progress: dict[str, Any
         epoch = int(torch_load_bytes(progress["snapshot"])["epoch"])  # the epoch whose end it was taken at
         resumed = {"version": int(progress["tb_version"]), "purge_step": epoch + 1}
     return TensorBoardLogger(
-        str(Path(member_dir) / "tb" / "reward_fit"), name=f"cycle{cycle}", default_hp_metric=False, **resumed
+        str(Path(member_dir) / "tb" / "reward_fit"),
+        name=f"cycle{cycle + 1}",
+        default_hp_metric=False,
+        **resumed,
     )

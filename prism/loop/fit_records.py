@@ -24,7 +24,8 @@ def quality_scalars(prefix: str, quality: RewardQuality) -> dict[str, float]:
 def fit_record(store, model, *, cycle: int, env_steps: int) -> dict[str, Any]:
     """What one reward fit did and how good its model is (a ``summary.json`` ``reward_fits`` entry).
 
-    Keys: ``cycle`` (0-based RL cycle the model shapes), ``env_steps``, ``store`` (episodes / steps / segments
+    Keys: ``cycle`` (the RL cycle the model shapes: 0-based here and in the checkpoint, 1-based in
+    ``summary.json``, :func:`prism.loop.outputs.user_fit_records`), ``env_steps``, ``store`` (episodes / steps / segments
     in all, and of the ``train`` and ``validation`` splits), ``epochs_run`` and ``best_epoch`` per ensemble
     member, ``wall_time_s``, then :class:`~prism.reward.quality.RewardQuality` dicts: ``validation`` (the
     fit's held-out segments) and ``validation_expert`` (those of them collected by a trained policy; None

@@ -45,6 +45,13 @@ def front_columns(objective_names: Sequence[str]) -> list[str]:
     ]
 
 
+def user_fit_records(records: list[dict]) -> list[dict]:
+    """The fit records as ``summary.json`` lists them: ``cycle`` counted from 1, as the progress lines, the
+    TensorBoard folders (``tb/reward_fit/cycle<c>``) and the reports count it (the loop and its checkpoint
+    count from 0)."""
+    return [{**record, "cycle": int(record["cycle"]) + 1} for record in records]
+
+
 def write_final_outputs(run: Run, times: RunTimes) -> None:
     """Every member's ``front.csv`` and ``summary.json`` and its HParams summary in TensorBoard
     (:mod:`prism.loop.hparams`), and a population's ``summary.csv``. ``times``: the run's training time
@@ -84,7 +91,7 @@ def _write_member_outputs(run: Run, member: Member, times: RunTimes) -> None:
         "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
         # One record per reward fit (prism.loop.phases.fit_record): store sizes, epochs, and the model's
         # quality on its validation split and on the episodes collected just before it (empty without a model).
-        "reward_fits": run.loop.state.member_fits(member.index),
+        "reward_fits": user_fit_records(run.loop.state.member_fits(member.index)),
     }
     (member.run_dir / SUMMARY_JSON).write_text(json.dumps(summary, indent=2) + "\n")
 

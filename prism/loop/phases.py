@@ -96,7 +96,7 @@ class PrismLoopCallback(Callback):
         for logger in self._loggers(trainer):
             if logger is not None:
                 logger.log_metrics(
-                    {"loop/phase": float(PHASES.index(phase)), "loop/cycle": float(self.state.cycle)},
+                    {"loop/phase": float(PHASES.index(phase)), "loop/cycle": float(self.state.cycle + 1)},
                     step=steps,
                 )
         if self.progress is not None:
