@@ -80,7 +80,10 @@ def test_the_network_is_rrds_mlp_on_s_a_and_s_minus_next_s():
     for layer in (net.fc1, net.fc2, net.out):
         fan_in, fan_out = layer.weight.shape[1:]
         bound = math.sqrt(6.0 / (fan_in + fan_out))  # Xavier-uniform, gain 1
-        assert bool((layer.weight.abs() <= bound).all()) and float(layer.weight.detach().abs().max()) > 0.9 * bound
+        assert (
+            bool((layer.weight.abs() <= bound).all())
+            and float(layer.weight.detach().abs().max()) > 0.9 * bound
+        )
         assert not bool(layer.bias.any())  # zero biases
     assert not any("ln" in name or "norm" in name for name, _ in net.named_parameters())  # a plain MLP
     g = torch.Generator().manual_seed(0)
@@ -156,9 +159,8 @@ def test_the_loss_on_a_fixed_batch_equals_a_brute_force_loop(bias_correction):
         t_len = s.shape[0]
         assert len(picks) == len(set(picks)) == min(k, t_len)  # K distinct steps, all of a short episode
         assert float(batch.targets[0, b]) == pytest.approx(ret)
-        rewards = [
-            float(_mlp(module.net, torch.cat([s[t], a[t], s[t] - s_next[t]])[None])[0]) for _, t in picks
-        ]
+        with torch.no_grad():  # one step at a time, its input written out: [s_t, a_t, s_t − s_{t+1}]
+            rewards = [float(_mlp(module.net, torch.cat([s[t], a[t], s[t] - s_next[t]]))) for _, t in picks]
         count = len(rewards)
         term = (t_len / count * sum(rewards) - ret) ** 2
         if bias_correction and count > 1:
@@ -166,7 +168,7 @@ def test_the_loss_on_a_fixed_batch_equals_a_brute_force_loop(bias_correction):
             sample_var = sum((r - mean) ** 2 for r in rewards) / (count - 1)
             term -= t_len**2 * (1 - count / t_len) * sample_var / count
         terms.append(term)
-    assert float(loss) == pytest.approx(sum(terms) / len(terms), rel=1e-5, abs=1e-5)
+    assert float(loss.detach()) == pytest.approx(sum(terms) / len(terms), rel=1e-5, abs=1e-5)
 
 
 def test_an_rrd_fit_recovers_a_known_per_step_reward():

@@ -50,14 +50,15 @@ class RRDConfig:
 
 @dataclass
 class RewardConfig:
-    """How the sparse channel is redistributed and, for ``resymnet``, how the reward model is fitted (docs/method.md §4–5)."""
+    """How the sparse channel is redistributed and, for ``resymnet`` and ``rrd``, how the reward model is fitted
+    (docs/method.md §4–5)."""
 
     name: str = "resymnet"
     """Redistribution of the sparse channel, a name registered in :mod:`prism.plugins`: ``resymnet``
-    (learned per-step prediction), ``uniform`` (R/T), ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the
+    (learned per-step prediction), ``rrd`` (randomized return decomposition's learned ``r̂(s, a, s')``, its own
+    keys under ``reward.rrd``), ``uniform`` (R/T), ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the
     channel as emitted: the baseline); or a class path ``package.module:Name`` of a user shaper (one with
-    ``needs_model = True`` gets a fitted reward model; see :mod:`prism.registry`). ``rrd`` is randomized return
-    decomposition's learned ``r̂(s, a, s')`` (its keys: ``reward.rrd``)."""
+    ``needs_model = True`` gets a fitted reward model; see :mod:`prism.registry`)."""
     ensemble_size: int = 3
     """Number K of ensemble members; K = 1 is the "w/o ensemble" ablation."""
     hidden: int = 256
