@@ -288,7 +288,7 @@ def test_an_rrd_run_fits_shapes_records_and_loads(tmp_path):
     torch.testing.assert_close(rows.reward[last, 0], model.predict(features), rtol=1e-5, atol=1e-6)
     summary = json.loads((run_dir / "summary.json").read_text())
     fits = summary["reward_fits"]
-    assert [f["cycle"] for f in fits] == [0, 1] and fits[1]["new_episodes"]["pearson"] is not None
+    assert [f["cycle"] for f in fits] == [1, 2] and fits[1]["new_episodes"]["pearson"] is not None
     assert all(f["validation"]["segments"] > 0 and len(f["epochs_run"]) == 1 for f in fits)
     restore_state(run, collect_state(run))
     assert run.loop.model is not model and torch.equal(run.loop.model.net.fc1.weight, model.net.fc1.weight)

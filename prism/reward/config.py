@@ -7,8 +7,8 @@ without a model (``none``, ``uniform``, ``random``) ignore them, so an ablation 
 ``reward.name`` composes with any env file. A reward model with other hyperparameters adds its keys here
 (documented as its own) or reads them from the existing ones; see docs/ARCHITECTURE.md. RRD (``rrd``) does
 both: its own keys are the ``reward.rrd`` node (:class:`RRDConfig`), and it reads the fit's shared keys
-(``sampled_steps``, ``bias_correction``, ``max_epochs``, ``patience``, ``val_fraction``, ``threads``,
-``precision``, ``warm_start``, ``relabel``); ReSymNet's architecture and optimiser keys do not apply to it.
+(``sampled_steps``, ``sampling``, ``bias_correction``, ``max_epochs``, ``patience``, ``val_fraction``,
+``threads``, ``precision``, ``warm_start``, ``relabel``); ReSymNet's architecture and optimiser keys do not apply to it.
 """
 
 from __future__ import annotations

@@ -178,7 +178,8 @@ class RRDRewardModel(nn.Module):
 
 def rrd_recipe(config: RewardConfig, obs_dim: int, act_dim: int) -> FitRecipe:
     """RRD's fit for the shared driver: one network, ``reward.rrd.batch_size`` segments × ``reward.sampled_steps``
-    sampled steps per batch (the randomized loss, with ``reward.bias_correction``), raw ``[s, a, s']``."""
+    sampled steps per batch (the randomized loss, with ``reward.bias_correction`` and ``reward.sampling``), raw
+    ``[s, a, s']``."""
 
     def fitted(module: RewardModelModule, dm: TrajectorySumDataModule) -> RRDRewardModel:
         return RRDRewardModel(module.net.cpu())
@@ -190,6 +191,7 @@ def rrd_recipe(config: RewardConfig, obs_dim: int, act_dim: int) -> FitRecipe:
         next_obs=True,
         standardise=False,  # the released code's default for SAC: obs_normalization off
         sampled_steps=config.sampled_steps,
+        stratified=config.sampling == "stratified",  # (not RRD's: its sample is uniform, the default)
         module=lambda in_features, seeds, prefix: RRDModule(obs_dim, act_dim, config, seeds, prefix),
         model=fitted,
     )
