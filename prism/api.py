@@ -172,9 +172,11 @@ class LoadedRun:
         :class:`~prism.reward.shaping.Transition`, a sequence of them, or a mapping / named tuple of arrays
         with a leading batch dimension); ``obs`` is the observation before the step, ``reward`` the step's
         reward vector (only its dense channels are read, so the true and the emitted vector give the same
-        values). Returns float32 numpy with the transitions' leading shape (a scalar for one transition).
-        A run without a reward model (oracle, baseline, uniform, random) raises ``ValueError``."""
-        from prism.data.features import build_features
+        values). A model that reads the next observation (``rrd``) also needs ``next_obs``, the observation
+        the step led to (a :class:`~prism.reward.shaping.Transition` has it). Returns float32 numpy with the
+        transitions' leading shape (a scalar for one transition). A run without a reward model (oracle,
+        baseline, uniform, random) raises ``ValueError``."""
+        from prism.data.features import build_features, uses_next_obs
 
         model = self._reward_models[self._member(member)] if self._reward_models else None
         channel = self.sparse_channel
@@ -182,8 +184,10 @@ class LoadedRun:
             raise ValueError(
                 f"shaped_reward: run {self.run_dir} has no reward model (reward.name={self.config.reward.name})"
             )
-        obs, action, reward = _fields(transitions)
-        features = build_features(obs, action, reward, channel, model.use_dense_features)
+        reads_next = uses_next_obs(model)
+        obs, action, reward, *rest = _fields(transitions, ("next_obs",) if reads_next else ())
+        next_obs = rest[0] if reads_next else None
+        features = build_features(obs, action, reward, channel, model.use_dense_features, next_obs)
         mean = getattr(model, "feature_mean", None)
         if isinstance(mean, torch.Tensor):
             features = features.to(mean.device)
@@ -193,24 +197,31 @@ class LoadedRun:
         return values.reshape(lead).detach().cpu().numpy().astype(np.float32)
 
 
-def _fields(transitions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(obs, action, reward)`` arrays of one transition, a sequence of them, or a batch of arrays."""
+def _fields(transitions: Any, extra: tuple[str, ...] = ()) -> tuple[np.ndarray, ...]:
+    """``(obs, action, reward, *extra)`` arrays of one transition, a sequence of them, or a batch of arrays."""
+    keys = ("obs", "action", "reward", *extra)
+    wanted = ", ".join(keys[:-1]) + f" and {keys[-1]}"
+
+    def missing(key: str) -> ValueError:
+        return ValueError(f"transitions: this run's reward model reads {key}; give {wanted} arrays")
+
     if isinstance(transitions, dict):
-        get = transitions.__getitem__
-        return tuple(np.asarray(get(k), dtype=np.float32) for k in ("obs", "action", "reward"))  # type: ignore[return-value]
+        for k in extra:
+            if k not in transitions:
+                raise missing(k)
+        return tuple(np.asarray(transitions[k], dtype=np.float32) for k in keys)
     if hasattr(transitions, "obs"):
-        return tuple(
-            np.asarray(getattr(transitions, k), dtype=np.float32) for k in ("obs", "action", "reward")
-        )  # type: ignore[return-value]
+        for k in extra:
+            if not hasattr(transitions, k):
+                raise missing(k)
+        return tuple(np.asarray(getattr(transitions, k), dtype=np.float32) for k in keys)
     items = list(transitions)
     if not items or not hasattr(items[0], "obs"):
-        raise ValueError(
-            "transitions: expected Transition(s) or a mapping with obs, action and reward arrays"
-        )
-    return tuple(
-        np.stack([np.asarray(getattr(t, k), dtype=np.float32) for t in items])
-        for k in ("obs", "action", "reward")
-    )  # type: ignore[return-value]
+        raise ValueError(f"transitions: expected Transition(s) or a mapping with {wanted} arrays")
+    for k in extra:
+        if not hasattr(items[0], k):
+            raise missing(k)
+    return tuple(np.stack([np.asarray(getattr(t, k), dtype=np.float32) for t in items]) for k in keys)
 
 
 def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:

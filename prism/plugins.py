@@ -28,6 +28,13 @@ def register() -> None:
         load="prism.reward.resymnet:RewardEnsemble.from_dict",
         fit_population="prism.reward.stacked:fit_reward_models_stacked",
     )
+    # RRD (randomized return decomposition), fitted per member: r̂(s, a, s') reads the next observation.
+    register_reward_model(
+        "rrd",
+        fit="prism.reward.rrd:fit_rrd_model",
+        load="prism.reward.rrd:RRDRewardModel.from_dict",
+        next_obs=True,
+    )
 
     # ---- reward methods without a learned model (reward.name) -------------------------------------------
     REWARDS.register("none", shaper="prism.reward.shaping:pass_through_shaper")

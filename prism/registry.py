@@ -160,7 +160,8 @@ class RewardModelEntry:
     ``fit(store, reward_config, *, logger, seed, device) -> model`` trains a fresh one on a
     :class:`~prism.data.segments.SegmentStore`; ``load(dict) -> model`` rebuilds one from its ``to_dict()``
     (checkpoints). A model has ``predict(features [N, F]) -> [N]``, ``use_dense_features`` and ``to_dict()``,
-    and may carry a ``fit_summary`` (then its ``val_correlation`` etc. are logged as ``reward/*``).
+    and may carry a ``fit_summary`` (then its ``val_correlation`` etc. are logged as ``reward/*``) and
+    ``use_next_obs`` (true: its features end with ``s_{t+1}``, :func:`prism.data.features.build_features`).
     """
 
     name: str
@@ -169,6 +170,9 @@ class RewardModelEntry:
     fit_population: Target | None = None
     """Optional ``fit_population(stores, reward_config, *, seeds, device) -> [model]``: every member's model of
     a population in one go (``reward.stacked_fit``), equal to ``fit`` per store."""
+    next_obs: bool = False
+    """The model reads each step's next observation (RRD's ``r̂(s, a, s')``): the loop's segment stores keep
+    them (:class:`~prism.data.segments.SegmentStore` ``next_obs=True``) and its models have ``use_next_obs``."""
 
     def fit_fn(self, key: str = "reward.name") -> Callable[..., Any]:
         return resolve(key, "reward model fit", self.fit)
@@ -351,12 +355,14 @@ def register_reward_model(
     load: Target,
     shaper: Target = PREDICTED_SHAPER,
     fit_population: Target | None = None,
+    next_obs: bool = False,
 ) -> None:
     """Register a learned reward model and the reward method of the same name that shapes with it.
 
     One call: ``REWARD_MODELS[name] = (fit, load)`` and ``REWARDS[name] = (shaper, model=name)``, so
     ``reward.name=<name>`` collects segments, fits the model every cycle and replaces the sparse channel by
     its per-step prediction (the shaper may be replaced, e.g. by one that post-processes the prediction).
+    ``next_obs``: the model reads ``s_{t+1}`` (:attr:`RewardModelEntry.next_obs`).
     """
-    REWARD_MODELS.register(name, fit=fit, load=load, fit_population=fit_population)
+    REWARD_MODELS.register(name, fit=fit, load=load, fit_population=fit_population, next_obs=next_obs)
     REWARDS.register(name, shaper=shaper, model=name)

@@ -50,6 +50,7 @@ EXPECTED_CHANGES = {
     "wo_loss": {"method": "wo_loss", "agent.symreg_lambda": 0.0},
     "uniform": {"method": "uniform", "reward.name": "uniform"},
     "random": {"method": "random", "reward.name": "random"},
+    "rrd": {"method": "rrd", "reward.name": "rrd", "agent.symreg_lambda": None},
     "sparse_cost": {"method": "sparse_cost", "env.sparse_channel": -1},
     "relabel": {"method": "relabel", "reward.relabel": True},
 }

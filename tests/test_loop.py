@@ -226,7 +226,7 @@ def test_every_shipped_config_builds(files, tmp_path):
     assert isinstance(run.agent, AGENTS.entry("agent.name", config.agent.name).agent_class())
     expected_lambda = 0.0 if config.agent.symreg_lambda == 0.0 else run.spec.symreg_lambda
     assert run.agent.symreg_lambda == pytest.approx(expected_lambda)
-    assert run.loop.settings.needs_model == (config.reward.name == "resymnet")
+    assert run.loop.settings.needs_model == (config.reward.name in ("resymnet", "rrd"))  # the learned models
     assert not (tmp_path / "r").exists()  # building writes nothing
 
 

@@ -75,6 +75,7 @@ def test_every_builtin_is_registered_once_with_its_config_and_model():
         "none": None,
         "random": None,
         "resymnet": "resymnet",
+        "rrd": "rrd",
         "uniform": None,
     }
     from prism.reward.module import fit_reward_model

@@ -222,11 +222,11 @@ def test_prism_list_names_every_env_overlay_reward_method_and_backbone(capsys):
             title = line.split(" (")[0]
             sections[title] = []
     assert sections["envs"] == registered_env_ids() and "mo-walker2d-v5" in sections["envs"]
-    assert sections["methods"] == ["baseline", "oracle", "prism"]  # the files, listed independently below
+    assert sections["methods"] == ["baseline", "oracle", "prism", "rrd"]  # the files, listed independently below
     assert sections["methods"] == sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
     assert sections["ablations and options"] == sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
     assert "wo_residual" in sections["ablations and options"]
-    assert sections["reward methods"] == REWARDS.names() == ["none", "random", "resymnet", "uniform"]
+    assert sections["reward methods"] == REWARDS.names() == ["none", "random", "resymnet", "rrd", "uniform"]
     assert sections["reward models"] == REWARD_MODELS.names()
     assert sections["backbones"] == AGENTS.names() == ["capql", "gpi_pd"]
     assert "  wo_loss        PRISM without SymReg (λ = 0).\n" in text  # the overlay's own comment

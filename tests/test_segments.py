@@ -106,6 +106,53 @@ def test_collect_episodes_on_toy_env(p_rel):
     torch.testing.assert_close(store.features[:, 8], -(a * a).sum(1), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("p_rel", [0.0, 0.3])
+def test_a_store_made_for_next_observations_keeps_each_steps_s_prime(p_rel, tmp_path):
+    """RRD's r̂(s, a, s'): within an episode s'_t is s_{t+1}; on its last step it is the final observation the
+    env returned (a toy episode ends when the mass leaves the unit disc: |p| = obs[1] > 1 there, never in a
+    reset observation); the store saves and extends with them."""
+    env = make_env(TOY_SPEC, sparse_channel=0, p_rel=p_rel, seed=3)
+    store = SegmentStore(TOY_SPEC.obs_dim, TOY_SPEC.act_dim, 1, next_obs=True)
+    collect_episodes(env, uniform_random_policy(env.action_space, 0), 6, store, sparse_channel=0, seed=0)
+    obs, next_obs = store.features[:, : TOY_SPEC.obs_dim], store.next_obs
+    final = (store.step_flags & 1).bool()
+    assert int(final.sum()) == 6 and bool(final[-1])
+    torch.testing.assert_close(next_obs[:-1][~final[:-1]], obs[1:][~final[:-1]], rtol=0, atol=0)
+    terminal_radius = next_obs[final, 1]
+    assert bool((terminal_radius[store.step_flags[final] & 2 > 0] > 1.0).all())
+    torch.testing.assert_close(
+        store.inputs(use_dense=False, next_obs=True), torch.cat([store.features[:, :8], next_obs], 1)
+    )
+    store.save(tmp_path / "s.pt")
+    loaded = SegmentStore.load(tmp_path / "s.pt")
+    assert torch.load(tmp_path / "s.pt", weights_only=True)["version"] == 3
+    torch.testing.assert_close(loaded.next_obs, next_obs, rtol=0, atol=0)
+    loaded.extend(store)
+    torch.testing.assert_close(loaded.next_obs, torch.cat([next_obs, next_obs]), rtol=0, atol=0)
+
+
+def test_a_store_without_next_observations_is_saved_as_before_and_refuses_to_mix():
+    store = _random_store(5)
+    state = store.state_dict()
+    assert state["version"] == 2 and "next_obs" not in state  # ReSymNet's stores and checkpoints unchanged
+    loaded = SegmentStore.from_state_dict(state)
+    assert not loaded.has_next_obs and torch.equal(loaded.inputs(), loaded.features)
+    with pytest.raises(ValueError, match="reads next observations, but this store keeps none"):
+        loaded.inputs(next_obs=True)
+    with pytest.raises(ValueError, match="keeps no next observations"):
+        loaded.add_episode(
+            np.zeros((2, 6)), [False, True], np.zeros(2), np.zeros(2), next_obs=np.zeros((2, 3))
+        )
+    with pytest.raises(ValueError, match="pass next_obs"):
+        SegmentStore(3, 2, 1, next_obs=True).add_episode(
+            np.zeros((2, 6)), [False, True], np.zeros(2), np.zeros(2)
+        )
+    with pytest.raises(ValueError, match="different feature layouts"):
+        SegmentStore(3, 2, 1, next_obs=True).extend(store)
+    with pytest.raises(ValueError, match="next_obs=True, but the store keeps none"):
+        TrajectorySumDataModule(store, next_obs=True)
+
+
 def test_collect_without_dense_features():
     env = make_env(TOY_SPEC, sparse_channel=0, seed=0)
     store = SegmentStore(TOY_SPEC.obs_dim, TOY_SPEC.act_dim, 0)

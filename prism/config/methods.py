@@ -6,7 +6,7 @@ refused in one line (``method=baseline`` with ReSymNet would otherwise train PRI
 baseline). The name of a plug-in reward model (``reward.name=<plug-in>``) is also a method: its own. Left out
 (the env files leave it out), the name is **derived** from the keys (:func:`derive_method`): ``reward.name=none``
 is ``oracle`` on the dense env and ``baseline`` otherwise, ``resymnet`` is ``prism`` with SymReg and ``wo_loss``
-without, ``uniform`` / ``random`` / a plug-in reward keep their names, and ``+symreg`` marks SymReg on a
+without, ``uniform`` / ``random`` / ``rrd`` / a plug-in reward keep their names, and ``+symreg`` marks SymReg on a
 reward-free arm (``baseline+symreg``).
 
 ``method_label`` is the free part: a label of the user's own for reports, ``run_dir`` and ``summary.json``
@@ -145,6 +145,9 @@ BUILTIN_METHODS: dict[str, BuiltinMethod] = {
         ),
         BuiltinMethod("uniform", "reward.name=uniform", lambda f: f.reward == "uniform"),
         BuiltinMethod("random", "reward.name=random", lambda f: f.reward == "random"),
+        # RRD's learned decomposition in ReSymNet's place (SymReg as the env file sets it: the e-prism arm with
+        # only the reward model swapped); like uniform and random, named by its reward whatever λ is.
+        BuiltinMethod("rrd", "reward.name=rrd", lambda f: f.reward == "rrd"),
         BuiltinMethod(
             "wo_dense",
             "reward.name=resymnet with reward.use_dense_features=false",
@@ -179,7 +182,7 @@ BUILTIN_METHODS: dict[str, BuiltinMethod] = {
 }
 """The built-in method names (the paper's arms and ablations, ``conf/method/``, ``conf/ablation/``)."""
 
-BUILTIN_REWARDS = ("none", "resymnet", "uniform", "random")
+BUILTIN_REWARDS = ("none", "resymnet", "uniform", "random", "rrd")
 """The reward methods prism ships; another ``reward.name`` is a plug-in's, and names a method of its own."""
 
 
@@ -194,7 +197,7 @@ def derive_method(config: Any, spec_symreg_lambda: float | None = None) -> str:
         return ("oracle" if f.dense else "baseline") + symreg
     if f.reward == "resymnet":
         return "prism" if f.symreg_on else "wo_loss"
-    return f.reward  # uniform, random or a plug-in reward model: its own name
+    return f.reward  # uniform, random, rrd or a plug-in reward model: its own name
 
 
 def known_method(name: str, config: Any) -> bool:

@@ -112,9 +112,9 @@ class RunConfig:
     process first uses CUDA (``prism fit`` does)."""
     method: str | None = None
     """The method the run is (:mod:`prism.config.methods`): a built-in name (``oracle``, ``baseline``,
-    ``prism``, ``wo_loss``, ``uniform``, ``random``, the ablations), which the keys below must agree with, or
-    a plug-in reward model's name. Left out (``null``), it is derived from ``reward.name``, ``env.dense`` and
-    ``agent.symreg_lambda``. Behaviour always comes from those keys; ``method`` only names it."""
+    ``prism``, ``wo_loss``, ``uniform``, ``random``, ``rrd``, the ablations), which the keys below must agree
+    with, or a plug-in reward model's name. Left out (``null``), it is derived from ``reward.name``,
+    ``env.dense`` and ``agent.symreg_lambda``. Behaviour always comes from those keys; ``method`` only names it."""
     method_label: str | None = None
     """A label of your own for ``run_dir``, reports and ``summary.json`` (``prism-lr1e-3``); ``null``: the
     method's name. It may not be another built-in method's name."""

@@ -46,6 +46,9 @@ class Episode(NamedTuple):
     released: np.ndarray  # [T, L] bool ``info["released"]``
     terminated: bool = False
     """The episode ended by termination (an MDP end, no bootstrap), not by truncation (the time limit)."""
+    next_obs: np.ndarray | None = None
+    """[T, obs_dim] float32 observation each step led to; on the last step the final observation ``env.step``
+    returned (terminal or truncated: the episode is not reset before it is kept)."""
 
 
 def run_episode(env: gym.Env, policy: Policy, seed: int | None = None) -> Episode:
@@ -53,7 +56,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int | None = None) -> Episod
 
     ``env`` must be a :class:`~prism.envs.SparseRewardWrapper` (or expose the same ``info`` keys)."""
     obs, _ = env.reset(seed=seed)
-    obs_l, act_l, true_l, emit_l, rel_l = [], [], [], [], []
+    obs_l, act_l, true_l, emit_l, rel_l, next_l = [], [], [], [], [], []
     done = terminated = False
     while not done:
         action = np.asarray(policy(obs), dtype=np.float32)
@@ -63,6 +66,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int | None = None) -> Episod
         true_l.append(np.asarray(info["true_reward"], dtype=np.float32))
         emit_l.append(np.asarray(emitted))
         rel_l.append(np.asarray(info["released"], dtype=bool))
+        next_l.append(np.asarray(next_obs, dtype=np.float32))
         obs = next_obs
         done = bool(terminated or truncated)
     return Episode(
@@ -72,6 +76,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int | None = None) -> Episod
         np.stack(emit_l),
         np.stack(rel_l),
         bool(terminated),
+        np.stack(next_l),
     )
 
 
@@ -91,7 +96,8 @@ def collect_episodes(
     ``info["true_reward"]``'s dense channels, the target is the emitted sparse value on steps where
     ``info["released"][sparse_channel]`` is true, and the true per-step sparse reward is kept for diagnostics.
     ``seed`` seeds the first reset (later resets continue the env's RNG). ``on_episode()`` (optional) is
-    called after each episode (a progress bar's update).
+    called after each episode (a progress bar's update). A store that keeps next observations
+    (:attr:`SegmentStore.has_next_obs`, for a reward model reading ``s_{t+1}``) gets each step's.
     """
     if use_dense_features != (store.n_dense > 0):
         raise ValueError(
@@ -110,6 +116,7 @@ def collect_episodes(
             ep.emitted[:, sparse_channel].astype(np.float64),
             ep.true_reward[:, sparse_channel].astype(np.float64),
             terminated=ep.terminated,
+            next_obs=ep.next_obs if store.has_next_obs else None,
         )
         steps += ep.obs.shape[0]
         # A running float64 sum, step by step (cumsum is sequential, so the value does not depend on T's size).

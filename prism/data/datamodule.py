@@ -238,6 +238,8 @@ class TrajectorySumDataModule(L.LightningDataModule):
             Validation batches always hold whole segments.
         stratified: the randomized loss's sample is stratified (one step per stratum of T/K steps) instead of
             uniform without replacement (:func:`sample_segment_steps`).
+        next_obs: append each step's ``s_{t+1}`` to its features (:meth:`SegmentStore.inputs`; for RRD).
+        standardise: z-score the features (ReSymNet); False: raw, the identity scaler (RRD's default).
 
     The scaler (``feature_mean``, ``feature_scale``) is fitted on the steps of training segments only
     (population std, zero variance → 1) and copied into the fitted model by :func:`fit_reward_model`.
@@ -256,6 +258,8 @@ class TrajectorySumDataModule(L.LightningDataModule):
         ragged: bool = False,
         sampled_steps: int | None = None,
         stratified: bool = False,
+        next_obs: bool = False,
+        standardise: bool = True,
     ):
         super().__init__()
         if store.num_segments < 2:
@@ -280,12 +284,16 @@ class TrajectorySumDataModule(L.LightningDataModule):
             raise ValueError(f"sampled_steps: must be positive, got {sampled_steps!r}")
         self.sampled_steps = None if sampled_steps is None else int(sampled_steps)
         self.stratified = bool(stratified)
+        if next_obs and not store.has_next_obs:
+            raise ValueError("TrajectorySumDataModule: next_obs=True, but the store keeps none")
+        self.next_obs, self.standardise = bool(next_obs), bool(standardise)
         self._prepared = False
 
     @property
     def in_features(self) -> int:
         s = self.store
-        return s.obs_dim + s.act_dim + (s.n_dense if self.use_dense_features else 0)
+        dense = s.n_dense if self.use_dense_features else 0
+        return s.obs_dim + s.act_dim + dense + (s.obs_dim if self.next_obs else 0)
 
     def setup(self, stage: str | None = None) -> None:
         if self._prepared:
@@ -297,13 +305,15 @@ class TrajectorySumDataModule(L.LightningDataModule):
         self.val_segments = perm[:n_val].sort().values
         self.train_segments = perm[n_val:].sort().values
 
-        feats = store.features[:, : self.in_features]
+        feats = store.inputs(self.use_dense_features, self.next_obs)
         train_rows = torch.zeros(n_seg, dtype=torch.bool)
         train_rows[self.train_segments] = True
         train_rows = train_rows[store.segment_index]  # step belongs to a training segment
-        self.feature_mean, self.feature_scale = standardisation_stats(feats[train_rows])
-        # Standardise once; batches then only gather rows.
-        self.features = (feats - self.feature_mean) / self.feature_scale
+        if self.standardise:
+            self.feature_mean, self.feature_scale = standardisation_stats(feats[train_rows])
+        else:  # raw inputs: the identity scaler ((x − 0) / 1 is x exactly)
+            self.feature_mean, self.feature_scale = torch.zeros(feats.shape[1]), torch.ones(feats.shape[1])
+        self.features = (feats - self.feature_mean) / self.feature_scale  # once: batches only gather rows
         self.offsets = store.segment_offsets.clone()
         self.targets = store.targets.clone()
         self.true_sparse = store.true_sparse.clone()

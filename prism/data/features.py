@@ -2,6 +2,11 @@
 
 They sit in the data layer, below both the segment store / datamodule that build and scale them and the
 reward models and shapers that consume them.
+
+A step's raw inputs are ``[s_t, a_t, r_dense_t, s_{t+1}]``, of which a reward model reads a fixed choice of
+column groups: ReSymNet ``[s_t, a_t, r_dense_t]`` (``[s_t, a_t]`` "w/o dense"), RRD ``[s_t, a_t, s_{t+1}]``
+(docs/method.md §4b). A model says which through its ``use_dense_features`` and (optional) ``use_next_obs``
+attributes; :func:`uses_next_obs` is the one place the optional one is read.
 """
 
 from __future__ import annotations
@@ -18,9 +23,18 @@ def dense_channels(n_objectives: int, sparse_channel: int) -> list[int]:
     return [i for i in range(n_objectives) if i != sparse_channel]
 
 
-def feature_dim(obs_dim: int, act_dim: int, n_objectives: int, use_dense: bool = True) -> int:
-    """Width of ``h_t``: ``obs + act (+ L − 1 dense rewards)``."""
-    return obs_dim + act_dim + (n_objectives - 1 if use_dense else 0)
+def uses_next_obs(model: object) -> bool:
+    """Whether a reward model reads the next observation ``s_{t+1}`` (its ``use_next_obs`` attribute, e.g. RRD's
+    ``r̂(s, a, s')``). The attribute is optional in the model contract: a model without one (ReSymNet, a plug-in
+    written before it existed) reads ``[s_t, a_t(, r_dense_t)]`` only."""
+    return bool(getattr(model, "use_next_obs", False))
+
+
+def feature_dim(
+    obs_dim: int, act_dim: int, n_objectives: int, use_dense: bool = True, next_obs: bool = False
+) -> int:
+    """Width of ``h_t``: ``obs + act (+ L − 1 dense rewards) (+ obs, the next observation)``."""
+    return obs_dim + act_dim + (n_objectives - 1 if use_dense else 0) + (obs_dim if next_obs else 0)
 
 
 def build_features(
@@ -29,13 +43,17 @@ def build_features(
     reward: Tensor | np.ndarray,
     sparse_channel: int,
     use_dense: bool = True,
+    next_obs: Tensor | np.ndarray | None = None,
 ) -> Tensor:
-    """``h_t = [s_t, a_t, r_dense_t]`` as a float32 tensor ``[..., F]``.
+    """``h_t = [s_t, a_t, r_dense_t]`` as a float32 tensor ``[..., F]``; ``[..., s_{t+1}]`` appended when
+    ``next_obs`` is given.
 
     ``obs`` is the observation *before* the step, ``action`` the action sent and ``reward`` the step's reward
     vector ``[..., L]``; only its dense channels are used (the sparse one is dropped), so passing the emitted
     vector or the true one gives the same features. ``use_dense=False`` is the "w/o dense rewards"
-    ablation, ``h_t = [s_t, a_t]``. Leading batch dimensions are kept.
+    ablation, ``h_t = [s_t, a_t]``. ``next_obs`` is the observation the step led to (on an episode's last step
+    the final observation ``env.step`` returned, before any reset), for a model that reads it
+    (:func:`uses_next_obs`). Leading batch dimensions are kept.
     """
     obs_t = torch.as_tensor(obs, dtype=torch.float32)
     act_t = torch.as_tensor(action, dtype=torch.float32, device=obs_t.device)
@@ -43,6 +61,8 @@ def build_features(
     if use_dense:
         rew_t = torch.as_tensor(reward, dtype=torch.float32, device=obs_t.device)
         parts.append(rew_t[..., dense_channels(rew_t.shape[-1], sparse_channel)])
+    if next_obs is not None:
+        parts.append(torch.as_tensor(next_obs, dtype=torch.float32, device=obs_t.device))
     return torch.cat(parts, dim=-1)
 
 
@@ -53,14 +73,20 @@ def write_features(
     reward: np.ndarray,
     sparse_channel: int,
     use_dense: bool = True,
+    next_obs: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`build_features` of one step written in place into ``row`` (a float32 ``[F]`` array, e.g. the numpy
     view of a reused CPU tensor), so a per-step caller allocates no tensor; returns ``row``."""
     o, a = obs.shape[-1], action.shape[-1]
     row[:o] = obs
     row[o : o + a] = action
+    end = o + a
     if use_dense:
-        row[o + a :] = reward[dense_channels(reward.shape[-1], sparse_channel)]
+        dense = dense_channels(reward.shape[-1], sparse_channel)
+        row[end : end + len(dense)] = reward[dense]
+        end += len(dense)
+    if next_obs is not None:
+        row[end : end + o] = next_obs
     return row
 
 

@@ -11,7 +11,11 @@ wrapper released on its last step. The store keeps every step of every segment a
 - ``step_flags [N]`` (uint8): :data:`EPISODE_FINAL` on an episode's last step, plus :data:`TERMINATED` when
   that episode ended by termination rather than truncation (diagnostics only: the fit never reads them);
 - ``collection_starts``: the segment index at which each collection began (random first, then each expert
-  collection), so diagnostics can tell the data of one collection from another's.
+  collection), so diagnostics can tell the data of one collection from another's;
+- ``next_obs [N, obs_dim]`` (only in a store made with ``next_obs=True``, for a reward model that reads
+  ``s_{t+1}``, e.g. RRD): the observation each step led to. On an episode's last step it is the final
+  observation ``env.step`` returned (terminal or truncated), never the next episode's reset observation.
+  ReSymNet's stores leave it out, so their size and saved format are what they were.
 
 Rows live in pre-allocated buffers that double when full, so adding the data of a new refinement cycle costs
 amortised O(new rows) and never builds per-step Python objects.
@@ -25,9 +29,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3
 """2 added ``step_flags`` and ``collection_starts``; a version-1 store loads with no step flagged and no
-collection marked (what was not recorded is not invented)."""
+collection marked (what was not recorded is not invented). 3 added the optional ``next_obs``: a store without
+it is still written as version 2 (byte for byte what it was), and a version-1/2 store loads without it."""
+_FORMAT_WITHOUT_NEXT_OBS = 2
 
 EPISODE_FINAL = 1
 """``step_flags`` bit: the step is the last of its episode (terminated or truncated)."""
@@ -44,9 +50,13 @@ class SegmentStore:
         act_dim: action width (the next ``act_dim`` columns).
         n_dense: number of dense-reward columns after them (0 when collected without dense rewards).
         capacity: initial number of step rows to allocate (grows automatically).
+        next_obs: also keep each step's next observation (:attr:`next_obs`; for a reward model reading
+            ``s_{t+1}``). Then :meth:`add_episode` needs ``next_obs`` for every episode.
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, n_dense: int, capacity: int = 4096):
+    def __init__(
+        self, obs_dim: int, act_dim: int, n_dense: int, capacity: int = 4096, *, next_obs: bool = False
+    ):
         if obs_dim < 0 or act_dim < 0 or n_dense < 0 or obs_dim + act_dim + n_dense == 0:
             raise ValueError(f"SegmentStore: bad widths obs={obs_dim} act={act_dim} dense={n_dense}")
         self.obs_dim = int(obs_dim)
@@ -57,6 +67,7 @@ class SegmentStore:
         self._segment_index = torch.zeros(capacity, dtype=torch.long)
         self._true_sparse = torch.zeros(capacity)
         self._step_flags = torch.zeros(capacity, dtype=torch.uint8)
+        self._next_obs = torch.zeros(capacity, self.obs_dim) if next_obs else None
         self._targets = torch.zeros(max(capacity // 8, 1))
         self._offsets = torch.zeros(max(capacity // 8, 1) + 1, dtype=torch.long)
         self._n = 0
@@ -95,6 +106,34 @@ class SegmentStore:
     def step_flags(self) -> Tensor:
         """``[N]`` uint8: :data:`EPISODE_FINAL` / :data:`TERMINATED` bits of each step."""
         return self._step_flags[: self._n]
+
+    @property
+    def has_next_obs(self) -> bool:
+        """Whether the store keeps each step's next observation."""
+        return self._next_obs is not None
+
+    @property
+    def next_obs(self) -> Tensor:
+        """``[N, obs_dim]``: the observation each step led to (only when :attr:`has_next_obs`)."""
+        if self._next_obs is None:
+            raise ValueError("SegmentStore: this store keeps no next observations (made with next_obs=False)")
+        return self._next_obs[: self._n]
+
+    def inputs(self, use_dense: bool = True, next_obs: bool = False) -> Tensor:
+        """``[N, F']`` per-step model inputs ``[s_t, a_t, (r_dense_t), (s_{t+1})]`` (the column groups a reward
+        model reads, :func:`prism.data.features.build_features`'s layout). ``use_dense`` is ignored by a store
+        without dense columns; ``next_obs`` needs a store that keeps them (one-line ``ValueError`` otherwise).
+        Without ``next_obs`` it is a view of :attr:`features`."""
+        width = self.obs_dim + self.act_dim + (self.n_dense if use_dense else 0)
+        columns = self.features[:, :width]
+        if not next_obs:
+            return columns
+        if self._next_obs is None:
+            raise ValueError(
+                "SegmentStore: the reward model reads next observations, but this store keeps none "
+                "(collected for a model that does not)"
+            )
+        return torch.cat([columns, self.next_obs], dim=1)
 
     @property
     def targets(self) -> Tensor:
@@ -136,6 +175,7 @@ class SegmentStore:
         emitted_sparse: Tensor | np.ndarray,
         true_sparse: Tensor | np.ndarray,
         terminated: bool | None = None,
+        next_obs: Tensor | np.ndarray | None = None,
     ) -> int:
         """Append the steps of one episode (or any run of steps whose last step is a release).
 
@@ -148,6 +188,8 @@ class SegmentStore:
             terminated: for a whole episode, whether it ended by termination (True) or truncation (False): its
                 last step is flagged :data:`EPISODE_FINAL` (and :data:`TERMINATED`). ``None``: the steps are
                 not known to end an episode and no step is flagged.
+            next_obs: ``[T, obs_dim]`` the observation each step led to; required by a store that keeps them
+                (:attr:`has_next_obs`), refused by one that does not (it would be silently dropped).
 
         Returns:
             The number of segments added.
@@ -170,6 +212,16 @@ class SegmentStore:
             return 0
         if not bool(rel[-1]):
             raise ValueError("add_episode: the last step must release the sparse channel (segment left open)")
+        if (next_obs is None) == self.has_next_obs:
+            raise ValueError(
+                "add_episode: this store keeps next observations, pass next_obs"
+                if self.has_next_obs
+                else "add_episode: this store keeps no next observations (make it with next_obs=True)"
+            )
+        if next_obs is not None:
+            next_o = torch.as_tensor(next_obs, dtype=torch.float32).reshape(-1, self.obs_dim)
+            if next_o.shape[0] != t:
+                raise ValueError(f"add_episode: length mismatch features={t} next_obs={next_o.shape[0]}")
 
         ends = torch.nonzero(rel).reshape(-1)  # index of the closing step of each segment
         n_new = int(ends.shape[0])
@@ -182,6 +234,9 @@ class SegmentStore:
         self._segment_index = self._grow(self._segment_index, n0 + t)
         self._true_sparse = self._grow(self._true_sparse, n0 + t)
         self._step_flags = self._grow(self._step_flags, n0 + t)
+        if self._next_obs is not None:
+            self._next_obs = self._grow(self._next_obs, n0 + t)
+            self._next_obs[n0 : n0 + t] = next_o
         self._targets = self._grow(self._targets, s0 + n_new)
         self._offsets = self._grow(self._offsets, s0 + n_new + 1)
 
@@ -201,7 +256,9 @@ class SegmentStore:
     def extend(self, other: SegmentStore) -> None:
         """Append all segments of another store with the same layout (step flags kept; its collection marks
         are not carried over: mark a collection on this store with :meth:`begin_collection`)."""
-        if (other.obs_dim, other.act_dim, other.n_dense) != (self.obs_dim, self.act_dim, self.n_dense):
+        if (other.obs_dim, other.act_dim, other.n_dense, other.has_next_obs) != (
+            self.obs_dim, self.act_dim, self.n_dense, self.has_next_obs
+        ):  # fmt: skip
             raise ValueError("extend: stores have different feature layouts")
         if len(other) == 0:
             return
@@ -211,15 +268,17 @@ class SegmentStore:
         emitted[other.segment_offsets[1:] - 1] = other.targets
         episodes = self.num_episodes + other.num_episodes
         n0 = self._n
-        self.add_episode(other.features, released, emitted, other.true_sparse)
+        next_obs = other.next_obs if other.has_next_obs else None
+        self.add_episode(other.features, released, emitted, other.true_sparse, next_obs=next_obs)
         self._step_flags[n0 : self._n] = other.step_flags
         self.num_episodes = episodes
 
     # ---- persistence ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Tensor | int]:
-        """Plain tensors and ints only, so ``torch.load(..., weights_only=True)`` can read it."""
-        return {
-            "version": _FORMAT_VERSION,
+        """Plain tensors and ints only, so ``torch.load(..., weights_only=True)`` can read it. A store without
+        next observations is written in format 2, exactly as before they existed."""
+        state: dict[str, Tensor | int] = {
+            "version": _FORMAT_VERSION if self.has_next_obs else _FORMAT_WITHOUT_NEXT_OBS,
             "obs_dim": self.obs_dim,
             "act_dim": self.act_dim,
             "n_dense": self.n_dense,
@@ -232,10 +291,13 @@ class SegmentStore:
             "segment_offsets": self.segment_offsets.clone(),
             "collection_starts": torch.tensor(self.collection_starts, dtype=torch.long),
         }
+        if self.has_next_obs:
+            state["next_obs"] = self.next_obs.clone()
+        return state
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Tensor | int]) -> SegmentStore:
-        if state.get("version") not in (1, _FORMAT_VERSION):
+        if state.get("version") not in (1, 2, _FORMAT_VERSION):
             raise ValueError(f"SegmentStore: unsupported format version {state.get('version')!r}")
         store = cls(int(state["obs_dim"]), int(state["act_dim"]), int(state["n_dense"]), capacity=1)
         n, s = int(state["features"].shape[0]), int(state["targets"].shape[0])
@@ -247,6 +309,8 @@ class SegmentStore:
             flags.to(torch.uint8).clone() if flags is not None else torch.zeros(n, dtype=torch.uint8)
         )
         store.collection_starts = [int(c) for c in state.get("collection_starts", torch.zeros(0)).tolist()]
+        next_obs = state.get("next_obs")  # (versions 1–2, and any store collected without them: none)
+        store._next_obs = None if next_obs is None else next_obs.to(torch.float32).clone()
         store._targets = state["targets"].to(torch.float32).clone()
         store._offsets = state["segment_offsets"].to(torch.long).clone()
         store._n, store._s = n, s

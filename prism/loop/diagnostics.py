@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from prism.data.collect import run_episode, uniform_random_policy
-from prism.data.features import build_features
+from prism.data.features import build_features, uses_next_obs
 from prism.envs import EnvSpec, make_env
 
 
@@ -20,8 +20,9 @@ def shaped_vs_true_figure(model, spec: EnvSpec, sparse_channel: int, policy=None
     if policy is None:
         policy = uniform_random_policy(env.action_space, seed=seed)
     episode = run_episode(env, policy, seed=seed)
+    next_obs = episode.next_obs if uses_next_obs(model) else None
     features = build_features(
-        episode.obs, episode.action, episode.true_reward, sparse_channel, model.use_dense_features
+        episode.obs, episode.action, episode.true_reward, sparse_channel, model.use_dense_features, next_obs
     )
     true_l = episode.true_reward[:, sparse_channel]
     with torch.no_grad():

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from prism.reward.quality import RewardQuality, score_segments, split_sizes
+from prism.reward.quality import RewardQuality, score_model, split_sizes
 
 
 def quality_scalars(prefix: str, quality: RewardQuality) -> dict[str, float]:
@@ -54,9 +54,9 @@ def fit_record(store, model, *, cycle: int, env_steps: int) -> dict[str, Any]:
         "epochs_run": [int(e) for e in summary.epochs_run],
         "best_epoch": [int(e) for e in summary.best_epoch],
         "wall_time_s": float(summary.wall_time_s),
-        "validation": score_segments(model.predict, store, val_segments).to_dict(),
+        "validation": score_model(model, store, val_segments).to_dict(),
         "validation_expert": (
-            score_segments(model.predict, store, expert_val).to_dict() if expert_val.numel() else None
+            score_model(model, store, expert_val).to_dict() if expert_val.numel() else None
         ),
     }
 
@@ -75,7 +75,7 @@ def record_new_episodes(
 ) -> None:
     """Score the ``segments`` an expert collection just added with ``model`` (the one that shaped the RL
     phase whose policy collected them) and start the record of the ``cycle`` that refits on them."""
-    quality = score_segments(model.predict, store, segments)
+    quality = score_model(model, store, segments)
     records.append({"cycle": cycle, "new_episodes": quality.to_dict()})
     if logger is not None:
         logger.log_metrics(quality_scalars("reward/new_", quality), step=step)

@@ -34,6 +34,7 @@ from prism.loop.fit_records import record_new_episodes
 from prism.loop.loop_state import PHASES, LoopSettings, LoopState
 from prism.loop.progress import Progress
 from prism.memory import release_freed_memory
+from prism.registry import REWARD_MODELS
 from prism.seeding import derive_seed
 
 
@@ -105,8 +106,12 @@ class PrismLoopCallback(Callback):
             self.on_phase(self.state)
 
     def _new_store(self) -> SegmentStore:
-        n_dense = self.spec.n_objectives - 1 if self.settings.reward.use_dense_features else 0
-        return SegmentStore(self.spec.obs_dim, self.spec.act_dim, n_dense)
+        s = self.settings
+        n_dense = self.spec.n_objectives - 1 if s.reward.use_dense_features else 0
+        # A model that reads s_{t+1} (RRD) needs each step's next observation kept; the others' stores (and
+        # so their checkpoints) stay as they were.
+        next_obs = s.reward_model is not None and REWARD_MODELS.entry("reward.name", s.reward_model).next_obs
+        return SegmentStore(self.spec.obs_dim, self.spec.act_dim, n_dense, next_obs=next_obs)
 
     def _env(self, member_seed: int, index: int):
         # A fresh env per collection, its release draws seeded from the member's seed and the collection

@@ -1,4 +1,5 @@
-"""Reward redistribution for the sparse channel: ReSymNet ensemble, its Lightning training, and shapers (docs/method.md §4–5).
+"""Reward redistribution for the sparse channel: ReSymNet ensemble, RRD, their Lightning training, and shapers
+(docs/method.md §4–5).
 
 The names below are imported on first access (PEP 562), so importing this package (as the config loader
 does) pulls in neither torch nor Lightning.
@@ -30,6 +31,10 @@ _LAZY = {
     "fit_reward_model": "prism.reward.module",
     "FitSummary": "prism.reward.module",
     "evaluate_segments": "prism.reward.module",
+    "RRDConfig": "prism.reward.config",
+    "RRDNetwork": "prism.reward.rrd",
+    "RRDRewardModel": "prism.reward.rrd",
+    "fit_rrd_model": "prism.reward.rrd",
 }
 """Public name -> the module defining it (imported on first access)."""
 

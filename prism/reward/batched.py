@@ -72,13 +72,17 @@ class BatchedLinear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(n_members, 1, out_features))
 
     def reset_member(self, k: int, generator: torch.Generator, kind: str) -> None:
-        """Initialise member ``k``: ``kind`` is ``"kaiming"`` (hidden) or ``"output"`` (Xavier, gain 0.01)."""
+        """Initialise member ``k`` (zero bias): ``kind`` is ``"kaiming"`` (ReSymNet's hidden layers), ``"output"``
+        (ReSymNet's output layer: Xavier-uniform, gain 0.01) or ``"xavier"`` (Xavier-uniform, gain 1: every
+        layer of RRD's network, TensorFlow's ``xavier_initializer``)."""
         # nn.init works on the [out, in] layout of nn.Linear (fan_in = in); initialise that, store transposed.
         w = torch.empty(self.out_features, self.in_features)
         if kind == "kaiming":
             nn.init.kaiming_uniform_(w, nonlinearity="relu", generator=generator)
         elif kind == "output":
             nn.init.xavier_uniform_(w, gain=0.01, generator=generator)
+        elif kind == "xavier":
+            nn.init.xavier_uniform_(w, generator=generator)
         else:
             raise ValueError(kind)
         with torch.no_grad():

@@ -5,12 +5,15 @@ every reward method: ``name`` and ``relabel`` choose and apply the redistributio
 learned reward model's (ReSymNet's) hyperparameters, passed whole to the registered model's ``fit``. Methods
 without a model (``none``, ``uniform``, ``random``) ignore them, so an ablation overlay that switches
 ``reward.name`` composes with any env file. A reward model with other hyperparameters adds its keys here
-(documented as its own) or reads them from the existing ones; see docs/ARCHITECTURE.md.
+(documented as its own) or reads them from the existing ones; see docs/ARCHITECTURE.md. RRD (``rrd``) does
+both: its own keys are the ``reward.rrd`` node (:class:`RRDConfig`), and it reads the fit's shared keys
+(``sampled_steps``, ``sampling``, ``bias_correction``, ``max_epochs``, ``patience``, ``val_fraction``,
+``threads``, ``precision``, ``warm_start``, ``relabel``); ReSymNet's architecture and optimiser keys do not apply to it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prism import checks
 
@@ -23,12 +26,37 @@ FIT_PRECISIONS = ("32-true", "bf16-mixed")
 
 
 @dataclass
+class RRDConfig:
+    """``reward.name: rrd``'s own keys: randomized return decomposition's reward network and optimiser (Ren et
+    al., ICLR 2022; the released code's MuJoCo defaults; docs/method.md §4b)."""
+
+    hidden: int = 256
+    """Width of the network's two hidden ReLU layers, ``[s, a, s − s'] → H → H → 1``."""
+    lr: float = 3e-4
+    """Adam learning rate (no weight decay, no gradient clip, no schedule)."""
+    batch_size: int = 4
+    """Segments per training batch (episodes when ``env.p_rel`` = 0), ``reward.sampled_steps`` steps of each:
+    RRD's batch of 256 sampled steps is 4 episodes × K = 64."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """One-line ``ValueError`` starting with the ``reward.rrd.*`` key for a value out of range."""
+        checks.positive("reward.rrd.hidden", self.hidden)
+        checks.positive("reward.rrd.lr", self.lr)
+        checks.positive("reward.rrd.batch_size", self.batch_size)
+
+
+@dataclass
 class RewardConfig:
-    """How the sparse channel is redistributed and, for ``resymnet``, how the reward model is fitted (docs/method.md §4–5)."""
+    """How the sparse channel is redistributed and, for ``resymnet`` and ``rrd``, how the reward model is fitted
+    (docs/method.md §4–5)."""
 
     name: str = "resymnet"
     """Redistribution of the sparse channel, a name registered in :mod:`prism.plugins`: ``resymnet``
-    (learned per-step prediction), ``uniform`` (R/T), ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the
+    (learned per-step prediction), ``rrd`` (randomized return decomposition's learned ``r̂(s, a, s')``, its own
+    keys under ``reward.rrd``), ``uniform`` (R/T), ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the
     channel as emitted: the baseline); or a class path ``package.module:Name`` of a user shaper (one with
     ``needs_model = True`` gets a fitted reward model; see :mod:`prism.registry`)."""
     ensemble_size: int = 3
@@ -75,17 +103,19 @@ class RewardConfig:
     sum on ``(T/K)·Σ`` over the sample (an unbiased estimate of the sum), at about K/T of an epoch's cost on
     long segments. Validation, early stopping and every diagnostic stay on whole segments. A segment of
     ``T ≤ K`` steps uses all of them, so ``sampled_steps ≥`` the longest segment is eq. 1 exactly
-    (docs/method.md §4, docs/benchmarks.md for when to choose it)."""
+    (docs/method.md §4, docs/benchmarks.md for when to choose it). ReSymNet's choice: ``rrd`` always fits with
+    the randomized loss."""
     sampled_steps: int = 64
-    """``loss: randomized``: the number K of steps sampled per segment per batch (RRD's MuJoCo K = 64)."""
+    """``loss: randomized`` and ``rrd``: the number K of steps sampled per segment per batch (RRD's MuJoCo
+    K = 64)."""
     sampling: str = "uniform"
-    """``loss: randomized``: how the K steps are drawn: ``uniform`` (RRD's: K distinct steps uniformly without
-    replacement) or ``stratified`` (one step drawn uniformly in each of K equal strata of the segment: every
-    step is still drawn with probability K/T, so the estimate stays unbiased, but a reward that changes
-    smoothly along the segment is summed with far less variance, and the variance term that pulls r̂ towards a
-    constant within a segment shrinks with it)."""
+    """``loss: randomized`` and ``rrd``: how the K steps are drawn: ``uniform`` (RRD's: K distinct steps
+    uniformly without replacement) or ``stratified`` (one step drawn uniformly in each of K equal strata of the
+    segment: every step is still drawn with probability K/T, so the estimate stays unbiased, but a reward that
+    changes smoothly along the segment is summed with far less variance, and the variance term that pulls r̂
+    towards a constant within a segment shrinks with it)."""
     bias_correction: bool = False
-    """``loss: randomized``: subtract the unbiased estimate of the sampled sum's variance,
+    """``loss: randomized`` and ``rrd`` (RRD's "RRD-L(RD)" form): subtract the unbiased estimate of the sampled sum's variance,
     ``T²(1 − K/T)·s²/K`` per segment (s² the sample variance of r̂ over the K steps), so the loss is an unbiased
     estimate of eq. 1; without it (the default, RRD's own) the expected loss is eq. 1 plus that variance, a
     pull towards a constant r̂ within a segment. The default is the form docs/benchmarks.md measured better."""
@@ -101,6 +131,8 @@ class RewardConfig:
     relabel: bool = False
     """Also relabel the sparse channel of replay samples with the current model at update time (not the
     paper's default, which shapes once at env-step time)."""
+    rrd: RRDConfig = field(default_factory=RRDConfig)
+    """``reward.name: rrd``'s network and optimiser (ignored by every other method)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -135,7 +167,8 @@ class RewardConfig:
             "reward.bias_correction", isinstance(self.bias_correction, bool), "be true or false",
             self.bias_correction,
         )  # fmt: skip
-        if self.loss == "randomized" and self.bias_correction:
+        self.rrd.validate()
+        if (self.loss == "randomized" or self.name == "rrd") and self.bias_correction:
             # s² (the sample variance over the K sampled steps) needs two steps.
             checks.require("reward.sampled_steps", self.sampled_steps >= 2, "be >= 2 with bias_correction",
                            self.sampled_steps)  # fmt: skip
@@ -159,6 +192,16 @@ class RewardConfig:
             "reward.warm_start", isinstance(self.warm_start, bool), "be true or false", self.warm_start
         )
         if self.stacked_fit:
+            from prism.registry import REWARD_MODELS
+
+            # Only a model registered with a population fit has one (ReSymNet's; RRD fits per member).
+            model = REWARDS.entry("reward.name", self.name).model
+            checks.require(
+                "reward.stacked_fit",
+                model is None or REWARD_MODELS.entry("reward.name", model).fit_population is not None,
+                f"be false with reward.name={self.name} (its reward model {model!r} has no stacked population fit)",
+                self.stacked_fit,
+            )
             # The stacked population fit (prism/reward/stacked.py) is eq. 1 from a fresh start only.
             checks.require(
                 "reward.loss", self.loss == "sum", "be sum with reward.stacked_fit=true", self.loss

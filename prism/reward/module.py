@@ -2,7 +2,9 @@
 :class:`~prism.reward.training.RewardModelModule` and returns the fitted :class:`RewardEnsemble`.
 
 How the K members are trained together yet each as if alone, and the two batch layouts (``layout``), is
-described in :mod:`prism.reward.training`.
+described in :mod:`prism.reward.training`. The driver itself, :func:`fit_trajectory_sums`, is shared with
+every reward model fitted on segment sums the same way (RRD, :mod:`prism.reward.rrd`): a :class:`FitRecipe`
+says what differs (network and optimiser, batch, input columns, loss).
 """
 
 from __future__ import annotations
@@ -29,6 +31,55 @@ from prism.reward.fit_loggers import log_fit_summary
 from prism.reward.losses import pearson_correlation
 from prism.reward.resymnet import RewardEnsemble
 from prism.reward.training import RewardModelModule, segment_errors
+
+
+@dataclass(frozen=True)
+class FitRecipe:
+    """What a reward model brings to :func:`fit_trajectory_sums`; everything else (the seeded split, early
+    stopping on whole validation segments, snapshots and resume, warm start, precision, threads, the
+    :class:`FitSummary`) is the shared driver's."""
+
+    n_members: int
+    """Networks fitted together (ReSymNet's ensemble K; 1 for a single network)."""
+    batch_size: int
+    """Segments per training batch."""
+    use_dense_features: bool
+    """The dense-reward columns are inputs (refused when the store has none)."""
+    next_obs: bool
+    """``s_{t+1}`` is an input (the store must keep it)."""
+    standardise: bool
+    """Inputs z-scored with the training split's scaler (False: raw)."""
+    sampled_steps: int | None
+    """The randomized loss's K (None: eq. 1 over whole segments)."""
+    stratified: bool
+    """The randomized loss's sample is stratified (``reward.sampling``), not uniform without replacement."""
+    module: Callable[[int, list[int], str], RewardModelModule]
+    """``module(in_features, member_seeds, log_prefix)``: the LightningModule that fits the network(s)."""
+    model: Callable[[RewardModelModule, TrajectorySumDataModule], torch.nn.Module]
+    """``model(fitted_module, datamodule)``: the fitted reward model on the CPU (with the datamodule's scaler
+    where it standardises), whose ``.net`` is the module's network and ``n_members`` its count (read by
+    :func:`evaluate_segments`)."""
+
+
+def resymnet_recipe(config: RewardConfig) -> FitRecipe:
+    """ReSymNet's fit (docs/method.md §4): K residual networks, AdamW, standardised ``[s, a, r_dense]``."""
+
+    def ensemble(module: RewardModelModule, dm: TrajectorySumDataModule) -> RewardEnsemble:
+        model = RewardEnsemble(module.net.cpu(), use_dense_features=dm.use_dense_features)
+        model.set_scaler(dm.feature_mean, dm.feature_scale)
+        return model
+
+    return FitRecipe(
+        n_members=config.ensemble_size,
+        batch_size=config.batch_size,
+        use_dense_features=config.use_dense_features,
+        next_obs=False,
+        standardise=True,
+        sampled_steps=config.sampled_steps if config.loss == "randomized" else None,
+        stratified=config.sampling == "stratified",
+        module=lambda in_features, seeds, prefix: RewardModelModule(in_features, config, seeds, prefix),
+        model=ensemble,
+    )
 
 
 def member_seeds(seed: int, n_members: int) -> list[int]:
@@ -94,10 +145,12 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def evaluate_segments(model: RewardEnsemble, dm: TrajectorySumDataModule) -> dict[str, Tensor]:
+def evaluate_segments(model: torch.nn.Module, dm: TrajectorySumDataModule) -> dict[str, Tensor]:
     """Per-member validation MSE ``[K]``, ensemble per-step correlation and segment sums on ``dm``'s split.
 
-    ``dm``'s batches are already standardised, so the model's network is applied directly.
+    ``model`` is a fitted reward model with ``.net`` (``net(x, dropout=False) -> [K, N]``) and ``n_members``
+    (:class:`RewardEnsemble`, :class:`~prism.reward.rrd.RRDRewardModel`). ``dm``'s batches are already
+    standardised (where it standardises), so the model's network is applied directly.
     """
     sse = torch.zeros(model.n_members)
     preds, truths, sums_all, targets_all = [], [], [], []
@@ -178,13 +231,38 @@ def fit_reward_model(
     resume: bytes | None = None,
     init: RewardEnsemble | None = None,
 ) -> RewardEnsemble:
-    """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode).
+    """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode):
+    :func:`fit_trajectory_sums` with :func:`resymnet_recipe`; the arguments are that function's."""
+    return fit_trajectory_sums(
+        store, config, resymnet_recipe(config), logger, seed, log_prefix=log_prefix, device=device,
+        layout=layout, callbacks=callbacks, on_snapshot=on_snapshot, snapshot_every_s=snapshot_every_s,
+        resume=resume, init=init,
+    )  # fmt: skip
+
+
+def fit_trajectory_sums(
+    store: SegmentStore,
+    config: RewardConfig,
+    recipe: FitRecipe,
+    logger: Logger | None = None,
+    seed: int = 0,
+    *,
+    log_prefix: str = "reward_fit",
+    device: str | torch.device = "cpu",
+    layout: str = "auto",
+    callbacks: Sequence[Callback] = (),
+    on_snapshot: Callable[[bytes], None] | None = None,
+    snapshot_every_s: float = 600.0,
+    resume: bytes | None = None,
+    init: torch.nn.Module | None = None,
+) -> torch.nn.Module:
+    """Fit a fresh reward model (``recipe``) on every segment in ``store`` and return it (on CPU, eval mode).
 
     Runs its own Lightning ``Trainer`` (no checkpoints, no progress bar) on a :class:`TrajectorySumDataModule`
     with the seeded 80/20 split; deterministic given ``seed`` (and the thread count, ``config.threads``). The
-    returned :class:`RewardEnsemble` holds the training-split scaler as buffers, every member at its best
-    validation epoch, and a :class:`FitSummary` in ``fit_summary``. Metrics go to ``logger`` under
-    ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run), all against the epoch;
+    returned model (``recipe.model``; ReSymNet's :class:`RewardEnsemble`) holds the training-split scaler as
+    buffers, every member at its best validation epoch, and a :class:`FitSummary` in ``fit_summary``. Metrics
+    go to ``logger`` under ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run), all against the epoch;
     give each fit a logger of its own (the run gives cycle c's fit ``tb/reward_fit/cycle<c>/version_<n>``).
 
     Args:
@@ -211,20 +289,22 @@ def fit_reward_model(
     if layout == "auto":
         layout = "ragged" if device.type == "cpu" else "padded"
     start = time.perf_counter()
-    k = config.ensemble_size
+    k = recipe.n_members
     dm = TrajectorySumDataModule(
         store,
-        batch_size=config.batch_size,
+        batch_size=recipe.batch_size,
         val_fraction=config.val_fraction,
         seed=seed,
         n_members=k,
         shuffle_seeds=member_shuffle_seeds(seed, k),
-        use_dense_features=config.use_dense_features,
+        use_dense_features=recipe.use_dense_features,
         ragged=layout == "ragged",
-        sampled_steps=config.sampled_steps if config.loss == "randomized" else None,
-        stratified=config.sampling == "stratified",
+        sampled_steps=recipe.sampled_steps,
+        stratified=recipe.stratified,
+        next_obs=recipe.next_obs,
+        standardise=recipe.standardise,
     )
-    if config.use_dense_features and not dm.use_dense_features:
+    if recipe.use_dense_features and not dm.use_dense_features:
         raise ValueError(
             "fit_reward_model: use_dense_features=True but the store holds no dense-reward columns"
         )
@@ -241,7 +321,7 @@ def fit_reward_model(
         _torch_threads(fit_threads(config)),
     ):
         torch.manual_seed(seed)
-        module = RewardModelModule(dm.in_features, config, member_seeds(seed, k), log_prefix=log_prefix)
+        module = recipe.module(dm.in_features, member_seeds(seed, k), log_prefix)
         if init is not None:
             module.start_from(init.net)
         ckpt_path = None
@@ -268,8 +348,7 @@ def fit_reward_model(
             module._close_noise()  # the dropout worker, should the fit stop on an exception
             if ckpt_path is not None:
                 fsspec.filesystem("memory").rm(ckpt_path)
-    model = RewardEnsemble(module.net.cpu(), use_dense_features=dm.use_dense_features)
-    model.set_scaler(dm.feature_mean, dm.feature_scale)
+    model = recipe.model(module, dm)
     model.eval()
     report = evaluate_segments(model, dm)
     rel = (

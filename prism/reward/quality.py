@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from prism.data.features import uses_next_obs
 from prism.data.segments import EPISODE_FINAL, TERMINATED, SegmentStore
 
 PREDICT_CHUNK_ROWS = 65_536
@@ -78,10 +79,17 @@ def predict_rows(predict: Callable[[Tensor], Tensor], features: Tensor) -> np.nd
 
 
 def score_segments(
-    predict: Callable[[Tensor], Tensor], store: SegmentStore, segments: Tensor | None = None
+    predict: Callable[[Tensor], Tensor],
+    store: SegmentStore,
+    segments: Tensor | None = None,
+    *,
+    use_dense: bool = True,
+    next_obs: bool = False,
 ) -> RewardQuality:
     """Score ``predict`` (e.g. a fitted model's ``predict``) on the ``segments`` of ``store`` (all when None).
 
+    ``predict`` is given the store's per-step inputs with the column groups the model reads
+    (:meth:`SegmentStore.inputs`: ``use_dense``, ``next_obs``; by default every stored feature column).
     Every number is over the selected segments' steps; see :class:`RewardQuality` for each."""
     n_seg = store.num_segments
     selected = torch.ones(n_seg, dtype=torch.bool)
@@ -89,7 +97,7 @@ def score_segments(
         selected = torch.zeros(n_seg, dtype=torch.bool)
         selected[segments.long()] = True
     rows = selected[store.segment_index]  # [N] bool: the steps of the selected segments
-    features = store.features[rows]
+    features = store.inputs(use_dense, next_obs)[rows]
     pred = predict_rows(predict, features)
     true = store.true_sparse[rows].double().numpy()
     flags = store.step_flags[rows]
@@ -124,3 +132,15 @@ def split_sizes(store: SegmentStore, segments: Tensor) -> dict[str, int]:
     rows = selected[store.segment_index]
     final = (store.step_flags[rows] & EPISODE_FINAL).bool()
     return {"segments": int(selected.sum()), "episodes": int(final.sum()), "steps": int(rows.sum())}
+
+
+def score_model(model, store: SegmentStore, segments: Tensor | None = None) -> RewardQuality:
+    """:func:`score_segments` of a fitted reward model, given the input columns it reads (its
+    ``use_dense_features``, and ``s_{t+1}`` when it reads the next observation)."""
+    return score_segments(
+        model.predict,
+        store,
+        segments,
+        use_dense=bool(model.use_dense_features),
+        next_obs=uses_next_obs(model),
+    )

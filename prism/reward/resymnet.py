@@ -204,7 +204,7 @@ class DropoutNoiseStream:
         generator_state: ``torch.get_rng_state()`` at the start of the fit.
     """
 
-    def __init__(self, net: ReSymNetEnsemble, generator_state: Tensor):
+    def __init__(self, net: nn.Module, generator_state: Tensor):
         self.net = net
         self.generator = torch.Generator()
         self.generator.set_state(generator_state)
@@ -212,7 +212,7 @@ class DropoutNoiseStream:
         self._pending: tuple[tuple[tuple[int, ...], tuple[int, ...]], Future] | None = None
 
     def _draw(self, steps: Sequence[int], members: Sequence[int]) -> list[list[Tensor]] | None:
-        dtype = self.net.ln_in.weight.dtype
+        dtype = next(self.net.parameters()).dtype  # (every parameter has the networks' one dtype)
         return self.net.dropout_noise(steps, members, generator=self.generator, dtype=dtype)
 
     def take(

@@ -4,7 +4,8 @@ A shaper receives each env step with the *emitted* reward vector and returns the
 to be stored, with the sparse channel replaced by the redistribution it implements (docs/method.md §5):
 
 - ``none``: the sparse channel exactly as emitted (the baseline; also the oracle on a dense env).
-- ``resymnet``: the reward ensemble's per-step prediction from ``h_t`` (:class:`ResymnetShaper`).
+- ``resymnet`` (and every learned model, e.g. ``rrd``): the model's per-step prediction from ``h_t``
+  (:class:`ResymnetShaper`; ``h_t`` carries ``s_{t+1}`` for a model that reads it, RRD's ``r̂(s, a, s')``).
 - ``uniform`` / ``random``: need the released sum and the segment length, so the transitions of a segment are
   held until the segment is released (:class:`UniformShaper`, :class:`RandomShaper`).
 
@@ -23,7 +24,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import torch
 
-from prism.data.features import build_features, feature_dim, write_features
+from prism.data.features import build_features, feature_dim, uses_next_obs, write_features
 from prism.errors import NonFiniteError
 
 
@@ -97,8 +98,11 @@ class ResymnetShaper(_Stateless):
     """``resymnet``: replace the sparse channel by the reward model's per-step prediction from ``h_t`` at once.
 
     ``model`` is a :class:`~prism.reward.resymnet.RewardEnsemble` (or anything with ``predict(features [N, F])
-    -> [N]`` and ``use_dense_features``); assign a new one after a refit (``shaper.model = ...``). Transitions
-    pushed before the swap keep the reward they were given (the paper's faithful mode; see ``relabel``).
+    -> [N]`` and ``use_dense_features``; one with ``use_next_obs`` true, e.g.
+    :class:`~prism.reward.rrd.RRDRewardModel`, gets ``s_{t+1}`` appended: the ``next_obs`` that :meth:`push`
+    receives, which on an episode's last step is the final observation, before the env resets); assign a new
+    one after a refit (``shaper.model = ...``). Transitions pushed before the swap keep the reward they were
+    given (the paper's faithful mode; see ``relabel``).
     """
 
     def __init__(self, model, sparse_channel: int):
@@ -115,11 +119,19 @@ class ResymnetShaper(_Stateless):
         self._model = model
         self._buf = None  # input width or device may change with the model
 
-    def _features(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray) -> torch.Tensor:
+    def _features(
+        self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray | None
+    ) -> torch.Tensor:
         """``h_t`` in a pre-allocated ``[1, F]`` tensor on the model's device (no per-step tensor allocation)."""
         model = self._model
         use_dense = model.use_dense_features
-        width = feature_dim(obs.shape[-1], action.shape[-1], reward.shape[-1], use_dense)
+        if not uses_next_obs(model):
+            next_obs = None
+        elif next_obs is None:
+            raise ValueError("reward.name: the reward model reads the next observation; none was given")
+        width = feature_dim(
+            obs.shape[-1], action.shape[-1], reward.shape[-1], use_dense, next_obs is not None
+        )
         if self._buf is None or self._buf.shape[1] != width:
             mean = getattr(model, "feature_mean", None)
             device = mean.device if isinstance(mean, torch.Tensor) else torch.device("cpu")
@@ -127,22 +139,24 @@ class ResymnetShaper(_Stateless):
         buf = self._buf
         if buf.device.type == "cpu":
             row = buf.numpy()[0]  # shares memory with the tensor
-            write_features(row, obs, action, reward, self.sparse_channel, use_dense)
+            write_features(row, obs, action, reward, self.sparse_channel, use_dense, next_obs)
         else:
-            buf.copy_(build_features(obs, action, reward, self.sparse_channel, use_dense)[None])
+            buf.copy_(build_features(obs, action, reward, self.sparse_channel, use_dense, next_obs)[None])
         return buf
 
-    def predict_step(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray) -> float:
-        """The model's shaped sparse reward for one step."""
+    def predict_step(
+        self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray | None = None
+    ) -> float:
+        """The model's shaped sparse reward for one step (``next_obs``: needed by a model that reads it)."""
         with torch.no_grad():
-            return float(self._model.predict(self._features(obs, action, reward))[0])
+            return float(self._model.predict(self._features(obs, action, reward, next_obs))[0])
 
     def push(
         self, obs, action, reward, next_obs, terminated, truncated, weight, released
     ) -> list[Transition]:
         shaped = np.array(reward, dtype=np.float32)  # a copy: the env's array is not ours to modify
         # The emitted dense channels equal the true dense rewards, so h_t can be built from the emitted vector.
-        value = self.predict_step(obs, action, shaped)
+        value = self.predict_step(obs, action, shaped, next_obs)
         if not math.isfinite(value):
             raise NonFiniteError("reward/shaped", value)
         shaped[self.sparse_channel] = value
@@ -302,11 +316,17 @@ def relabel_rewards(
     action: torch.Tensor,
     reward: torch.Tensor,
     sparse_channel: int,
+    next_obs: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Replay-batch relabelling (``reward.relabel: true``): rewards ``[B, L]`` with the sparse channel replaced
     by ``model.predict(h_t)``; the dense channels (true values, stored as emitted) are kept and feed ``h_t``.
+    ``next_obs`` (the batch's ``s_{t+1}``) is read only by a model that uses it, and then it is required.
     """
-    feats = build_features(obs, action, reward, sparse_channel, model.use_dense_features)
+    if not uses_next_obs(model):
+        next_obs = None
+    elif next_obs is None:
+        raise ValueError("reward.relabel: the reward model reads the next observation; none was given")
+    feats = build_features(obs, action, reward, sparse_channel, model.use_dense_features, next_obs)
     mean = getattr(model, "feature_mean", None)
     if isinstance(mean, torch.Tensor):
         feats = feats.to(mean.device)  # the replay batch may live on another device than the model
@@ -327,11 +347,20 @@ def make_relabel_fn(models, sparse_channel: int):
 
     def relabel(batch):
         if batch.obs.dim() == 2:
-            reward = relabel_rewards(models[0], batch.obs, batch.action, batch.reward, sparse_channel)
+            reward = relabel_rewards(
+                models[0], batch.obs, batch.action, batch.reward, sparse_channel, batch.next_obs
+            )
         else:
             reward = torch.stack(
                 [
-                    relabel_rewards(model, batch.obs[m], batch.action[m], batch.reward[m], sparse_channel)
+                    relabel_rewards(
+                        model,
+                        batch.obs[m],
+                        batch.action[m],
+                        batch.reward[m],
+                        sparse_channel,
+                        batch.next_obs[m],
+                    )
                     for m, model in enumerate(models)
                 ]
             )

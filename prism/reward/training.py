@@ -60,16 +60,28 @@ class RewardModelModule(L.LightningModule):
         seeds: one initialisation seed per member (``len(seeds)`` = K).
         log_prefix: TensorBoard namespace (``reward_fit``); every scalar is logged against the epoch (the
             ``step`` key Lightning reads as the x-axis), not against optimiser steps.
+        net: another network to fit in ReSymNet's place (a subclass's, e.g. RRD's,
+            :class:`~prism.reward.rrd.RRDModule`): stacked parameters with the member index first, ``forward(x,
+            *, dropout=None) -> [K, N]``, ``forward_members`` and ``dropout_noise`` as
+            :class:`ReSymNetEnsemble` has them; the subclass brings its optimiser and gradient rule.
     """
 
     def __init__(
-        self, in_features: int, config: RewardConfig, seeds: list[int], log_prefix: str = "reward_fit"
+        self,
+        in_features: int,
+        config: RewardConfig,
+        seeds: list[int],
+        log_prefix: str = "reward_fit",
+        *,
+        net: torch.nn.Module | None = None,
     ):
         super().__init__()
         self.config = config
         self.log_prefix = log_prefix
         k = len(seeds)
-        self.net = ReSymNetEnsemble(k, in_features, config.hidden, config.dropout, config.residual, seeds)
+        if net is None:
+            net = ReSymNetEnsemble(k, in_features, config.hidden, config.dropout, config.residual, seeds)
+        self.net = net
         # Manual optimisation: the ragged layout backpropagates each member's loss right after its forward
         # pass, so only one member's activations are alive at a time (see training_step).
         self.automatic_optimization = False
@@ -97,7 +109,7 @@ class RewardModelModule(L.LightningModule):
     def n_members(self) -> int:
         return self.net.n_members
 
-    def start_from(self, net: ReSymNetEnsemble) -> None:
+    def start_from(self, net: torch.nn.Module) -> None:
         """Warm start (``reward.warm_start``): begin from ``net``'s weights (a fitted ensemble of this shape)
         instead of the fresh initialisation; they are also each member's best so far until validated."""
         self.net.load_state_dict(net.state_dict())
@@ -194,7 +206,7 @@ class RewardModelModule(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         self._log_train_loss()  # (an epoch without validation; otherwise logged with the validation's numbers)
         # The epoch's learning-rate decay (Lightning steps it itself only in automatic optimisation).
-        if not self.automatic_optimization:
+        if not self.automatic_optimization and self.lr_schedulers() is not None:
             with warnings.catch_warnings():
                 # A fit resumed from a snapshot ends the snapshot's epoch again before its first optimiser step
                 # in this process; torch then warns of a step order that did not happen (the decay is right:

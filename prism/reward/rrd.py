@@ -1,0 +1,227 @@
+"""RRD, randomized return decomposition (Ren, Guo, Zhou and Peng, ICLR 2022, arXiv:2111.13485), as a reward model
+fitted in the PRISM loop in ReSymNet's place (docs/method.md §4b).
+
+RRD's model, as its released code defines it for MuJoCo (github.com/Stilwell-Git/Randomized-Return-Decomposition,
+commit bc80473, ``algorithm/rrd.py``)::
+
+    x = [s_t, a_t, s_t − s_{t+1}]            # note the sign: observation minus next observation
+    r̂ = Linear(256→1)(ReLU(Linear(256→256)(ReLU(Linear(in→256)(x)))))
+
+with Xavier-uniform weights and zero biases, raw (unnormalised) observations and the action in [−1, 1] (what
+prism stores: the policy's tanh output, the env acting in the [−1, 1] box), one network (no ensemble, no
+dropout), Adam at 3·10⁻⁴ without weight decay, gradient clip or schedule, and the randomized loss
+(:func:`prism.reward.losses.randomized_sum_loss`) over batches of 4 episodes × K = 64 sampled steps.
+
+It is fitted by the shared driver (:func:`prism.reward.module.fit_trajectory_sums`) on the same
+:class:`~prism.data.datamodule.TrajectorySumDataModule` as ReSymNet, whose features here are the raw
+``[s_t, a_t, s_{t+1}]``: the network forms ``s_t − s_{t+1}`` itself, so the store, the shaper and every
+diagnostic hand it a step's raw data (:func:`prism.data.features.build_features` with ``next_obs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import Logger
+from torch import Tensor, nn
+
+from prism.data.datamodule import TrajectorySumDataModule
+from prism.data.segments import SegmentStore
+from prism.reward.batched import BatchedLinear
+from prism.reward.config import RewardConfig
+from prism.reward.module import FitRecipe, fit_trajectory_sums
+from prism.reward.training import RewardModelModule
+
+
+class RRDNetwork(nn.Module):
+    """RRD's reward network ``r̂(s, a, s')`` (see the module docstring), as K stacked copies (RRD fits K = 1) so
+    that the ensemble machinery of :class:`~prism.reward.training.RewardModelModule` fits it unchanged.
+
+    Args:
+        obs_dim, act_dim: widths of ``s`` and ``a``; the input is ``[s, a, s']`` (``2·obs_dim + act_dim``).
+        hidden: width of both hidden layers (256).
+        n_members: stacked copies (1).
+        member_seeds: one initialisation seed per copy (default ``0..K-1``).
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: int = 256,
+        n_members: int = 1,
+        member_seeds: Sequence[int] | None = None,
+    ):
+        super().__init__()
+        self.obs_dim, self.act_dim, self.hidden, self.n_members = obs_dim, act_dim, hidden, n_members
+        self.in_features = 2 * obs_dim + act_dim
+        self.dropout = 0.0  # (none: read by the fit's ragged path, which then draws no noise)
+        self.fc1 = BatchedLinear(n_members, self.in_features, hidden)
+        self.fc2 = BatchedLinear(n_members, hidden, hidden)
+        self.out = BatchedLinear(n_members, hidden, 1)
+        seeds = list(range(n_members)) if member_seeds is None else [int(s) for s in member_seeds]
+        if len(seeds) != n_members:
+            raise ValueError(f"member_seeds: expected {n_members} seeds, got {len(seeds)}")
+        self.member_seeds = seeds
+        for k, seed in enumerate(seeds):
+            g = torch.Generator().manual_seed(int(seed))
+            for layer in (self.fc1, self.fc2, self.out):  # tf.contrib xavier_initializer: Glorot-uniform
+                layer.reset_member(k, g, "xavier")
+
+    def transition_input(self, x: Tensor) -> Tensor:
+        """``[s, a, s']`` → RRD's input ``[s, a, s − s']`` (the code's ``obs − obs_next``, not ``s' − s``)."""
+        o, a = self.obs_dim, self.act_dim
+        return torch.cat([x[..., : o + a], x[..., :o] - x[..., o + a :]], dim=-1)
+
+    def forward(
+        self, x: Tensor, *, dropout: bool | None = None, noise: Sequence[Tensor] | None = None
+    ) -> Tensor:
+        """Per-step rewards ``[K, N]`` from ``x = [s, a, s']`` (``[N, F]`` shared or ``[K, N, F]``); ``dropout``
+        and ``noise`` are accepted for the fit's interface and ignored (the network has no dropout)."""
+        h = F.relu(self.fc1(self.transition_input(x)))
+        h = F.relu(self.fc2(h))
+        return self.out(h).squeeze(-1)
+
+    def forward_members(
+        self, features: Sequence[Tensor], noise: Sequence[Sequence[Tensor]] | None, members: Sequence[int]
+    ) -> list[Tensor]:
+        """Copy ``k`` on its own ``[N_k, F]`` steps for each listed ``k`` (the fit's ragged layout)."""
+        preds = []
+        for x, k in zip(features, members):
+            h = F.relu(self.fc1.member(k, self.transition_input(x)))
+            h = F.relu(self.fc2.member(k, h))
+            preds.append(self.out.member(k, h).squeeze(-1))
+        return preds
+
+    def dropout_noise(self, *args: Any, **kwargs: Any) -> None:
+        """No dropout, so no noise (the fit's ragged path asks)."""
+        return None
+
+    def hparams(self) -> dict[str, Any]:
+        return {
+            "obs_dim": self.obs_dim,
+            "act_dim": self.act_dim,
+            "hidden": self.hidden,
+            "n_members": self.n_members,
+            "member_seeds": list(self.member_seeds),
+        }
+
+
+class RRDModule(RewardModelModule):
+    """The fit of :class:`RRDNetwork`: :class:`RewardModelModule` (the randomized loss, per-network early stopping
+    on whole validation segments, snapshots) with RRD's optimiser: Adam at ``reward.rrd.lr``, no weight decay, no
+    gradient clip and no learning-rate schedule (the code's ``tf.train.AdamOptimizer(r_lr)``)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        config: RewardConfig,
+        seeds: list[int],
+        log_prefix: str = "reward_fit",
+    ):
+        net = RRDNetwork(obs_dim, act_dim, config.rrd.hidden, len(seeds), seeds)
+        super().__init__(net.in_features, config, seeds, log_prefix, net=net)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.net.parameters(), lr=self.config.rrd.lr)
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        pass  # RRD clips no gradient
+
+
+class RRDRewardModel(nn.Module):
+    """A fitted RRD reward model: ``predict([s, a, s'] [N, 2·obs + act]) -> [N]`` (the mean over its stacked
+    copies: the one network when K = 1). It reads the next observation (``use_next_obs``) and no dense reward
+    (``use_dense_features`` false); its inputs are raw, so it has no scaler."""
+
+    use_dense_features = False
+    use_next_obs = True
+
+    def __init__(self, net: RRDNetwork):
+        super().__init__()
+        self.net = net
+        self.fit_summary: Any = None  # set by the fit (a prism.reward.module.FitSummary)
+
+    @property
+    def n_members(self) -> int:
+        return self.net.n_members
+
+    @property
+    def in_features(self) -> int:
+        return self.net.in_features
+
+    def predict(self, features: Tensor) -> Tensor:
+        """``[N]`` per-step reward for ``features = [s, a, s'] [N, F]``, computed where the network lives (the
+        features are moved there: a replay batch may be on another device)."""
+        with torch.no_grad():
+            x = features.to(self.net.fc1.weight.device)
+            return self.net(x, dropout=False).mean(dim=0)
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.predict(features)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Hyper-parameters and weights as plain values and tensors (``weights_only``-loadable)."""
+        return {"hparams": self.net.hparams(), "state": self.state_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RRDRewardModel:
+        model = cls(RRDNetwork(**data["hparams"]))
+        model.load_state_dict(data["state"])
+        return model.eval()
+
+
+def rrd_recipe(config: RewardConfig, obs_dim: int, act_dim: int) -> FitRecipe:
+    """RRD's fit for the shared driver: one network, ``reward.rrd.batch_size`` segments × ``reward.sampled_steps``
+    sampled steps per batch (the randomized loss, with ``reward.bias_correction`` and ``reward.sampling``), raw
+    ``[s, a, s']``."""
+
+    def fitted(module: RewardModelModule, dm: TrajectorySumDataModule) -> RRDRewardModel:
+        return RRDRewardModel(module.net.cpu())
+
+    return FitRecipe(
+        n_members=1,
+        batch_size=config.rrd.batch_size,
+        use_dense_features=False,
+        next_obs=True,
+        standardise=False,  # the released code's default for SAC: obs_normalization off
+        sampled_steps=config.sampled_steps,
+        stratified=config.sampling == "stratified",  # (not RRD's: its sample is uniform, the default)
+        module=lambda in_features, seeds, prefix: RRDModule(obs_dim, act_dim, config, seeds, prefix),
+        model=fitted,
+    )
+
+
+def fit_rrd_model(
+    store: SegmentStore,
+    config: RewardConfig,
+    logger: Logger | None = None,
+    seed: int = 0,
+    *,
+    log_prefix: str = "reward_fit",
+    device: str | torch.device = "cpu",
+    layout: str = "auto",
+    callbacks: Sequence[Callback] = (),
+    on_snapshot: Callable[[bytes], None] | None = None,
+    snapshot_every_s: float = 600.0,
+    resume: bytes | None = None,
+    init: RRDRewardModel | None = None,
+) -> RRDRewardModel:
+    """Fit a fresh RRD model on every segment of ``store`` (which must keep next observations): the shared
+    driver :func:`~prism.reward.module.fit_trajectory_sums` with :func:`rrd_recipe`; the arguments are that
+    function's (snapshots and ``resume`` inside a fit, ``init`` for ``reward.warm_start``)."""
+    if not store.has_next_obs:
+        raise ValueError(
+            "reward.name: rrd reads each step's next observation, but this segment store keeps none "
+            "(collect into SegmentStore(..., next_obs=True))"
+        )
+    return fit_trajectory_sums(
+        store, config, rrd_recipe(config, store.obs_dim, store.act_dim), logger, seed, log_prefix=log_prefix,
+        device=device, layout=layout, callbacks=callbacks, on_snapshot=on_snapshot,
+        snapshot_every_s=snapshot_every_s, resume=resume, init=init,
+    )  # fmt: skip
