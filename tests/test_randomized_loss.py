@@ -177,7 +177,7 @@ def test_randomized_fit_recovers_the_hidden_reward():
     store = synthetic_store(400, seed=4, max_length=60, dense=False)
     config = RewardConfig(
         ensemble_size=2, hidden=64, max_epochs=60, patience=15, batch_size=16, dropout=0.0, lr=0.003,
-        use_dense_features=False, loss="randomized", sampled_steps=8,
+        use_dense_features=False, loss="randomized", sampled_steps=8, bias_correction=False,
     )  # fmt: skip
     model = fit_reward_model(store, config, seed=0)
     # (eq. 1 reaches 0.95 here in 60 epochs; K = 8 of up to 60 steps is a noisier gradient: 0.83)
@@ -210,6 +210,27 @@ def test_bias_correction_needs_two_sampled_steps_and_the_stacked_fit_refuses_wha
         RewardConfig(loss="randomized", sampling="stratified", bias_correction=True)
     with pytest.raises(ValueError, match="^reward.sampling: must be one of uniform, stratified"):
         RewardConfig(sampling="systematic")
+
+
+def test_bias_correction_defaults_to_each_models_own_form_however_the_method_is_chosen():
+    """``null`` resolves per model: on for ReSymNet (the benchmark's better form), off for RRD (its paper's plain
+    loss), the same whether rrd comes from its overlay or from ``reward.name=rrd``; an explicit value wins."""
+    assert RewardConfig().bias_correction is None and RewardConfig().bias_corrected
+    assert not RewardConfig(name="rrd").bias_corrected
+    assert RewardConfig(name="rrd", bias_correction=True).bias_corrected
+    assert not RewardConfig(loss="randomized", bias_correction=False).bias_corrected
+    overlay = load_config(["conf/walker.yaml", "conf/method/rrd.yaml"])
+    override = load_config(["conf/walker.yaml"], ["reward.name=rrd"])
+    assert not overlay.reward.bias_corrected and not override.reward.bias_corrected
+    assert load_config(["conf/walker.yaml"], ["reward.loss=randomized"]).reward.bias_corrected
+    # the default is on, so stratified sampling needs it off: refused where the randomized loss runs (saying
+    # what to add), accepted under eq. 1 (where neither applies) and once it is off
+    with pytest.raises(ConfigError, match=r"^reward.bias_correction: .*\(add reward.bias_correction=false\)$"):
+        load_config(["conf/walker.yaml"], ["reward.loss=randomized", "reward.sampling=stratified"])
+    assert load_config(["conf/walker.yaml"], ["reward.sampling=stratified"]).reward.loss == "sum"
+    assert not RewardConfig(loss="randomized", sampling="stratified", bias_correction=False).bias_corrected
+    with pytest.raises(ValueError, match="^reward.bias_correction: must be true, false or null"):
+        RewardConfig(bias_correction="yes")
 
 
 def test_bf16_is_refused_in_one_line_where_the_cpu_lacks_it(monkeypatch):

@@ -177,6 +177,7 @@ def test_an_rrd_fit_recovers_a_known_per_step_reward():
     config = RewardConfig(
         name="rrd",
         sampled_steps=8,
+        bias_correction=None,  # RRD's own form: the plain loss
         max_epochs=20,
         patience=20,
         rrd=RRDConfig(hidden=32, lr=3e-3, batch_size=16),

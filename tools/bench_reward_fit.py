@@ -46,8 +46,10 @@ through the sparse wrapper, the env's conf: hidden channel, p_rel), with the pap
     python tools/bench_reward_fit.py --quality --envs swimmer,halfcheetah --episodes 1000 --fit-seeds 0,1,2 \
         --options sum@3,randomized,randomized+bc --epochs 100 [--expert-run halfcheetah=RUN_DIR] [--stores DIR]
 
-Each option is ``loss[+bc][+strat][+bf16][+refit|+warm][:K][@E]`` (``+bc`` bias correction, ``+strat``
-``reward.sampling: stratified``, ``+bf16`` bf16-mixed,
+Each option is ``loss[+bc][+strat][+bf16][+lrX][+patienceP][+refit|+warm][+polishP][:K][@E]`` (``+bc`` bias correction,
+``+strat`` ``reward.sampling: stratified``, ``+bf16`` bf16-mixed, ``+lrX`` / ``+patienceP`` that learning
+rate / patience, ``+polishP`` then P epochs of eq. 1 from the
+fitted members on the same split, the learning rate going on from the first fit's schedule,
 ``:K`` sampled steps, default 64; ``@E`` caps that option's epochs, e.g. ``sum@3`` to time eq. 1's epochs
 without its hours). ``+refit`` / ``+warm``: after the cycle-0 fit, the cycle-1 refit on the random episodes
 plus the ``--expert-run`` episodes (then in training, so the expert Pearson is an in-sample number), from
@@ -308,7 +310,7 @@ def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
         text, k_text = text.split(":", 1)
         k = int(k_text)
     parts = text.split("+")
-    keys = dict(base, loss=parts[0])
+    keys = dict(base, loss=parts[0], bias_correction=False)  # (the plain form unless +bc)
     for flag in parts[1:]:
         if flag == "bc":
             keys["bias_correction"] = True
@@ -318,6 +320,12 @@ def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
             keys["sampling"] = "stratified"
         elif flag in ("refit", "warm"):
             keys["_refit"] = flag
+        elif flag.startswith("lr"):
+            keys["lr"] = float(flag[2:])
+        elif flag.startswith("patience") and flag[8:].isdigit():
+            keys["patience"] = int(flag[8:])
+        elif flag.startswith("polish") and flag[6:].isdigit():
+            keys["_polish"] = int(flag[6:])
         else:
             raise SystemExit(f"bench_reward_fit: --options: unknown flag '+{flag}' in '{text}'")
     if k is not None:
@@ -355,6 +363,7 @@ def bench_quality(args: argparse.Namespace) -> None:
         for option in args.options.split(","):
             keys, _ = parse_option(option, base)
             refit = keys.pop("_refit", None)
+            polish = keys.pop("_polish", 0)
             if refit and held_out is None:
                 raise SystemExit(
                     f"bench_reward_fit: option '{option}' refits on expert episodes: give --expert-run"
@@ -363,6 +372,17 @@ def bench_quality(args: argparse.Namespace) -> None:
                 t0 = time.perf_counter()
                 model = fit_reward_model(store, RewardConfig(**keys), seed=seed)
                 wall = time.perf_counter() - t0
+                if polish:
+                    # The cheap fit, then P epochs of eq. 1 from its members (same split), the learning rate
+                    # going on from where the cheap fit's schedule left it.
+                    first = model.fit_summary
+                    print(f"{env} {option} seed {seed}: before polish {wall / 60:.1f} min, epochs "
+                          f"{first.epochs_run}, val Pearson {first.val_correlation:.3f}", flush=True)  # fmt: skip
+                    lr = keys["lr"] * RewardConfig().lr_decay ** max(first.epochs_run)
+                    polish_keys = dict(keys, loss="sum", bias_correction=False, sampling="uniform",
+                                       max_epochs=polish, lr=lr)  # fmt: skip
+                    model = fit_reward_model(store, RewardConfig(**polish_keys), seed=seed, init=model)
+                    wall = time.perf_counter() - t0
                 if refit:
                     # Cycle 1 as the loop runs it: the random episodes plus the expert ones, refitted from
                     # scratch (+refit) or from cycle 0's members (+warm); its numbers are the refit's.

@@ -189,7 +189,7 @@ class RewardModelModule(L.LightningModule):
             return trajectory_sum_loss(pred, segment_ids, targets)  # (eq. 1)
         return randomized_sum_loss(
             pred, segment_ids, targets, batch.segment_lengths[rows], batch.sampled_steps[rows],
-            bias_correction=self.config.bias_correction,
+            bias_correction=self.config.bias_corrected,
         )  # fmt: skip
 
     def on_before_optimizer_step(self, optimizer) -> None:
