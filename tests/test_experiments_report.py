@@ -126,6 +126,7 @@ HV = {  # (env, arm) -> final HV per seed 0..3
     ("walker", "e-uniform"): [70.0, 75.0, 100.0, 50.0],
     ("walker", "r-oracle"): [60.0, 62.0, 64.0, 66.0],
     ("walker", "r-prism"): [90.0, 91.0, 92.0, 93.0],
+    ("walker", "e-rrd"): [85.0, 95.0, 90.0, 70.0],
     ("hopper", "e-oracle"): [200.0, 220.0, 180.0, 200.0],
     ("hopper", "e-baseline"): [100.0, 150.0, 100.0, 130.0],
     ("hopper", "e-prism"): [150.0, 250.0, 200.0, 150.0],  # ties with e-uniform's 150 and 200
@@ -183,7 +184,7 @@ def test_table1_study_reads_hopper_from_the_protocol_study_without_running_or_co
         "e-uniform",
     ]
     assert sorted(m for e, m in arms if e == "mo-walker2d-v5") == sorted(
-        ["e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism"]
+        ["e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism", "e-rrd"]
     )
     hopper_prism = arms[("mo-hopper-v5", "e-prism")]
     assert (
@@ -218,7 +219,7 @@ def test_table1_study_reads_hopper_from_the_protocol_study_without_running_or_co
     # and never run: the grid's jobs are walker's only
     assert cli.main(["--preset", "table1-study", "--dry-run", "--out", str(own)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 6 * 4 and not any("/hopper/" in line or "hopper.yaml" in line for line in lines)
+    assert len(lines) == 7 * 4 and not any("/hopper/" in line or "hopper.yaml" in line for line in lines)
     assert all(line.startswith("# finished: ") for line in lines)  # walker's seeds 0-3 are all in
 
 

@@ -39,13 +39,16 @@ METHODS = {
     "wo_loss": ("ablation/wo_loss.yaml", "w/o loss"),
     "uniform": ("ablation/uniform.yaml", "uniform"),
     "random": ("ablation/random.yaml", "random"),
+    "rrd": ("method/rrd.yaml", "RRD"),
 }
-"""Method name -> (overlay file under ``conf/``, the paper's column header in its main / ablation tables)."""
+"""Method name -> (overlay file under ``conf/``, the paper's column header in its main / ablation tables; RRD, a
+peer of ours, has no column there, so its paper cells are empty)."""
 
 LEARNED_REWARD_METHODS = frozenset(
-    ("prism", "wo_residual", "wo_dense", "wo_ensemble", "wo_refinement", "wo_loss")
+    ("prism", "wo_residual", "wo_dense", "wo_ensemble", "wo_refinement", "wo_loss", "rrd")
 )
-"""The methods that fit ReSymNet (their runs' ``summary.json`` carry ``reward_fits`` with a model's scores)."""
+"""The methods that fit a reward model, ReSymNet or RRD (their runs' ``summary.json`` carry ``reward_fits`` with
+a model's scores)."""
 
 METRICS = ("hv", "eum", "vo")
 

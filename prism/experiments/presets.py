@@ -196,7 +196,8 @@ PRESETS = {
     "table1-study": Preset(
         envs=("walker", "halfcheetah", "swimmer", "hopper"),
         methods=(
-            "e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism", "e-prism-N1000", "e-prism-fast"
+            "e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism", "e-prism-N1000", "e-prism-fast",
+            "e-rrd",
         ),
         seeds=tuple(range(5)),
         overrides=CPU_MEDIUM_OVERRIDES,
@@ -207,9 +208,12 @@ PRESETS = {
             ("swimmer", ("loop.initial_episodes=250",)),
         ),
         env_methods=(
-            ("walker", ("e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism")),
+            ("walker", ("e-oracle", "e-baseline", "e-prism", "e-uniform", "r-oracle", "r-prism", "e-rrd")),
             ("halfcheetah", ("e-oracle", "e-baseline", "e-prism", "e-uniform", "e-prism-N1000")),
-            ("swimmer", ("e-oracle", "e-baseline", "e-prism", "e-uniform", "e-prism-N1000", "e-prism-fast")),
+            (
+                "swimmer",
+                ("e-oracle", "e-baseline", "e-prism", "e-uniform", "e-prism-N1000", "e-prism-fast", "e-rrd"),
+            ),
             ("hopper", PROTOCOL_STUDY_EQUAL),
         ),
         # Hopper, the fourth env of the paper's Table 1, ran at this scale in the protocol study: read, not rerun.
@@ -236,6 +240,9 @@ PRESETS = {
                 "e-prism-fast", "prism", "equal", ("loop.initial_episodes=1000", "reward.loss=randomized"),
                 per_seed=True,
             ),  # fmt: skip
+            # The field's learned return decomposition as a peer of ReSymNet (RRD, Ren et al. 2022; docs/method.md
+            # §4b): the PRISM arm with the reward model swapped, SymReg on with each env's λ.
+            Arm("e-rrd", "rrd", "equal", per_seed=True),
         ),
         ratios=(
             Ratio("e-prism", "e-oracle", "equal budget"),
@@ -244,6 +251,9 @@ PRESETS = {
             Ratio("e-prism", "e-uniform", "ReSymNet vs uniform R/T, equal budget"),
             Ratio("r-prism", "r-oracle", "released protocol"),
             Ratio("e-prism-fast", "e-prism", "the cheaper fit's gate (≥ 0.98)"),
+            Ratio("e-prism", "e-rrd", "ReSymNet vs RRD, equal budget"),
+            Ratio("e-rrd", "e-uniform", "RRD vs uniform R/T, equal budget"),
+            Ratio("e-rrd", "e-baseline", "RRD vs the sparse baseline, equal budget"),
         ),
         description=(
             "The paper's Table 1 on mo-walker2d-v5, mo-halfcheetah-v5 and mo-swimmer-v5 at the protocol "
@@ -252,7 +262,8 @@ PRESETS = {
             "each env's conf file. N = 1000 random episodes on walker2d, N = 250 on halfcheetah and swimmer "
             "(their episodes always last 1000 steps), with one e-prism seed at N = 1000 there as a sensitivity "
             "check; on mo-swimmer-v5, e-prism-fast is the cheaper fit's gate (N = 1000, reward.loss randomized, "
-            "K = 64, bias-corrected). e-* arms: equal budget; r-* arms (walker2d only): the authors' released protocol. "
+            "K = 64, bias-corrected); on mo-walker2d-v5 and mo-swimmer-v5, e-rrd is the PRISM arm with RRD's reward "
+            "model in ReSymNet's place. e-* arms: equal budget; r-* arms (walker2d only): the authors' released protocol. "
             "mo-hopper-v5's equal-budget arms are the protocol study's runs (same scale), joined, not rerun."
         ),
     ),
