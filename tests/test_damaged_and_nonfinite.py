@@ -368,9 +368,9 @@ def test_non_finite_parameter_is_never_checkpointed(tmp_path, capsys, monkeypatc
 
 
 def test_nan_shaped_reward_stops_naming_reward_shaped(tmp_path, capsys, monkeypatch):
-    from prism.reward.resymnet import RewardEnsemble
+    from prism.reward.resymnet import ReSymNetRewardModel
 
-    real_predict = RewardEnsemble.predict
+    real_predict = ReSymNetRewardModel.predict
     bad_step = 150
 
     def predict(self, features):
@@ -382,7 +382,7 @@ def test_nan_shaped_reward_stops_naming_reward_shaped(tmp_path, capsys, monkeypa
         return out
 
     predict.calls = 0
-    monkeypatch.setattr(RewardEnsemble, "predict", predict)
+    monkeypatch.setattr(ReSymNetRewardModel, "predict", predict)
     run_dir = tmp_path / "run"
     assert _fit_small(run_dir) == NON_FINITE
     match = _nonfinite_error(capsys)

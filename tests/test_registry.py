@@ -78,11 +78,11 @@ def test_every_builtin_is_registered_once_with_its_config_and_model():
         "rrd": "rrd",
         "uniform": None,
     }
-    from prism.reward.module import fit_reward_model
-    from prism.reward.resymnet import RewardEnsemble
+    from prism.reward.fit import fit_resymnet_model
+    from prism.reward.resymnet import ReSymNetRewardModel
 
     resymnet = REWARD_MODELS.entry("reward.name", "resymnet")
-    assert resymnet.fit_fn() is fit_reward_model and resymnet.load_fn() == RewardEnsemble.from_dict
+    assert resymnet.fitter_fn() is fit_resymnet_model and resymnet.load_fn() == ReSymNetRewardModel.from_dict
     with pytest.raises(ValueError, match="already registered"):
         AGENTS.register("capql", factory="prism.agents.capql:CAPQLModule", config=CAPQLConfig)
 
@@ -92,7 +92,9 @@ def test_plugin_code_does_not_name_capql_or_resymnet():
     for path in ("prism/loop/run.py", "prism/loop/phases.py", "prism/loop/checkpoint.py"):
         source = (ROOT / path).read_text()
         code = "\n".join(line.split("#")[0] for line in source.splitlines())
-        assert not re.search(r"CAPQL|RewardEnsemble|fit_reward_model|\"resymnet\"|\"capql\"", code), path
+        assert not re.search(r"CAPQL|ReSymNetRewardModel|fit_resymnet_model|\"resymnet\"|\"capql\"", code), (
+            path
+        )
 
 
 # ---- config groups -------------------------------------------------------------------------------------

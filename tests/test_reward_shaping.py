@@ -19,14 +19,14 @@ from prism.reward import (
     make_shaper,
     relabel_rewards,
 )
-from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _model(in_features: int, use_dense: bool = True, seed: int = 0) -> RewardEnsemble:
+def _model(in_features: int, use_dense: bool = True, seed: int = 0) -> ReSymNetRewardModel:
     torch.manual_seed(seed)
-    model = RewardEnsemble(
+    model = ReSymNetRewardModel(
         ReSymNetEnsemble(3, in_features, hidden=16, member_seeds=[seed, seed + 1, seed + 2]), use_dense
     )
     with torch.no_grad():  # a non-trivial model (the real init predicts ≈ 0)

@@ -119,7 +119,7 @@ class _Stop(Exception):
 @pytest.fixture(scope="module")
 def stopped_before_rl(tmp_path_factory):
     """A toy run stopped in its first reward fit: its checkpoints are at 0 env steps (the phase changes)."""
-    import prism.reward.module
+    import prism.reward.fit
 
     run_dir = tmp_path_factory.mktemp("stopped") / "run"
 
@@ -127,7 +127,7 @@ def stopped_before_rl(tmp_path_factory):
         raise _Stop
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(prism.reward.module, "fit_reward_model", stop)
+        patch.setattr(prism.reward.fit, "fit_resymnet_model", stop)
         with pytest.raises(_Stop):
             prism.loop.run.fit_run([str(CONF / "quickstart.yaml")], [*toy_run(), f"run_dir={run_dir}"])
     assert (run_dir / "checkpoints" / "last.pt").is_file()
@@ -222,7 +222,12 @@ def test_prism_list_names_every_env_overlay_reward_method_and_backbone(capsys):
             title = line.split(" (")[0]
             sections[title] = []
     assert sections["envs"] == registered_env_ids() and "mo-walker2d-v5" in sections["envs"]
-    assert sections["methods"] == ["baseline", "oracle", "prism", "rrd"]  # the files, listed independently below
+    assert sections["methods"] == [
+        "baseline",
+        "oracle",
+        "prism",
+        "rrd",
+    ]  # the files, listed independently below
     assert sections["methods"] == sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
     assert sections["ablations and options"] == sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
     assert "wo_residual" in sections["ablations and options"]
