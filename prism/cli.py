@@ -264,13 +264,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError("--config: give at least one config file (or --resume RUN_DIR)")
             from prism.config import load_config
 
-            # Loaded and checked here, before prism.loop.run imports Lightning: bad input fails at once.
+            # Loaded and checked here, before prism.run.fit imports Lightning: bad input fails at once.
             config = None if resume else load_config(files, overrides)
             request = None
             if resume:
                 from pathlib import Path
 
-                from prism.loop.continuation import resume_request
+                from prism.run.continuation import resume_request
 
                 request = resume_request(Path(resume), files, overrides)
             if args.command == "config" and args.describe:
@@ -283,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 print(to_yaml(config, resolved_values(config)), end="")
                 return 0
-            from prism.loop.run import fit_run
+            from prism.run.fit import fit_run
 
             fit_run(
                 files,
@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(catalogue(), end="")
         elif args.command == "evaluate":
-            from prism.loop.evaluate import evaluate_run
+            from prism.run.evaluate import evaluate_run
 
             evaluate_run(
                 args.run_dir,

@@ -22,7 +22,7 @@ from subprocess_runs import run_ok as _run
 from toy_runs import KILLABLE, toy_run
 
 from prism.cli import NON_FINITE, USAGE_ERROR, main
-from prism.loop.checkpoint_io import load_checkpoint, read_checkpoint, save_atomic
+from prism.run.checkpoint_files import load_checkpoint, read_checkpoint, save_atomic
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -112,7 +112,7 @@ def _damage(path: Path, how: str, like: Path | None = None) -> None:
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory) -> Path:
-    from prism.loop.run import fit_run
+    from prism.run.fit import fit_run
 
     run_dir = tmp_path_factory.mktemp("small") / "run"
     fit_run(
@@ -141,7 +141,7 @@ def test_save_keeps_the_previous_checkpoint_and_survives_a_kill_between_renames(
     assert int(read_checkpoint(last)["env_steps"]) == 12345
 
     # A kill at any step of the next save leaves a complete last.pt (the old one, or the new one at the end).
-    import prism.loop.checkpoint_io as checkpoint_io
+    import prism.run.checkpoint_files as checkpoint_io
 
     real_replace, real_link = os.replace, os.link
     for kill_at in range(
@@ -176,7 +176,7 @@ def test_without_hard_links_a_save_renames_and_a_kill_between_renames_leaves_pre
     ckpt = _copy(small_run, tmp_path / "run") / "checkpoints"
     last, previous = ckpt / "last.pt", ckpt / "previous.pt"
     state = torch.load(last, weights_only=True)
-    import prism.loop.checkpoint_io as checkpoint_io
+    import prism.run.checkpoint_files as checkpoint_io
 
     def no_links(src, dst):
         raise OSError(1, "Operation not permitted")

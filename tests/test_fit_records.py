@@ -71,7 +71,7 @@ def test_score_segments_equals_brute_force_on_a_known_predictor():
 def test_the_best_epoch_scalar_is_the_mean_best_epoch_not_the_epochs_run():
     """A record whose members ran longer than their best epoch (early stopping): TensorBoard's
     reward/best_epoch_mean is the mean of best_epoch."""
-    from prism.loop.fit_records import fit_record_scalars
+    from prism.loop.fit_phase import fit_record_scalars
 
     record = {
         "store": {"segments": 10, "train": {"segments": 8}, "validation": {"segments": 2}},

@@ -16,8 +16,8 @@ from prism.agents.capql import CAPQLModule
 from prism.config import load_config
 from prism.loop import fit_phase
 from prism.loop.phases import PrismLoopCallback
-from prism.loop.run import build_run, fit_run
 from prism.registry import AGENTS
+from prism.run.fit import build_run, fit_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 FIT_SUMMARIES: list = []
@@ -242,7 +242,7 @@ def test_every_shipped_config_builds(files, tmp_path):
 
 
 def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
-    from prism.loop.evaluate import evaluate_run
+    from prism.run.evaluate import evaluate_run
 
     run_dir = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("loop.cycles")] + ["loop.cycles=1", f"run_dir={run_dir}"]

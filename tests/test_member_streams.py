@@ -26,7 +26,7 @@ from prism.config import load_config
 from prism.data.segments import SegmentStore
 from prism.envs.wrappers import SparseRewardWrapper
 from prism.evaluation.pool import EvalEnvPool
-from prism.loop.run import Run, build_run
+from prism.run.fit import Run, build_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 POPULATION, SOLO = "seeds=[3,4]", "seed=4"
@@ -263,7 +263,7 @@ def test_the_random_redistribution_stream_is_no_other_seeds_release_stream():
     ``default_rng(s + 1)``): runs of neighbouring seeds were not independent. Their first draws must differ."""
     from prism.config import resolve_env_spec
     from prism.envs import make_env
-    from prism.loop.run import build_shaper
+    from prism.run.fit import build_shaper
 
     config = load_config([CONF / "quickstart.yaml"], ["reward.name=random", "env.id=prism/Toy-v0"])
     spec = resolve_env_spec(config)

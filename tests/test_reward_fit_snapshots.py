@@ -75,7 +75,7 @@ def test_checkpoints_inside_a_fit_carry_the_runs_random_state_from_before_the_fi
 
     from toy_runs import toy_run
 
-    import prism.loop.checkpoint as checkpoint
+    import prism.run.checkpoint as checkpoint
     from prism.cli import main
 
     saved = []
@@ -111,7 +111,7 @@ def _kill_and_resume(tmp_path, monkeypatch, capsys, decide, *overrides: str) -> 
     run folders (uninterrupted, resumed) and what the resume printed."""
     from toy_runs import toy_run
 
-    import prism.loop.checkpoint as checkpoint
+    import prism.run.checkpoint as checkpoint
     from prism.cli import main
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"

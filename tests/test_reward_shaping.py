@@ -180,7 +180,7 @@ class _LinearModel:
 def _hopper_run_with_channel(tmp_path, reward_name: str, channel: int):
     """A hopper run built as ``prism fit`` builds it, hiding ``channel``, ready to step (one member)."""
     from prism.config import load_config
-    from prism.loop.run import build_run
+    from prism.run.fit import build_run
 
     config = load_config(
         [ROOT / "conf" / "quickstart.yaml"],

@@ -272,8 +272,8 @@ def test_an_rrd_run_fits_shapes_records_and_loads(tmp_path):
     """The toy run with reward.name=rrd: its stores keep s', the shaped channel in replay is the model's
     r̂(s, a, s'), summary.json records each fit's diagnostics, a checkpoint restores the model through the
     registry, and prism.load_run(...).shaped_reward gives the same values."""
-    from prism.loop.checkpoint import collect_state, restore_state
-    from prism.loop.run import fit_run
+    from prism.run.checkpoint import collect_state, restore_state
+    from prism.run.fit import fit_run
 
     run_dir = tmp_path / "run"
     run = fit_run([str(CONF / "quickstart.yaml")], [*toy_run(RRD_TOY), f"run_dir={run_dir}"])

@@ -196,7 +196,7 @@ def test_population_loop_fits_its_members_in_one_stacked_fit(tmp_path):
     from toy_runs import toy_run
 
     from prism.config import load_config
-    from prism.loop.run import build_run
+    from prism.run.fit import build_run
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
 
@@ -281,7 +281,7 @@ def test_a_populations_stacked_fit_shows_its_epochs(tmp_path):
 
     from prism.config import load_config
     from prism.loop.progress_lines import LineProgress
-    from prism.loop.run import build_run
+    from prism.run.fit import build_run
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
     overrides = [*toy_run({"reward.max_epochs": 4, "reward.patience": 10}), "seeds=[3,5]"]

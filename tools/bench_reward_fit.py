@@ -168,9 +168,7 @@ def _memory_child(args: argparse.Namespace) -> None:
     model = fit_resymnet_model(store, cfg, seed=args.seed)
     status = _vm_mib()
     release_freed_memory()
-    print(
-        f"{status['VmHWM']} {status['VmRSS']} {_vm_mib()['VmRSS']} {model.summary.seconds_per_epoch:.2f}"
-    )
+    print(f"{status['VmHWM']} {status['VmRSS']} {_vm_mib()['VmRSS']} {model.summary.seconds_per_epoch:.2f}")
 
 
 def _vm_mib() -> dict[str, int]:

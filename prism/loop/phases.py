@@ -30,8 +30,7 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
-from prism.loop.fit_phase import fit_members
-from prism.loop.fit_records import score_new_episodes
+from prism.loop.fit_phase import fit_members, score_new_episodes
 from prism.loop.loop_state import PHASES, LoopSettings, LoopState
 from prism.loop.progress import Progress
 from prism.memory import release_freed_memory

@@ -211,6 +211,11 @@ def snapshot_wall_s(snapshot: bytes | None) -> float:
     return float(torch.load(io.BytesIO(snapshot), weights_only=False)["prism_fit_wall_s"])
 
 
+def snapshot_epoch(snapshot: bytes) -> int:
+    """The (0-based) epoch at whose end ``snapshot`` was taken."""
+    return int(torch.load(io.BytesIO(snapshot), weights_only=False)["epoch"])
+
+
 def in_memory_file(data: bytes) -> str:
     """``data`` as a file of fsspec's in-memory file system; returns its ``memory://`` path."""
     path = f"memory://prism-fit/{uuid.uuid4().hex}.ckpt"

@@ -1,14 +1,14 @@
 """Whole-run checkpoints: collect everything a run needs to continue bit for bit, save it, and put it back.
 
 A checkpoint (``<run_dir>/checkpoints/last.pt``; files, atomic writes and the damaged-file fallback are
-:mod:`prism.loop.checkpoint_io`) holds the agent's weights and optimiser states, its replay buffer and
+:mod:`prism.run.checkpoint_files`) holds the agent's weights and optimiser states, its replay buffer and
 runtime state (current observation, env state mid-episode, preference sampler), the loop's phase / cycle /
 segment store / reward ensemble, the shaper's pending segment, the evaluation schedule and the global RNGs.
 A state with a NaN/inf loss term or parameter is never saved (the agent's ``check_finite`` raises
 :class:`~prism.errors.NonFiniteError` first), so the checkpoints on disk are always good ones.
 
 Checkpoints are taken every ``loop.checkpoint_every`` env steps, at every phase change, and at the end.
-Resuming (:func:`prism.loop.run.resume_run`) builds the run, hands the loaded state to
+Resuming (:func:`prism.run.fit.resume_run`) builds the run, hands the loaded state to
 :class:`RunCheckpointer`, which restores it in ``on_fit_start``.
 """
 
@@ -28,8 +28,8 @@ from lightning.pytorch.callbacks import Callback
 from prism.agents.contract import PopulationAgent
 from prism.config import ConfigError
 from prism.errors import NonFiniteError
-from prism.loop.checkpoint_io import FORMAT_VERSION, checkpoint_path, previous_checkpoint_path, save_atomic
 from prism.loop.loop_state import LoopState
+from prism.run.checkpoint_files import FORMAT_VERSION, checkpoint_path, previous_checkpoint_path, save_atomic
 
 
 def _global_rng_state() -> dict[str, Any]:
