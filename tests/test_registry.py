@@ -89,7 +89,12 @@ def test_every_builtin_is_registered_once_with_its_config_and_model():
 
 def test_plugin_code_does_not_name_capql_or_resymnet():
     """The run, the loop and the checkpointer look plug-ins up; only prism/plugins.py names the built-ins."""
-    for path in ("prism/run/fit.py", "prism/loop/phases.py", "prism/loop/fit_phase.py", "prism/run/checkpoint.py"):
+    for path in (
+        "prism/run/fit.py",
+        "prism/loop/phases.py",
+        "prism/loop/fit_phase.py",
+        "prism/run/checkpoint.py",
+    ):
         source = (ROOT / path).read_text()
         code = "\n".join(line.split("#")[0] for line in source.splitlines())
         assert not re.search(r"CAPQL|ReSymNetRewardModel|fit_resymnet_model|\"resymnet\"|\"capql\"", code), (
