@@ -130,3 +130,43 @@ def test_shaped_reward_is_the_shapers_per_step_prediction(run_dir):
 def test_load_run_of_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="has no config.yaml"):
         prism.load_run(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def population_dir(tmp_path_factory) -> Path:
+    """A finished toy PRISM population of seeds 0 and 1, final protocol 3 weights x 2 episodes."""
+    run_dir = tmp_path_factory.mktemp("api") / "pop"
+    overrides = toy_run(
+        {
+            "seeds": "[0,1]",
+            "seed": None,
+            "eval.final.num_weights": 3,
+            "eval.final.episodes": 2,
+            "figures": "false",
+        }
+    )
+    assert main(["fit", "--config", str(CONF / "quickstart.yaml"), *overrides, f"run_dir={run_dir}"]) == 0
+    return run_dir
+
+
+def test_a_population_members_evaluation_is_its_member_folders_and_not_member_0s(population_dir):
+    """``load_run(pop).evaluate(member=1)`` is ``load_run(pop/seed1).evaluate()`` (the same episodes, the same
+    numbers), is member 1's own final evaluation from training (its eval.csv), and is not member 0's."""
+    pop = prism.load_run(population_dir)
+    assert pop.seeds == [0, 1]
+    member_1 = pop.evaluate(member=1)
+    folder = prism.load_run(population_dir / "seed1")
+    assert folder.member == 1
+    alone = folder.evaluate()
+    np.testing.assert_array_equal(member_1.returns, alone.returns)
+    np.testing.assert_array_equal(member_1.lengths, alone.lengths)
+    assert (member_1.hv, member_1.eum, member_1.vo) == (alone.hv, alone.eum, alone.vo)
+    with (population_dir / "seed1" / "eval.csv").open(newline="") as fh:
+        final = [r for r in csv.DictReader(fh) if r["final"] == "1"][-1]
+    for key in ("hv", "eum", "vo"):
+        assert float(final[key]) == pytest.approx(getattr(member_1, key), rel=1e-9), key
+    member_0 = pop.evaluate(member=0)
+    assert not np.array_equal(member_0.returns, member_1.returns)
+    np.testing.assert_array_equal(
+        member_0.returns, prism.load_run(population_dir / "seed0").evaluate().returns
+    )
