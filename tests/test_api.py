@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from toy_runs import toy_run
 
 import prism
@@ -165,6 +166,19 @@ def test_a_population_members_evaluation_is_its_member_folders_and_not_member_0s
         final = [r for r in csv.DictReader(fh) if r["final"] == "1"][-1]
     for key in ("hv", "eum", "vo"):
         assert float(final[key]) == pytest.approx(getattr(member_1, key), rel=1e-9), key
+    for bad in (2, -1):  # members 0 and 1 only: one past the last is refused, not read past the list
+        with pytest.raises(ValueError, match=f"^member: {bad} is out of range for a run of 2 member"):
+            pop.evaluate(member=bad)
+    # a sampled action of one member: that member's, in its shape, drawn around its own deterministic action
+    obs, weight = (
+        np.full(pop.spec.obs_dim, 0.1, dtype=np.float32),
+        [1.0 / pop.spec.n_objectives] * pop.spec.n_objectives,
+    )
+    torch.manual_seed(0)
+    sampled = np.stack([pop.act(obs, weight, deterministic=False, member=1) for _ in range(64)])
+    assert sampled.shape == (64, pop.spec.act_dim) and np.abs(sampled).max() <= 1.0
+    mean_1, mean_0 = pop.act(obs, weight, member=1), pop.act(obs, weight, member=0)
+    assert np.abs(sampled.mean(0) - mean_1).max() < np.abs(sampled.mean(0) - mean_0).max() + 0.25
     member_0 = pop.evaluate(member=0)
     assert not np.array_equal(member_0.returns, member_1.returns)
     np.testing.assert_array_equal(

@@ -223,3 +223,18 @@ def test_device_cuda_without_cuda_is_a_one_line_config_error(monkeypatch, capsys
     assert err.startswith("prism: error: device:") and "\n" not in err
     with pytest.raises(ConfigError, match="^reward.threads"):
         load_config([CONF / "hopper.yaml"], ["reward.threads=-1"])
+
+
+def test_device_cuda_n_must_be_one_of_this_machines_devices(monkeypatch):
+    """cuda:0 .. cuda:<count - 1> are this machine's GPUs; cuda:<count> and beyond are refused in one line."""
+    from prism.devices import check_cuda_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    for device in ("cuda", "cuda:0", "cuda:1"):
+        check_cuda_device(device)
+    for device in ("cuda:2", "cuda:7", "cuda:x"):
+        with pytest.raises(
+            ConfigError, match=r"^device: .* is not one of this machine's 2 CUDA device\(s\)$"
+        ):
+            check_cuda_device(device)
