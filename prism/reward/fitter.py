@@ -149,11 +149,8 @@ class PlainFitter:
         logger: Logger | None,
         seed: int,
         device: str | torch.device,
-        callbacks: Sequence[Callback] = (),
-        on_snapshot: Callable[[bytes], None] | None = None,
-        snapshot_every_s: float = 600.0,
-        resume: bytes | None = None,
         init: Any | None = None,
+        **ignored: Any,  # callbacks, on_snapshot, snapshot_every_s, resume: a plain fit takes none of them
     ) -> FittedReward:
         if init is not None:
             raise ValueError(f"reward.warm_start: the {self.name} model's fit takes no init model")
