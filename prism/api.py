@@ -230,10 +230,10 @@ def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:
     ``seed<N>/`` folder (then ``member`` is that member). Raises :class:`~prism.config.ConfigError` naming
     the folder when it is not a run, or has no usable checkpoint. Nothing is written."""
     from prism._warnings import silence_library_noise
-    from prism.loop.checkpoint_io import checkpoint_path, load_checkpoint
-    from prism.loop.layout import trained_run_folder
-    from prism.loop.run import build_run
     from prism.registry import REWARD_MODELS
+    from prism.run.checkpoint_files import checkpoint_path, load_checkpoint
+    from prism.run.fit import build_run
+    from prism.run.layout import trained_run_folder
 
     silence_library_noise()
     config, population_member, run_dir = trained_run_folder(Path(run_dir), key="run_dir")

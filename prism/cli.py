@@ -61,7 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     parser.add_argument("--version", action="version", version=f"prism {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{fit,evaluate,config,list,render,reproduce}")
+    sub = parser.add_subparsers(
+        dest="command",
+        metavar="{fit,evaluate,config,list,render,reproduce,uniform-credit,check-determinism}",
+    )
 
     fit = sub.add_parser(
         "fit",
@@ -132,6 +135,17 @@ def _parser() -> argparse.ArgumentParser:
         "reproduce",
         add_help=False,
         help="run (or resume) a preset's grid of envs x methods x seeds and report it (the paper's tables)",
+    )
+    # Each handed to its own module's parser as well (`prism uniform-credit --help`).
+    sub.add_parser(
+        "uniform-credit",
+        add_help=False,
+        help="how much per-step information uniform R/T redistribution carries, per env (random episodes)",
+    )
+    sub.add_parser(
+        "check-determinism",
+        add_help=False,
+        help="run a prism fit config twice in fresh processes and compare eval.csv / front.csv byte for byte",
     )
     return parser
 
@@ -239,6 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from prism.experiments.cli import main as reproduce
 
         return reproduce(argv[1:])
+    if argv[:1] == ["uniform-credit"]:
+        from prism.experiments.uniform_credit import main as uniform_credit
+
+        return uniform_credit(argv[1:])
+    if argv[:1] == ["check-determinism"]:
+        from prism.experiments.determinism import main as check_determinism
+
+        return check_determinism(argv[1:])
     parser = _parser()
     # Known args first: argparse fills a `key=value…` positional list at its first occurrence, so overrides
     # after an option (`prism evaluate RUN --protocol periodic eval.episodes=2`) come back unparsed. They
@@ -264,13 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ConfigError("--config: give at least one config file (or --resume RUN_DIR)")
             from prism.config import load_config
 
-            # Loaded and checked here, before prism.loop.run imports Lightning: bad input fails at once.
+            # Loaded and checked here, before prism.run.fit imports Lightning: bad input fails at once.
             config = None if resume else load_config(files, overrides)
             request = None
             if resume:
                 from pathlib import Path
 
-                from prism.loop.continuation import resume_request
+                from prism.run.continuation import resume_request
 
                 request = resume_request(Path(resume), files, overrides)
             if args.command == "config" and args.describe:
@@ -283,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 print(to_yaml(config, resolved_values(config)), end="")
                 return 0
-            from prism.loop.run import fit_run
+            from prism.run.fit import fit_run
 
             fit_run(
                 files,
@@ -301,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(catalogue(), end="")
         elif args.command == "evaluate":
-            from prism.loop.evaluate import evaluate_run
+            from prism.run.evaluate import evaluate_run
 
             evaluate_run(
                 args.run_dir,

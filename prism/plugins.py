@@ -24,14 +24,14 @@ def register() -> None:
     # ---- learned reward models, each with the reward method of the same name (reward.name) ---------------
     register_reward_model(
         "resymnet",
-        fit="prism.reward.module:fit_reward_model",
-        load="prism.reward.resymnet:RewardEnsemble.from_dict",
-        fit_population="prism.reward.stacked:fit_reward_models_stacked",
+        fitter="prism.reward.fit:fit_resymnet_model",
+        load="prism.reward.resymnet:ReSymNetRewardModel.from_dict",
+        population_fitter="prism.reward.stacked:fit_reward_models_stacked",
     )
     # RRD (randomized return decomposition), fitted per member: r̂(s, a, s') reads the next observation.
     register_reward_model(
         "rrd",
-        fit="prism.reward.rrd:fit_rrd_model",
+        fitter="prism.reward.rrd:fit_rrd_model",
         load="prism.reward.rrd:RRDRewardModel.from_dict",
         next_obs=True,
     )

@@ -155,32 +155,49 @@ class RewardEntry:
 
 @dataclass(frozen=True)
 class RewardModelEntry:
-    """A learned reward model.
+    """A learned reward model: how to fit one on a :class:`~prism.data.segments.SegmentStore` and how to
+    rebuild one from its ``to_dict()`` (``load(dict) -> model``, for checkpoints).
 
-    ``fit(store, reward_config, *, logger, seed, device) -> model`` trains a fresh one on a
-    :class:`~prism.data.segments.SegmentStore`; ``load(dict) -> model`` rebuilds one from its ``to_dict()``
-    (checkpoints). A model has ``predict(features [N, F]) -> [N]``, ``use_dense_features`` and ``to_dict()``,
-    and may carry a ``fit_summary`` (then its ``val_correlation`` etc. are logged as ``reward/*``) and
-    ``use_next_obs`` (true: its features end with ``s_{t+1}``, :func:`prism.data.features.build_features`).
+    The fit is given in one of two forms (exactly one): ``fitter``, a
+    :class:`~prism.reward.fitter.RewardFitter` returning the model and its summary together (it takes the
+    run's logger, callbacks, snapshots inside the fit and ``init`` for ``reward.warm_start``), or ``fit``, a
+    plain ``fit(store, reward_config, *, logger, seed, device) -> model``. A model has ``predict(features
+    [N, F]) -> [N]``, ``use_dense_features`` and ``to_dict()``, and may have ``use_next_obs`` (true: its
+    features end with ``s_{t+1}``, :func:`prism.data.features.build_features`).
     """
 
     name: str
-    fit: Target
     load: Target
-    fit_population: Target | None = None
-    """Optional ``fit_population(stores, reward_config, *, seeds, device) -> [model]``: every member's model of
-    a population in one go (``reward.stacked_fit``), equal to ``fit`` per store."""
+    fit: Target | None = None
+    """A plain fit ``fit(store, reward_config, *, logger, seed, device) -> model`` (a plug-in's)."""
+    fitter: Target | None = None
+    """A :class:`~prism.reward.fitter.RewardFitter` (``-> FittedReward(model, summary)``)."""
+    population_fitter: Target | None = None
+    """Optional :class:`~prism.reward.fitter.PopulationFitter`: every member's model of a population in one go
+    (``reward.stacked_fit``), equal to ``fitter`` per store."""
     next_obs: bool = False
     """The model reads each step's next observation (RRD's ``r̂(s, a, s')``): the loop's segment stores keep
     them (:class:`~prism.data.segments.SegmentStore` ``next_obs=True``) and its models have ``use_next_obs``."""
 
+    def __post_init__(self) -> None:
+        if (self.fit is None) == (self.fitter is None):
+            raise ValueError(f"reward model {self.name!r}: give exactly one of fit= and fitter=")
+
     def fit_fn(self, key: str = "reward.name") -> Callable[..., Any]:
+        """The plain ``fit`` (:func:`prism.reward.fitter.reward_fitter` gives either form as a fitter)."""
+        if self.fit is None:
+            raise ValueError(f"reward model {self.name!r} is registered with a fitter, not a plain fit")
         return resolve(key, "reward model fit", self.fit)
 
-    def fit_population_fn(self, key: str = "reward.name") -> Callable[..., Any] | None:
-        if self.fit_population is None:
+    def fitter_fn(self, key: str = "reward.name") -> Callable[..., Any]:
+        if self.fitter is None:
+            raise ValueError(f"reward model {self.name!r} is registered with a plain fit, not a fitter")
+        return resolve(key, "reward model fitter", self.fitter)
+
+    def population_fitter_fn(self, key: str = "reward.name") -> Callable[..., Any] | None:
+        if self.population_fitter is None:
             return None
-        return resolve(key, "reward model population fit", self.fit_population)
+        return resolve(key, "reward model population fitter", self.population_fitter)
 
     def load_fn(self, key: str = "reward.name") -> Callable[..., Any]:
         return resolve(key, "reward model loader", self.load)
@@ -351,18 +368,22 @@ PREDICTED_SHAPER = "prism.reward.shaping:predicted_shaper"
 def register_reward_model(
     name: str,
     *,
-    fit: Target,
     load: Target,
+    fit: Target | None = None,
+    fitter: Target | None = None,
     shaper: Target = PREDICTED_SHAPER,
-    fit_population: Target | None = None,
+    population_fitter: Target | None = None,
     next_obs: bool = False,
 ) -> None:
     """Register a learned reward model and the reward method of the same name that shapes with it.
 
-    One call: ``REWARD_MODELS[name] = (fit, load)`` and ``REWARDS[name] = (shaper, model=name)``, so
+    One call: ``REWARD_MODELS[name] = (fit or fitter, load)`` and ``REWARDS[name] = (shaper, model=name)``, so
     ``reward.name=<name>`` collects segments, fits the model every cycle and replaces the sparse channel by
     its per-step prediction (the shaper may be replaced, e.g. by one that post-processes the prediction).
-    ``next_obs``: the model reads ``s_{t+1}`` (:attr:`RewardModelEntry.next_obs`).
+    Give a plain ``fit`` or a ``fitter`` (:class:`RewardModelEntry`); ``next_obs``: the model reads ``s_{t+1}``
+    (:attr:`RewardModelEntry.next_obs`).
     """
-    REWARD_MODELS.register(name, fit=fit, load=load, fit_population=fit_population, next_obs=next_obs)
+    REWARD_MODELS.register(
+        name, fit=fit, fitter=fitter, load=load, population_fitter=population_fitter, next_obs=next_obs
+    )
     REWARDS.register(name, shaper=shaper, model=name)

@@ -31,12 +31,13 @@ def brute_force(episodes: list[dict], predict) -> dict:
     ``episodes``: dicts with ``features [T, F]``, ``true [T]``, ``released_sum`` and ``terminated``."""
     preds_all, true_all, pred_nf, true_nf = [], [], [], []
     pred_term, true_term, pred_other, true_other = [], [], [], []
-    sq_errors = []
+    sq_errors, rel_errors = [], []
     for ep in episodes:
         preds = [
             float(predict(torch.as_tensor(ep["features"][t : t + 1]))[0]) for t in range(len(ep["true"]))
         ]
         sq_errors.append((sum(preds) - ep["released_sum"]) ** 2)
+        rel_errors.append(abs(sum(preds) - ep["released_sum"]) / max(abs(ep["released_sum"]), 1e-8))
         last = len(preds) - 1
         for t, (p, y) in enumerate(zip(preds, ep["true"])):
             preds_all.append(p)
@@ -59,6 +60,7 @@ def brute_force(episodes: list[dict], predict) -> dict:
         "episodes": len(episodes),
         "steps": len(preds_all),
         "segment_sum_mse": mean(sq_errors),
+        "segment_rel_error": mean(rel_errors),
         "pearson": _pearson(preds_all, true_all),
         "pearson_non_final": _pearson(pred_nf, true_nf),
         "terminal_steps": len(pred_term),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from toy_runs import toy_run
 
 import prism
@@ -130,3 +131,56 @@ def test_shaped_reward_is_the_shapers_per_step_prediction(run_dir):
 def test_load_run_of_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="has no config.yaml"):
         prism.load_run(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def population_dir(tmp_path_factory) -> Path:
+    """A finished toy PRISM population of seeds 0 and 1, final protocol 3 weights x 2 episodes."""
+    run_dir = tmp_path_factory.mktemp("api") / "pop"
+    overrides = toy_run(
+        {
+            "seeds": "[0,1]",
+            "seed": None,
+            "eval.final.num_weights": 3,
+            "eval.final.episodes": 2,
+            "figures": "false",
+        }
+    )
+    assert main(["fit", "--config", str(CONF / "quickstart.yaml"), *overrides, f"run_dir={run_dir}"]) == 0
+    return run_dir
+
+
+def test_a_population_members_evaluation_is_its_member_folders_and_not_member_0s(population_dir):
+    """``load_run(pop).evaluate(member=1)`` is ``load_run(pop/seed1).evaluate()`` (the same episodes, the same
+    numbers), is member 1's own final evaluation from training (its eval.csv), and is not member 0's."""
+    pop = prism.load_run(population_dir)
+    assert pop.seeds == [0, 1]
+    member_1 = pop.evaluate(member=1)
+    folder = prism.load_run(population_dir / "seed1")
+    assert folder.member == 1
+    alone = folder.evaluate()
+    np.testing.assert_array_equal(member_1.returns, alone.returns)
+    np.testing.assert_array_equal(member_1.lengths, alone.lengths)
+    assert (member_1.hv, member_1.eum, member_1.vo) == (alone.hv, alone.eum, alone.vo)
+    with (population_dir / "seed1" / "eval.csv").open(newline="") as fh:
+        final = [r for r in csv.DictReader(fh) if r["final"] == "1"][-1]
+    for key in ("hv", "eum", "vo"):
+        assert float(final[key]) == pytest.approx(getattr(member_1, key), rel=1e-9), key
+    for bad in (2, -1):  # members 0 and 1 only: one past the last is refused, not read past the list
+        with pytest.raises(ValueError, match=f"^member: {bad} is out of range for a run of 2 member"):
+            pop.evaluate(member=bad)
+    # a sampled action of one member: that member's, in its shape, drawn around its own deterministic action
+    obs, weight = (
+        np.full(pop.spec.obs_dim, 0.1, dtype=np.float32),
+        [1.0 / pop.spec.n_objectives] * pop.spec.n_objectives,
+    )
+    torch.manual_seed(0)
+    sampled = np.stack([pop.act(obs, weight, deterministic=False, member=1) for _ in range(64)])
+    assert sampled.shape == (64, pop.spec.act_dim) and np.abs(sampled).max() <= 1.0
+    mean_1, mean_0 = pop.act(obs, weight, member=1), pop.act(obs, weight, member=0)
+    assert np.abs(sampled.mean(0) - mean_1).max() < np.abs(sampled.mean(0) - mean_0).max() + 0.25
+    member_0 = pop.evaluate(member=0)
+    assert not np.array_equal(member_0.returns, member_1.returns)
+    np.testing.assert_array_equal(
+        member_0.returns, prism.load_run(population_dir / "seed0").evaluate().returns
+    )

@@ -17,7 +17,7 @@ from toy_runs import KILLABLE, toy_run
 
 import prism
 from prism.config import load_config, resolved_values, same_run, to_yaml
-from prism.loop.checkpoint_io import read_checkpoint
+from prism.run.checkpoint_files import read_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -247,12 +247,12 @@ def test_prism_config_alone_lists_every_default():
 
 # ---- the resume path (issue 50, item 5) ----------------------------------------------------------------
 def _interrupt_at(monkeypatch, target: str) -> None:
-    """Ctrl-C when ``prism.loop.run.<target>`` is called (as a SIGINT there would raise it)."""
+    """Ctrl-C when ``prism.run.fit.<target>`` is called (as a SIGINT there would raise it)."""
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(f"prism.loop.run.{target}", interrupted)
+    monkeypatch.setattr(f"prism.run.fit.{target}", interrupted)
 
 
 def test_ctrl_c_before_the_run_wrote_anything_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):

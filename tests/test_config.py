@@ -99,6 +99,8 @@ BAD = [
     (["env.colour=red"], "env.colour"),
     (["seed"], "seed"),
     (["env.dense=true"], "reward.name"),
+    (["env.dense=true", "reward.name=uniform"], "reward.name"),  # no hidden channel for any redistribution
+    (["env.dense=true", "reward.name=rrd"], "reward.name"),
     (["env.spec={symmetric_obs: [0, 1]}"], "env."),
 ]
 

@@ -15,7 +15,7 @@ import yaml
 from toy_runs import toy_run
 
 from prism.cli import USAGE_ERROR, main
-from prism.loop.checkpoint_io import read_checkpoint, save_atomic
+from prism.run.checkpoint_files import read_checkpoint, save_atomic
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 COMPARABLE = ("env_steps", "hv", "eum", "vo", "final")
@@ -151,7 +151,7 @@ def test_any_other_change_is_refused_in_one_line_and_touches_nothing(finished, o
 
 
 def test_a_continued_population_moves_every_members_old_outputs_aside(tmp_path):
-    from prism.loop.continuation import archive_final_outputs
+    from prism.run.continuation import archive_final_outputs
 
     run_dir = tmp_path / "pop"
     members = [run_dir / "seed3", run_dir / "seed5"]

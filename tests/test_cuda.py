@@ -114,7 +114,7 @@ def test_a_deterministic_cuda_run_repeats_bit_for_bit(tmp_path):
 
     from toy_runs import toy_run
 
-    from prism.loop.run import fit_run
+    from prism.run.fit import fit_run
 
     quickstart = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
     before = torch.are_deterministic_algorithms_enabled()
@@ -144,7 +144,7 @@ def test_a_single_seed_halfcheetah_prism_run_replays_its_graph_after_the_refit(t
     graph of its own."""
     import csv
 
-    from prism.loop.run import fit_run
+    from prism.run.fit import fit_run
 
     quickstart = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
     overrides = ["env.id=mo-halfcheetah-v5", "loop.initial_episodes=6", "loop.expert_episodes=2",

@@ -22,7 +22,7 @@ from subprocess_runs import run_ok as _run
 from toy_runs import KILLABLE, toy_run
 
 from prism.cli import NON_FINITE, USAGE_ERROR, main
-from prism.loop.checkpoint_io import load_checkpoint, read_checkpoint, save_atomic
+from prism.run.checkpoint_files import load_checkpoint, read_checkpoint, save_atomic
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -112,7 +112,7 @@ def _damage(path: Path, how: str, like: Path | None = None) -> None:
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory) -> Path:
-    from prism.loop.run import fit_run
+    from prism.run.fit import fit_run
 
     run_dir = tmp_path_factory.mktemp("small") / "run"
     fit_run(
@@ -141,7 +141,7 @@ def test_save_keeps_the_previous_checkpoint_and_survives_a_kill_between_renames(
     assert int(read_checkpoint(last)["env_steps"]) == 12345
 
     # A kill at any step of the next save leaves a complete last.pt (the old one, or the new one at the end).
-    import prism.loop.checkpoint_io as checkpoint_io
+    import prism.run.checkpoint_files as checkpoint_io
 
     real_replace, real_link = os.replace, os.link
     for kill_at in range(
@@ -176,7 +176,7 @@ def test_without_hard_links_a_save_renames_and_a_kill_between_renames_leaves_pre
     ckpt = _copy(small_run, tmp_path / "run") / "checkpoints"
     last, previous = ckpt / "last.pt", ckpt / "previous.pt"
     state = torch.load(last, weights_only=True)
-    import prism.loop.checkpoint_io as checkpoint_io
+    import prism.run.checkpoint_files as checkpoint_io
 
     def no_links(src, dst):
         raise OSError(1, "Operation not permitted")
@@ -368,9 +368,9 @@ def test_non_finite_parameter_is_never_checkpointed(tmp_path, capsys, monkeypatc
 
 
 def test_nan_shaped_reward_stops_naming_reward_shaped(tmp_path, capsys, monkeypatch):
-    from prism.reward.resymnet import RewardEnsemble
+    from prism.reward.resymnet import ReSymNetRewardModel
 
-    real_predict = RewardEnsemble.predict
+    real_predict = ReSymNetRewardModel.predict
     bad_step = 150
 
     def predict(self, features):
@@ -382,7 +382,7 @@ def test_nan_shaped_reward_stops_naming_reward_shaped(tmp_path, capsys, monkeypa
         return out
 
     predict.calls = 0
-    monkeypatch.setattr(RewardEnsemble, "predict", predict)
+    monkeypatch.setattr(ReSymNetRewardModel, "predict", predict)
     run_dir = tmp_path / "run"
     assert _fit_small(run_dir) == NON_FINITE
     match = _nonfinite_error(capsys)

@@ -16,7 +16,7 @@ from toy_runs import toy_run
 
 from prism.config import ConfigError, load_config
 from prism.devices import CUBLAS_DETERMINISTIC_WORKSPACE
-from prism.loop.run import build_run, fit_run
+from prism.run.fit import build_run, fit_run
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
 

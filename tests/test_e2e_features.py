@@ -25,8 +25,8 @@ from toy_runs import toy_run
 from prism.cli import main
 from prism.config import load_config, resolve_env_spec
 from prism.envs import TOY_SPEC, EnvSpec, SparseRewardWrapper
-from prism.loop import checkpoint as checkpoint_module
-from prism.loop.run import fit_run
+from prism.run import checkpoint as checkpoint_module
+from prism.run.fit import fit_run
 from prism.seeding import derive_seed
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -385,7 +385,7 @@ def test_user_env_spec_from_a_yaml_file_runs_end_to_end_and_is_saved(tmp_path):
     spec = resolve_env_spec(config)
     assert spec == EnvSpec.from_dict({"id": "prism/Toy-v0", **USER_SPEC}) and spec != TOY_SPEC
 
-    from prism.loop.run import build_run
+    from prism.run.fit import build_run
 
     run = build_run(config, progress_bar=False)
     assert run.agent.symreg_lambda == 0.05 and run.agent.sparse_channel == 1
@@ -397,7 +397,7 @@ def test_user_env_spec_from_a_yaml_file_runs_end_to_end_and_is_saved(tmp_path):
     rows = _rows(run_dir / "eval.csv")
     assert int(rows[-1]["env_steps"]) == TOTAL
     assert max(float(r["equivariance_error"]) for r in rows) <= 1e-5
-    from prism.loop.checkpoint_io import load_agent_weights
+    from prism.run.checkpoint_files import load_agent_weights
 
     load_agent_weights(run)
     builtin = torch.tensor(TOY_SPEC.obs_reflection()), torch.tensor(TOY_SPEC.act_reflection())

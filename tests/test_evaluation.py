@@ -216,6 +216,15 @@ class FakeAgent(L.LightningModule):
     def policy_mean(self, obs, weight):
         return self.actor(torch.cat([obs, weight], dim=-1))
 
+    def policy_mean_member(self, member, obs, weight):
+        return self.policy_mean(obs, weight)
+
+    def act_member(self, member, obs, weight):
+        return self.act(obs, weight)
+
+    def pause_at(self, env_step):
+        pass  # one env step per batch: every step ends a batch
+
     def act(self, obs, weight, deterministic: bool = True):
         assert deterministic
         self.modes_seen.append(self.training)

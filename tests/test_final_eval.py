@@ -12,7 +12,7 @@ import pytest
 import prism.evaluation.callback as evaluation
 from prism.config import ConfigError, load_config
 from prism.evaluation.callback import EvaluationCallback
-from prism.loop.run import fit_run
+from prism.run.fit import fit_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 M = 200

@@ -9,6 +9,7 @@ consecutive observations), not from the store's ``true_sparse`` column that the 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from fit_quality_reference import assert_quality_equal, brute_force, store_episodes, toy_radius_progress
 
@@ -71,7 +72,7 @@ def test_score_segments_equals_brute_force_on_a_known_predictor():
 def test_the_best_epoch_scalar_is_the_mean_best_epoch_not_the_epochs_run():
     """A record whose members ran longer than their best epoch (early stopping): TensorBoard's
     reward/best_epoch_mean is the mean of best_epoch."""
-    from prism.loop.fit_records import fit_record_scalars
+    from prism.loop.fit_phase import fit_record_scalars
 
     record = {
         "store": {"segments": 10, "train": {"segments": 8}, "validation": {"segments": 2}},
@@ -83,3 +84,24 @@ def test_the_best_epoch_scalar_is_the_mean_best_epoch_not_the_epochs_run():
     scalars = fit_record_scalars(record)
     assert scalars["reward/best_epoch_mean"] == 7.0
     assert scalars["reward/val_pearson"] == 0.5 and scalars["reward/validation_segments"] == 2.0
+
+
+def test_segment_errors_are_scored_against_signed_targets_by_brute_force():
+    """``segment_sum_mse`` and ``segment_rel_error`` (|Σ r̂ − R| / max(|R|, 1e-8)) of a prediction, segment by
+    segment in plain Python, on a store whose released sums take both signs."""
+    from segment_stores import synthetic_store
+
+    from prism.reward.quality import score_segments
+
+    store = synthetic_store(40, seed=3, max_length=6)
+    targets = store.targets.tolist()
+    assert min(targets) < 0 < max(targets)
+    features = store.inputs(True, False)
+    quality = score_segments(lambda f: 0.8 * f[:, 0] + 0.1, store)
+    sums = [0.0] * store.num_segments
+    for row, segment in enumerate(store.segment_index.tolist()):
+        sums[segment] += 0.8 * float(features[row, 0]) + 0.1
+    errors = [s - t for s, t in zip(sums, targets, strict=True)]
+    assert quality.segment_sum_mse == pytest.approx(sum(e * e for e in errors) / len(errors), rel=1e-6)
+    relative = [abs(e) / max(abs(t), 1e-8) for e, t in zip(errors, targets, strict=True)]
+    assert quality.segment_rel_error == pytest.approx(sum(relative) / len(relative), rel=1e-6)

@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from toy_runs import toy_run
 
 from prism.envs import TOY_SPEC
-from prism.loop.run import fit_run
+from prism.run.fit import fit_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 # The toy run with GPI-PD's own keys, Dyna fitted every 100 steps and rolled out from step 200 (so updates

@@ -24,8 +24,8 @@ from subprocess_runs import run_ok as _run
 from prism.agents.gpi_pd.agent import GPIPDAgent
 from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.envs import TOY_SPEC, make_env
-from prism.loop.checkpoint import _global_rng_state, _set_global_rng_state
-from prism.loop.checkpoint_io import save_atomic, torch_load
+from prism.run.checkpoint import _global_rng_state, _set_global_rng_state
+from prism.run.checkpoint_files import save_atomic, torch_load
 
 CHECKPOINT_AT, TOTAL = 170, 310
 """Before T1 = 170: fits every 40 steps from 40, rollouts every 30 from 90, a GPI-LS iteration at 100, PER updates
@@ -77,7 +77,7 @@ def _trainer(*callbacks: Callback) -> L.Trainer:
 
 
 class SaveAt(Callback):
-    """Saves what prism's RunCheckpointer saves of the agent (prism.loop.checkpoint.collect_state) at one step."""
+    """Saves what prism's RunCheckpointer saves of the agent (prism.run.checkpoint.collect_state) at one step."""
 
     def __init__(self, step: int, path: Path):
         self.step, self.path = step, path
@@ -109,7 +109,7 @@ class SaveAt(Callback):
 
 
 class RestoreFrom(Callback):
-    """Restores the agent as prism.loop.checkpoint.restore_state does (before the agent's own on_fit_start)."""
+    """Restores the agent as prism.run.checkpoint.restore_state does (before the agent's own on_fit_start)."""
 
     def __init__(self, path: Path):
         self.path = path

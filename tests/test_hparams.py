@@ -13,7 +13,7 @@ from toy_runs import toy_run
 
 from prism.cli import main
 from prism.config import load_config
-from prism.loop.hparams import HPARAM_METRICS, hparam_values
+from prism.run.hparams import HPARAM_METRICS, hparam_values
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -14,11 +14,14 @@ from toy_runs import toy_run
 
 from prism.agents.capql import CAPQLModule
 from prism.config import load_config
+from prism.loop import fit_phase
 from prism.loop.phases import PrismLoopCallback
-from prism.loop.run import build_run, fit_run
 from prism.registry import AGENTS
+from prism.run.fit import build_run, fit_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+FIT_SUMMARIES: list = []
+"""The prism_run fixture's fit summaries, in order (a spy on the fit phase's record builder)."""
 
 TINY = toy_run(
     {"loop.cycles": 3, "loop.steps_per_cycle": 300, "loop.checkpoint_every": 300, "eval.every": 300}
@@ -49,7 +52,14 @@ def prism_run(tmp_path_factory):
     behaviour unchanged."""
     fitted: list = []
     updates: list = []
+    FIT_SUMMARIES.clear()
     original = PrismLoopCallback.set_model
+    original_record = fit_phase.fit_record
+
+    def record_spy(store, fitted_reward, **kwargs):
+        FIT_SUMMARIES.append(fitted_reward.summary)
+        return original_record(store, fitted_reward, **kwargs)
+
     original_static = CAPQLModule.static_update
 
     def spy(self, agent, models):
@@ -65,6 +75,7 @@ def prism_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(PrismLoopCallback, "set_model", spy)
         patch.setattr(CAPQLModule, "static_update", static_spy)
+        patch.setattr(fit_phase, "fit_record", record_spy)
         run = fit_run([str(CONF / "quickstart.yaml")], [*TINY, f"run_dir={run_dir}"])
     return run, run_dir, fitted, updates
 
@@ -153,7 +164,7 @@ def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run
     assert store.collection_starts == [0, 5, 8]  # 5 random, then 3 + 3 expert episodes
     for k, record in enumerate(records):
         model = fitted[k]
-        summary_k = model.fit_summary
+        summary_k = FIT_SUMMARIES[k]
         val = summary_k.val_segments.tolist()
         # the store as it was at fit k: every segment of collections 0..k
         in_store = [s for s in range(store.num_segments) if int(collections[s]) <= k]
@@ -231,7 +242,7 @@ def test_every_shipped_config_builds(files, tmp_path):
 
 
 def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
-    from prism.loop.evaluate import evaluate_run
+    from prism.run.evaluate import evaluate_run
 
     run_dir = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("loop.cycles")] + ["loop.cycles=1", f"run_dir={run_dir}"]

@@ -21,12 +21,12 @@ import numpy as np
 import torch
 from toy_runs import toy_run
 
-import prism.reward.module as reward_module
+import prism.reward.fit as reward_module
 from prism.config import load_config
 from prism.data.segments import SegmentStore
 from prism.envs.wrappers import SparseRewardWrapper
 from prism.evaluation.pool import EvalEnvPool
-from prism.loop.run import Run, build_run
+from prism.run.fit import Run, build_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 POPULATION, SOLO = "seeds=[3,4]", "seed=4"
@@ -186,13 +186,13 @@ def test_member_reward_fits_draw_the_solo_runs_split_shuffles_init_and_dropout(t
 
     dropout_streams: list[torch.Tensor] = []
 
-    class RecordingModule(reward_module.RewardModelModule):
+    class RecordingModule(reward_module.TrajectorySumModule):
         def on_train_start(self):
             # the global generator where the fit's dropout masks start (the fit seeds it)
             dropout_streams.append(torch.get_rng_state())
 
     monkeypatch.setattr(reward_module, "TrajectorySumDataModule", RecordingDataModule)
-    monkeypatch.setattr(reward_module, "RewardModelModule", RecordingModule)
+    monkeypatch.setattr(reward_module, "TrajectorySumModule", RecordingModule)
     store = _synthetic_store()
     fitted = []
     for overrides in (POPULATION, SOLO):
@@ -201,7 +201,9 @@ def test_member_reward_fits_draw_the_solo_runs_split_shuffles_init_and_dropout(t
         run.loop._fit(run.agent, None)
         assert [shaper.model for shaper in run.agent.shapers] == run.loop.models  # installed where used
         fitted.extend(run.loop.models)
-    assert all(model.fit_summary.epochs_run == [2, 2, 2] for model in fitted)  # real fits, dropout and all
+        assert all(
+            fits[-1]["epochs_run"] == [2, 2, 2] for fits in run.loop.state.reward_fits
+        )  # real fits, dropout and all
     member_0, member_1, alone = fitted
     dm_0, dm_1, dm_alone = data_modules
 
@@ -261,7 +263,7 @@ def test_the_random_redistribution_stream_is_no_other_seeds_release_stream():
     ``default_rng(s + 1)``): runs of neighbouring seeds were not independent. Their first draws must differ."""
     from prism.config import resolve_env_spec
     from prism.envs import make_env
-    from prism.loop.run import build_shaper
+    from prism.run.fit import build_shaper
 
     config = load_config([CONF / "quickstart.yaml"], ["reward.name=random", "env.id=prism/Toy-v0"])
     spec = resolve_env_spec(config)

@@ -13,8 +13,8 @@ import pytest
 from toy_runs import toy_run
 
 from prism.loop import phases
-from prism.loop.run import fit_run
 from prism.memory import release_freed_memory
+from prism.run.fit import fit_run
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
 MiB = 1 << 20

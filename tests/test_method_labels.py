@@ -59,6 +59,11 @@ def test_every_shipped_overlay_names_a_method_its_keys_agree_with(overlay):
     [
         # the case: ReSymNet trains, and baseline would file PRISM under baseline
         (["method=baseline"], "method: baseline means env.dense=false, reward.name=none and no SymReg"),
+        # the sparse env without a reward model, but SymReg on: baseline+symreg, not baseline
+        (
+            ["method=baseline", "reward.name=none", "agent.symreg_lambda=1"],
+            "method: baseline means env.dense=false, reward.name=none and no SymReg",
+        ),
         (["method=wo_loss"], "method: wo_loss means reward.name=resymnet without SymReg"),
         (
             ["method=prism", "agent.symreg_lambda=0"],

@@ -21,7 +21,7 @@ from prism.metrics import functional as F
 from prism.metrics.classes import ExpectedUtility, Hypervolume, VarianceObjective, evaluation_metrics
 from prism.reward.config import RewardConfig
 from prism.reward.losses import pearson_correlation
-from prism.reward.training import RewardModelModule, segment_errors
+from prism.reward.trajectory_sum_module import TrajectorySumModule, segment_errors
 
 
 def _returns(seed: int, w: int = 9, e: int = 4, n_obj: int = 3) -> np.ndarray:
@@ -91,7 +91,7 @@ def test_the_evaluation_callback_records_what_its_metrics_compute():
 def test_resymnet_validation_metrics_are_torchmetrics_equal_to_the_formulas():
     torch.manual_seed(0)
     config = RewardConfig(hidden=16, ensemble_size=3)
-    module = RewardModelModule(5, config, [0, 1, 2])
+    module = TrajectorySumModule(5, config, [0, 1, 2])
     assert isinstance(module.val_mse, MeanSquaredError) and isinstance(module.val_corr, PearsonCorrCoef)
     module.on_validation_epoch_start()
     sse, count, preds, trues = torch.zeros(3), 0, [], []
@@ -111,7 +111,7 @@ def test_resymnet_validation_metrics_are_torchmetrics_equal_to_the_formulas():
 
 
 def test_a_constant_validation_target_gives_correlation_zero_without_a_warning(recwarn):
-    module = RewardModelModule(5, RewardConfig(hidden=16, ensemble_size=2), [0, 1])
+    module = TrajectorySumModule(5, RewardConfig(hidden=16, ensemble_size=2), [0, 1])
     module.on_validation_epoch_start()
     batch = SegmentBatch(torch.randn(30, 5), torch.randint(0, 4, (30,)), torch.randn(4), torch.zeros(30))
     module.validation_step(batch, 0)

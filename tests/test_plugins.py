@@ -121,8 +121,8 @@ def test_a_missing_module_inside_a_plugin_is_not_retried(tmp_path, monkeypatch):
 
 
 def test_the_shaper_protocol_documents_its_state_methods(caplog):
-    from prism.loop import checkpoint
     from prism.reward.shaping import RewardShaper, make_shaper
+    from prism.run import checkpoint
 
     assert {"push", "reset", "state_dict", "load_state_dict"} <= set(vars(RewardShaper))
     (block,) = re.findall(r"class RewardShaper\(Protocol\):\n(.*?)```", ARCHITECTURE.read_text(), flags=re.S)

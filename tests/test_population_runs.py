@@ -20,7 +20,7 @@ from toy_runs import toy_run
 
 from prism.cli import main
 from prism.config import load_config
-from prism.loop.run import build_run, fit_run
+from prism.run.fit import build_run, fit_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

@@ -33,7 +33,7 @@ def test_rl_bar_refreshes_each_time_the_clock_crosses_250_steps():
 
 @pytest.mark.slow  # a whole toy run through every phase (~5 s)
 def test_every_phase_shows_its_own_progress(tmp_path):
-    from prism.loop.run import build_run
+    from prism.run.fit import build_run
 
     config = load_config(
         [CONF / "quickstart.yaml"], [*toy_run({"eval.final.num_weights": 4}), f"run_dir={tmp_path / 'run'}"]

@@ -17,7 +17,7 @@ from toy_runs import toy_run
 
 from prism.config import ConfigError, load_config, resolve_env_spec, to_yaml
 from prism.config.protocols import apply_protocol
-from prism.loop.run import build_run, fit_run
+from prism.run.fit import build_run, fit_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

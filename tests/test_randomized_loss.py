@@ -11,12 +11,12 @@ import pytest
 import torch
 from segment_stores import synthetic_store
 
-import prism.reward.module as reward_module
+import prism.reward.fit as reward_module
 from prism.config import ConfigError, load_config
 from prism.data.datamodule import TrajectorySumDataModule, gather_segments, sample_segment_steps
 from prism.reward.config import RewardConfig
+from prism.reward.fit import fit_resymnet_model
 from prism.reward.losses import randomized_sum_loss, segment_sums, trajectory_sum_loss
-from prism.reward.module import fit_reward_model
 
 SMALL = dict(ensemble_size=3, hidden=16, max_epochs=6, patience=3, batch_size=8, dropout=0.1)
 
@@ -48,14 +48,14 @@ def test_keeping_every_step_is_eq1_bit_for_bit(bias_correction):
 def test_a_fit_whose_k_covers_every_segment_is_the_eq1_fit_bit_for_bit():
     """K ≥ the longest segment: the randomized fit trains on the same batches and weights as eq. 1's."""
     store = synthetic_store(40, seed=3, max_length=9)
-    eq1 = fit_reward_model(store, RewardConfig(**SMALL), seed=2)
-    rrd = fit_reward_model(store, RewardConfig(**SMALL, loss="randomized", sampled_steps=9), seed=2)
-    for (name, p), q in zip(eq1.named_parameters(), rrd.parameters(), strict=True):
+    eq1 = fit_resymnet_model(store, RewardConfig(**SMALL), seed=2)
+    rrd = fit_resymnet_model(store, RewardConfig(**SMALL, loss="randomized", sampled_steps=9), seed=2)
+    for (name, p), q in zip(eq1.model.named_parameters(), rrd.model.parameters(), strict=True):
         assert torch.equal(p, q), name
-    assert eq1.fit_summary.best_val_loss == rrd.fit_summary.best_val_loss
+    assert eq1.summary.best_val_loss == rrd.summary.best_val_loss
     # ... and a smaller K trains on other steps, so other weights
-    small_k = fit_reward_model(store, RewardConfig(**SMALL, loss="randomized", sampled_steps=3), seed=2)
-    assert not torch.equal(small_k.net.inp.weight, eq1.net.inp.weight)
+    small_k = fit_resymnet_model(store, RewardConfig(**SMALL, loss="randomized", sampled_steps=3), seed=2)
+    assert not torch.equal(small_k.model.net.inp.weight, eq1.model.net.inp.weight)
 
 
 def _draw_losses(lengths, k, draws, bias_correction):
@@ -156,7 +156,7 @@ def _fit_rrd(**kwargs):
     config = RewardConfig(
         **{**SMALL, "max_epochs": 8}, loss="randomized", sampled_steps=6, bias_correction=True
     )
-    return fit_reward_model(store, config, seed=5, **kwargs)
+    return fit_resymnet_model(store, config, seed=5, **kwargs)
 
 
 def test_a_randomized_fit_is_deterministic_and_resumes_bit_for_bit():
@@ -166,9 +166,9 @@ def test_a_randomized_fit_is_deterministic_and_resumes_bit_for_bit():
     resumed = _fit_rrd(resume=snapshots[len(snapshots) // 2])
     assert torch.load(io.BytesIO(snapshots[len(snapshots) // 2]), weights_only=False)["epoch"] >= 1
     for other in (again, resumed):
-        for (name, p), q in zip(whole.named_parameters(), other.parameters(), strict=True):
+        for (name, p), q in zip(whole.model.named_parameters(), other.model.parameters(), strict=True):
             assert torch.equal(p, q), name
-        assert other.fit_summary.best_val_loss == whole.fit_summary.best_val_loss
+        assert other.summary.best_val_loss == whole.summary.best_val_loss
 
 
 @pytest.mark.slow
@@ -179,9 +179,9 @@ def test_randomized_fit_recovers_the_hidden_reward():
         ensemble_size=2, hidden=64, max_epochs=60, patience=15, batch_size=16, dropout=0.0, lr=0.003,
         use_dense_features=False, loss="randomized", sampled_steps=8, bias_correction=False,
     )  # fmt: skip
-    model = fit_reward_model(store, config, seed=0)
+    model = fit_resymnet_model(store, config, seed=0)
     # (eq. 1 reaches 0.95 here in 60 epochs; K = 8 of up to 60 steps is a noisier gradient: 0.83)
-    assert model.fit_summary.val_correlation > 0.8
+    assert model.summary.val_correlation > 0.8
 
 
 @pytest.mark.parametrize(
@@ -236,7 +236,7 @@ def test_bias_correction_defaults_to_each_models_own_form_however_the_method_is_
 def test_bf16_is_refused_in_one_line_where_the_cpu_lacks_it(monkeypatch):
     monkeypatch.setattr(reward_module, "bf16_supported", lambda device: False)
     with pytest.raises(ValueError, match="^reward.precision: bf16-mixed needs native bfloat16"):
-        fit_reward_model(synthetic_store(10), RewardConfig(**SMALL, precision="bf16-mixed"))
+        fit_resymnet_model(synthetic_store(10), RewardConfig(**SMALL, precision="bf16-mixed"))
     with pytest.raises(ConfigError, match="^reward.precision: bf16-mixed needs native bfloat16"):
         load_config(["conf/quickstart.yaml"], ["reward.precision=bf16-mixed", "device=cpu"])
 
@@ -248,26 +248,29 @@ def test_a_bf16_fit_autocasts_its_matmuls_and_keeps_float32_weights(monkeypatch)
     monkeypatch.setattr(reward_module, "bf16_supported", lambda device: True)
     store = synthetic_store(80, seed=2, max_length=12)
     config = dict(SMALL, max_epochs=10, dropout=0.0, patience=10)
-    fp32 = fit_reward_model(store, RewardConfig(**config), seed=1)
+    fp32 = fit_resymnet_model(store, RewardConfig(**config), seed=1)
     assert torch.equal(
-        fit_reward_model(store, RewardConfig(**config), seed=1).net.inp.weight, fp32.net.inp.weight
+        fit_resymnet_model(store, RewardConfig(**config), seed=1).model.net.inp.weight,
+        fp32.model.net.inp.weight,
     )
     for layout in ("ragged", "padded"):
-        bf16 = fit_reward_model(store, RewardConfig(**config, precision="bf16-mixed"), seed=1, layout=layout)
-        assert all(p.dtype == torch.float32 for p in bf16.parameters())
-        assert not torch.equal(bf16.net.inp.weight, fp32.net.inp.weight)
-        assert abs(bf16.fit_summary.val_correlation - fp32.fit_summary.val_correlation) < 0.05
+        bf16 = fit_resymnet_model(
+            store, RewardConfig(**config, precision="bf16-mixed"), seed=1, layout=layout
+        )
+        assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
+        assert not torch.equal(bf16.model.net.inp.weight, fp32.model.net.inp.weight)
+        assert abs(bf16.summary.val_correlation - fp32.summary.val_correlation) < 0.05
 
 
 def test_a_warm_started_fit_begins_from_the_given_members():
     store = synthetic_store(40, seed=3, max_length=9)
-    first = fit_reward_model(store, RewardConfig(**SMALL), seed=2)
+    first = fit_resymnet_model(store, RewardConfig(**SMALL), seed=2)
     frozen = dict(SMALL, lr=1e-30, weight_decay=0.0, max_epochs=1)
-    warm = fit_reward_model(store, RewardConfig(**frozen, warm_start=True), seed=9, init=first)
-    cold = fit_reward_model(store, RewardConfig(**frozen, warm_start=True), seed=9)
+    warm = fit_resymnet_model(store, RewardConfig(**frozen, warm_start=True), seed=9, init=first.model)
+    cold = fit_resymnet_model(store, RewardConfig(**frozen, warm_start=True), seed=9)
     # (the scaler is refitted, the weights are the first fit's; at lr ≈ 0 they do not move)
-    assert torch.allclose(warm.net.inp.weight, first.net.inp.weight, atol=1e-6)
-    assert not torch.allclose(cold.net.inp.weight, first.net.inp.weight, atol=1e-3)
+    assert torch.allclose(warm.model.net.inp.weight, first.model.net.inp.weight, atol=1e-6)
+    assert not torch.allclose(cold.model.net.inp.weight, first.model.net.inp.weight, atol=1e-3)
 
 
 def test_the_stratified_sample_draws_every_step_with_probability_k_over_t_and_spreads_over_the_segment():

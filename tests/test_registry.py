@@ -78,21 +78,28 @@ def test_every_builtin_is_registered_once_with_its_config_and_model():
         "rrd": "rrd",
         "uniform": None,
     }
-    from prism.reward.module import fit_reward_model
-    from prism.reward.resymnet import RewardEnsemble
+    from prism.reward.fit import fit_resymnet_model
+    from prism.reward.resymnet import ReSymNetRewardModel
 
     resymnet = REWARD_MODELS.entry("reward.name", "resymnet")
-    assert resymnet.fit_fn() is fit_reward_model and resymnet.load_fn() == RewardEnsemble.from_dict
+    assert resymnet.fitter_fn() is fit_resymnet_model and resymnet.load_fn() == ReSymNetRewardModel.from_dict
     with pytest.raises(ValueError, match="already registered"):
         AGENTS.register("capql", factory="prism.agents.capql:CAPQLModule", config=CAPQLConfig)
 
 
 def test_plugin_code_does_not_name_capql_or_resymnet():
     """The run, the loop and the checkpointer look plug-ins up; only prism/plugins.py names the built-ins."""
-    for path in ("prism/loop/run.py", "prism/loop/phases.py", "prism/loop/checkpoint.py"):
+    for path in (
+        "prism/run/fit.py",
+        "prism/loop/phases.py",
+        "prism/loop/fit_phase.py",
+        "prism/run/checkpoint.py",
+    ):
         source = (ROOT / path).read_text()
         code = "\n".join(line.split("#")[0] for line in source.splitlines())
-        assert not re.search(r"CAPQL|RewardEnsemble|fit_reward_model|\"resymnet\"|\"capql\"", code), path
+        assert not re.search(r"CAPQL|ReSymNetRewardModel|fit_resymnet_model|\"resymnet\"|\"capql\"", code), (
+            path
+        )
 
 
 # ---- config groups -------------------------------------------------------------------------------------
@@ -181,8 +188,8 @@ def test_linear_reward_model_recovers_a_linear_per_step_reward(linear_reward_mod
 
 
 def test_linear_reward_model_runs_through_the_loop_and_checkpoints(linear_reward_model, tmp_path):
-    from prism.loop.checkpoint import collect_state, restore_state
-    from prism.loop.run import fit_run
+    from prism.run.checkpoint import collect_state, restore_state
+    from prism.run.fit import fit_run
 
     run = fit_run(
         [str(CONF / "quickstart.yaml")], [*TOY, "reward.name=linear", f"run_dir={tmp_path / 'run'}"]
@@ -222,7 +229,7 @@ def test_agent_name_selects_the_backbones_own_keys(ddpg):
 
 
 def test_ddpg_backbone_trains_through_the_run(ddpg, tmp_path):
-    from prism.loop.run import fit_run
+    from prism.run.fit import fit_run
 
     run_dir = tmp_path / "run"
     run = fit_run(

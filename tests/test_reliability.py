@@ -87,7 +87,7 @@ def test_resume_after_sigkill_mid_reward_fit(reference_run, tmp_path):
 
 def _fit_snapshot_epoch(checkpoint: Path) -> int | None:
     """The epoch of the reward-fit snapshot a run's checkpoint holds (None: none)."""
-    from prism.loop.checkpoint_io import read_checkpoint
+    from prism.run.checkpoint_files import read_checkpoint
 
     return _snapshot_epoch_of(read_checkpoint(checkpoint))
 
@@ -95,7 +95,7 @@ def _fit_snapshot_epoch(checkpoint: Path) -> int | None:
 def _resumed_snapshot_epoch(run_dir: Path) -> int | None:
     """The fit snapshot's epoch in the checkpoint ``--resume`` takes: ``last.pt``, or ``previous.pt`` when the
     kill fell between a save's two renames (then ``last.pt`` is absent)."""
-    from prism.loop.checkpoint_io import load_checkpoint
+    from prism.run.checkpoint_files import load_checkpoint
 
     loaded = load_checkpoint(run_dir, key="RUN_DIR")
     assert loaded is not None, f"no checkpoint left in {run_dir}"
@@ -103,7 +103,7 @@ def _resumed_snapshot_epoch(run_dir: Path) -> int | None:
 
 
 def _snapshot_epoch_of(state: dict) -> int | None:
-    from prism.loop.checkpoint_io import torch_load_bytes
+    from prism.run.checkpoint_files import torch_load_bytes
 
     progress = state["loop"].get("fit_progress") or [None]
     if progress[0] is None or "snapshot" not in progress[0]:

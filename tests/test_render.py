@@ -247,3 +247,52 @@ def test_prism_render_with_a_backend_this_machine_lacks_is_one_line(hopper_run, 
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"prism: error: MUJOCO_GL: MuJoCo cannot render with {backend} here; install ")
     assert "try MUJOCO_GL=egl" in line and not out.exists()
+
+
+def test_a_clips_returns_are_its_rollouts_discounted_and_plain_sums_and_the_cli_prints_the_plain(
+    hopper_run, tmp_path, gl_env, capsys
+):
+    """Rendered from the evaluation's reset seeds with its weights, clip k·E + e is evaluation pair (weight k,
+    episode e): the same reset seed and episode length, its discounted return Σ γ^t r_t and its undiscounted
+    Σ r_t (summed by the evaluation's own batched rollout). `prism render` prints the one it names, the
+    undiscounted return."""
+    from prism.api import load_run
+    from prism.evaluation.rollout import pair_seeds
+    from prism.metrics.functional import equally_spaced_weights
+
+    run = load_run(hopper_run)
+    expected = run.evaluate(episodes=2)  # the final protocol's 3 weights, 2 episodes each: pair k·2 + e
+    weights = equally_spaced_weights(3, 3)
+    np.testing.assert_array_equal(weights, expected.weights)
+    result = render.render_run(
+        hopper_run, weights=weights, episodes=2, out=tmp_path / "c.gif", width=32, height=32
+    )
+    assert len(result.clips) == 6
+    seeds = pair_seeds(run.eval_config().reset_seed(), 6)
+    for i, clip in enumerate(result.clips):
+        k, e = divmod(i, 2)
+        assert (clip.episode, clip.seed) == (e, seeds[i])
+        assert len(clip.frames) - 1 == expected.lengths[k, e]
+        np.testing.assert_allclose(clip.discounted_return, expected.returns[k, e], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            clip.undiscounted_return, expected.undiscounted_returns[k, e], rtol=1e-5, atol=1e-6
+        )
+        assert not np.allclose(clip.discounted_return, clip.undiscounted_return)  # γ < 1 over > 1 step
+    args = [
+        "render",
+        str(hopper_run),
+        "--out",
+        str(tmp_path / "d.gif"),
+        "--size",
+        "32x32",
+        "--episodes",
+        "2",
+        "--weights",
+    ]
+    assert main([*args, *(",".join(str(x) for x in w) for w in weights)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if re.search(r" episode [01]: ", line)]
+    assert len(lines) == 6
+    for line, clip in zip(lines, result.clips, strict=True):
+        printed = [float(x) for x in re.findall(r"(?:forward|jump|energy) (-?[\d.e+-]+)", line)]
+        np.testing.assert_allclose(printed, clip.undiscounted_return, rtol=1e-3)
+        assert not np.allclose(printed, clip.discounted_return, rtol=1e-3)

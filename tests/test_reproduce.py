@@ -20,7 +20,7 @@ from prism.experiments.presets import PRESETS
 from prism.experiments.report import write_report
 from prism.experiments.runner import RUNNING_ELSEWHERE, Job, fit_command, make_jobs, run_job
 from prism.experiments.stats import compare
-from prism.loop.run_lock import locked_elsewhere, run_dir_lock
+from prism.run.lock import locked_elsewhere, run_dir_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -23,8 +23,8 @@ import torch
 from toy_runs import toy_run
 
 from prism.config import load_config
-from prism.loop.run import build_run
 from prism.reward.resymnet import ReSymNetEnsemble
+from prism.run.fit import build_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 K, IN, H, N = 2, 5, 16, 9  # members, input width, hidden width, steps per member

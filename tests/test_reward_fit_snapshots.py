@@ -1,4 +1,4 @@
-"""A reward fit resumed from a snapshot (prism.reward.module.FitSnapshots) is the uninterrupted fit: the same
+"""A reward fit resumed from a snapshot (prism.reward.fit.FitSnapshots) is the uninterrupted fit: the same
 weights, early-stopping record and curves, bit for bit, in both batch layouts. A fit of hours (the paper's
 E = 1000, ≤ 1000 epochs) killed half-way then goes on instead of starting again from epoch 0."""
 
@@ -14,7 +14,7 @@ from segment_stores import synthetic_store
 from tb_events import FIT_TIMING, scalar_curves
 
 from prism.reward.config import RewardConfig
-from prism.reward.module import fit_reward_model
+from prism.reward.fit import fit_resymnet_model
 
 # Patience long enough that some member is still improving at the snapshots, short enough that one stops.
 CONFIG = dict(ensemble_size=3, hidden=16, max_epochs=12, patience=3, batch_size=8, dropout=0.1)
@@ -22,13 +22,13 @@ CONFIG = dict(ensemble_size=3, hidden=16, max_epochs=12, patience=3, batch_size=
 
 def _fit(layout: str, **kwargs):
     store = synthetic_store(60, seed=1, max_length=11)
-    return fit_reward_model(store, RewardConfig(**CONFIG), seed=5, layout=layout, **kwargs)
+    return fit_resymnet_model(store, RewardConfig(**CONFIG), seed=5, layout=layout, **kwargs)
 
 
 def _same(a, b) -> None:
-    for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+    for (name, p), q in zip(a.model.named_parameters(), b.model.parameters(), strict=True):
         assert torch.equal(p, q), name
-    sa, sb = a.fit_summary, b.fit_summary
+    sa, sb = a.summary, b.summary
     assert (sa.epochs_run, sa.best_epoch, sa.best_val_loss) == (
         sb.epochs_run,
         sb.best_epoch,
@@ -43,14 +43,14 @@ def test_a_fit_resumed_from_any_snapshot_is_the_uninterrupted_fit(layout):
     whole = _fit(layout, on_snapshot=snapshots.append, snapshot_every_s=0)
     epochs = [torch.load(io.BytesIO(s), weights_only=False)["epoch"] for s in snapshots]
     # one snapshot per epoch but the last (the fit returns then), numbered as Lightning counts epochs
-    assert epochs == list(range(len(snapshots))) and len(snapshots) == max(whole.fit_summary.epochs_run) - 1
-    assert min(whole.fit_summary.epochs_run) < max(whole.fit_summary.epochs_run)  # a member stopped early
-    assert _fit(layout).fit_summary.epochs_run == whole.fit_summary.epochs_run  # snapshots change nothing
+    assert epochs == list(range(len(snapshots))) and len(snapshots) == max(whole.summary.epochs_run) - 1
+    assert min(whole.summary.epochs_run) < max(whole.summary.epochs_run)  # a member stopped early
+    assert _fit(layout).summary.epochs_run == whole.summary.epochs_run  # snapshots change nothing
     for snapshot in (snapshots[0], snapshots[len(snapshots) // 2], snapshots[-1]):
         _same(_fit(layout, resume=snapshot), whole)
     # a resumed fit's time includes the time before the snapshot
     late = torch.load(io.BytesIO(snapshots[-1]), weights_only=False)["prism_fit_wall_s"]
-    assert _fit(layout, resume=snapshots[-1]).fit_summary.wall_time_s > late > 0
+    assert _fit(layout, resume=snapshots[-1]).summary.wall_time_s > late > 0
 
 
 def test_a_snapshot_of_a_resumed_fit_resumes_too():
@@ -75,7 +75,7 @@ def test_checkpoints_inside_a_fit_carry_the_runs_random_state_from_before_the_fi
 
     from toy_runs import toy_run
 
-    import prism.loop.checkpoint as checkpoint
+    import prism.run.checkpoint as checkpoint
     from prism.cli import main
 
     saved = []
@@ -111,7 +111,7 @@ def _kill_and_resume(tmp_path, monkeypatch, capsys, decide, *overrides: str) -> 
     run folders (uninterrupted, resumed) and what the resume printed."""
     from toy_runs import toy_run
 
-    import prism.loop.checkpoint as checkpoint
+    import prism.run.checkpoint as checkpoint
     from prism.cli import main
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
@@ -200,7 +200,7 @@ def test_a_resumed_fits_progress_counts_on_from_the_snapshots_epoch():
         for line in log.getvalue().splitlines()
         if ": epoch " in line
     ]
-    last = max(whole.fit_summary.epochs_run)
+    last = max(whole.summary.epochs_run)
     assert shown == list(range(4, last + 1))
     assert f"reward fit: {last} epochs" in log.getvalue()
 

@@ -17,17 +17,17 @@ from prism.data.datamodule import MemberBatch, TrajectorySumDataModule, member_s
 from prism.data.segments import SegmentStore
 from prism.reward.batched import onednn_linear_available
 from prism.reward.config import RewardConfig
-from prism.reward.module import fit_reward_model, member_seeds
+from prism.reward.fit import fit_resymnet_model, member_seeds
 from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
-from prism.reward.training import RewardModelModule
+from prism.reward.trajectory_sum_module import TrajectorySumModule
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def _fit_module(
     store: SegmentStore, cfg: RewardConfig, *, ragged: bool, dtype: torch.dtype
-) -> RewardModelModule:
-    """A fit through Lightning as fit_reward_model runs it, in ``dtype`` (float64: rounding cannot grow into a
+) -> TrajectorySumModule:
+    """A fit through Lightning as fit_resymnet_model runs it, in ``dtype`` (float64: rounding cannot grow into a
     visible difference over the epochs, so the two layouts must agree to many digits)."""
     k = cfg.ensemble_size
     dm = TrajectorySumDataModule(
@@ -41,7 +41,7 @@ def _fit_module(
     dm.setup()
     set_dtype(dm, dtype)
     torch.manual_seed(0)
-    module = RewardModelModule(dm.in_features, cfg, member_seeds(0, k)).to(dtype)
+    module = TrajectorySumModule(dm.in_features, cfg, member_seeds(0, k)).to(dtype)
     L.Trainer(
         max_epochs=cfg.max_epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0,
@@ -136,27 +136,27 @@ def test_fit_reward_model_layouts_agree_and_threads_are_applied(monkeypatch):
     store = synthetic_store(40, seed=1)
     cfg = RewardConfig(hidden=32, ensemble_size=2, batch_size=8, max_epochs=2, patience=5, threads=2)
     seen: list[int] = []
-    original = RewardModelModule.on_train_epoch_start
+    original = TrajectorySumModule.on_train_epoch_start
 
     def record(self):
         seen.append(torch.get_num_threads())
         original(self)
 
-    monkeypatch.setattr(RewardModelModule, "on_train_epoch_start", record)
+    monkeypatch.setattr(TrajectorySumModule, "on_train_epoch_start", record)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        ragged = fit_reward_model(store, cfg, seed=0)  # auto = ragged on a CPU
+        ragged, ragged_summary = fit_resymnet_model(store, cfg, seed=0)  # auto = ragged on a CPU
         assert torch.get_num_threads() == 1  # the caller's count is restored
-        padded = fit_reward_model(store, cfg, seed=0, layout="padded")
+        padded, _ = fit_resymnet_model(store, cfg, seed=0, layout="padded")
     finally:
         torch.set_num_threads(threads)
     assert seen == [2, 2, 2, 2]
     for name, p in ragged.state_dict().items():
         torch.testing.assert_close(p, padded.state_dict()[name], rtol=1e-3, atol=1e-4, msg=name)
-    assert ragged.fit_summary.seconds_per_epoch > 0
+    assert ragged_summary.seconds_per_epoch > 0
     with pytest.raises(ValueError, match="layout"):
-        fit_reward_model(store, cfg, seed=0, layout="bucketed")
+        fit_resymnet_model(store, cfg, seed=0, layout="bucketed")
 
 
 def test_ragged_batches_hold_the_padded_batches_steps():
@@ -186,7 +186,7 @@ def test_loop_fits_on_the_agents_device(monkeypatch):
 
     def fake_fit(store, config, **kwargs):
         calls.append(kwargs)
-        return SimpleNamespace(fit_summary=None)
+        return SimpleNamespace()
 
     from prism.registry import REWARD_MODELS
 
@@ -199,8 +199,9 @@ def test_loop_fits_on_the_agents_device(monkeypatch):
     loop = phases.PrismLoopCallback(get_env_spec("mo-hopper-v5"), settings)
     loop.stores = [synthetic_store(10)]
     agent = SimpleNamespace(
-        device=torch.device("meta"), shapers=[SimpleNamespace(model=None)], env_step_count=0, env_steps=0
-    )
+        device=torch.device("meta"), shapers=[SimpleNamespace(model=None)], env_step_count=0, env_steps=0,
+        drop_captured_graphs=lambda: None,
+    )  # fmt: skip
     try:
         loop._fit(agent, None)
     finally:
@@ -222,3 +223,18 @@ def test_device_cuda_without_cuda_is_a_one_line_config_error(monkeypatch, capsys
     assert err.startswith("prism: error: device:") and "\n" not in err
     with pytest.raises(ConfigError, match="^reward.threads"):
         load_config([CONF / "hopper.yaml"], ["reward.threads=-1"])
+
+
+def test_device_cuda_n_must_be_one_of_this_machines_devices(monkeypatch):
+    """cuda:0 .. cuda:<count - 1> are this machine's GPUs; cuda:<count> and beyond are refused in one line."""
+    from prism.devices import check_cuda_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    for device in ("cuda", "cuda:0", "cuda:1"):
+        check_cuda_device(device)
+    for device in ("cuda:2", "cuda:7", "cuda:x"):
+        with pytest.raises(
+            ConfigError, match=r"^device: .* is not one of this machine's 2 CUDA device\(s\)$"
+        ):
+            check_cuda_device(device)

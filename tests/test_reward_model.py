@@ -13,10 +13,10 @@ from segment_stores import synthetic_store
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
+from prism.reward.fit import fit_resymnet_model, member_seeds
 from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
-from prism.reward.module import fit_reward_model, member_seeds
-from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
-from prism.reward.training import RewardModelModule, clip_per_member_
+from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
+from prism.reward.trajectory_sum_module import TrajectorySumModule, clip_per_member_
 
 
 def _store(n_seg: int = 80, seed: int = 0, dense: bool = True) -> SegmentStore:
@@ -142,7 +142,7 @@ def test_per_member_clip_equals_clip_of_each_member_alone():
 
 # ---- fitting ---------------------------------------------------------------------------------------------
 def _naive_member_val_loss(
-    model: RewardEnsemble, store: SegmentStore, val_segments: torch.Tensor
+    model: ReSymNetRewardModel, store: SegmentStore, val_segments: torch.Tensor
 ) -> torch.Tensor:
     """Per-member MSE of segment sums on the validation segments, one segment at a time."""
     off = store.segment_offsets
@@ -157,9 +157,8 @@ def _naive_member_val_loss(
 def test_fit_restores_best_validation_weights_and_is_deterministic():
     store = _store(80)
     cfg = _small(max_epochs=12, patience=3)
-    model = fit_reward_model(store, cfg, seed=3)
-    summary = model.fit_summary
-    assert isinstance(model, RewardEnsemble) and model.n_members == 2 and not model.training
+    model, summary = fit_resymnet_model(store, cfg, seed=3)
+    assert isinstance(model, ReSymNetRewardModel) and model.n_members == 2 and not model.training
     val = _naive_member_val_loss(model, store, summary.val_segments)
     torch.testing.assert_close(val, torch.tensor(summary.best_val_loss), rtol=1e-4, atol=1e-5)
     for k in range(2):
@@ -167,10 +166,10 @@ def test_fit_restores_best_validation_weights_and_is_deterministic():
         assert summary.epochs_run[k] in (summary.best_epoch[k] + cfg.patience + 1, cfg.max_epochs)
     # The scaler is stored with the model and predict() applies it.
     assert torch.all(model.feature_scale > 0) and model.feature_mean.abs().sum() > 0
-    again = fit_reward_model(store, cfg, seed=3)
+    again, _ = fit_resymnet_model(store, cfg, seed=3)
     x = store.features[:50]
     torch.testing.assert_close(again.predict(x), model.predict(x))
-    other = fit_reward_model(store, cfg, seed=4)
+    other, _ = fit_resymnet_model(store, cfg, seed=4)
     assert not torch.allclose(other.predict(x), model.predict(x))
 
 
@@ -179,7 +178,7 @@ def test_module_tracks_history_and_restores_best():
     cfg = _small(ensemble_size=3, max_epochs=10, patience=2, dropout=0.3)
     dm = TrajectorySumDataModule(store, batch_size=8, seed=0, n_members=3)
     dm.setup()
-    module = RewardModelModule(dm.in_features, cfg, member_seeds(0, 3))
+    module = TrajectorySumModule(dm.in_features, cfg, member_seeds(0, 3))
     trainer = L.Trainer(
         max_epochs=10, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0,
@@ -191,7 +190,7 @@ def test_module_tracks_history_and_restores_best():
         best = history[:run, k].min()
         assert float(module.best_val_loss[k]) == pytest.approx(float(best))
         assert int(module.best_epoch[k]) == int(history[:run, k].argmin())
-    model = RewardEnsemble(module.net, dm.use_dense_features)
+    model = ReSymNetRewardModel(module.net, dm.use_dense_features)
     model.set_scaler(dm.feature_mean, dm.feature_scale)
     torch.testing.assert_close(
         _naive_member_val_loss(model, store, dm.val_segments), module.best_val_loss, rtol=1e-4, atol=1e-5
@@ -208,7 +207,7 @@ def test_batched_member_equals_member_trained_alone():
         dm = TrajectorySumDataModule(
             store, batch_size=8, seed=0, n_members=len(init_seeds), shuffle_seeds=shuffles
         )
-        module = RewardModelModule(dm.store.feature_dim, cfg, init_seeds)
+        module = TrajectorySumModule(dm.store.feature_dim, cfg, init_seeds)
         L.Trainer(
             max_epochs=cfg.max_epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
             enable_model_summary=False, num_sanity_val_steps=0,
@@ -230,19 +229,21 @@ def test_without_dense_features_input_width_and_caller_rng_untouched():
     torch.manual_seed(123)
     expected_next = torch.rand(3)
     torch.manual_seed(123)
-    model = fit_reward_model(store, _small(max_epochs=2, use_dense_features=False, ensemble_size=1), seed=0)
+    model, _ = fit_resymnet_model(
+        store, _small(max_epochs=2, use_dense_features=False, ensemble_size=1), seed=0
+    )
     torch.testing.assert_close(torch.rand(3), expected_next)  # the fit forks the global RNG
     assert model.in_features == store.obs_dim + store.act_dim == 4
     assert not model.use_dense_features
     assert model.net.inp.weight.shape[1] == 4
     with pytest.raises(ValueError, match="dense"):
-        fit_reward_model(_store(30, dense=False), _small(max_epochs=1), seed=0)
+        fit_resymnet_model(_store(30, dense=False), _small(max_epochs=1), seed=0)
 
 
 def test_save_and_load_ensemble(tmp_path):
-    model = fit_reward_model(_store(30), _small(max_epochs=2, residual=False), seed=0)
+    model, _ = fit_resymnet_model(_store(30), _small(max_epochs=2, residual=False), seed=0)
     torch.save(model.to_dict(), tmp_path / "reward.pt")
-    loaded = RewardEnsemble.from_dict(torch.load(tmp_path / "reward.pt", weights_only=True))
+    loaded = ReSymNetRewardModel.from_dict(torch.load(tmp_path / "reward.pt", weights_only=True))
     x = torch.randn(7, 5)
     torch.testing.assert_close(loaded.predict(x), model.predict(x))
 
@@ -252,7 +253,7 @@ def test_tensorboard_logging(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     logger = TensorBoardLogger(tmp_path, name="tb", version=0)
-    fit_reward_model(_store(40), _small(max_epochs=3, patience=5), logger=logger, seed=0)
+    fit_resymnet_model(_store(40), _small(max_epochs=3, patience=5), logger=logger, seed=0)
     acc = EventAccumulator(str(tmp_path / "tb" / "version_0"))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
@@ -297,7 +298,7 @@ def test_the_ragged_fit_backpropagates_one_member_at_a_time():
 
         config = RewardConfig(ensemble_size=members, hidden=32, max_epochs=1, batch_size=8, dropout=0.1)
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved.tensor):
-            fit_reward_model(synthetic_store(64, seed=1, max_length=2), config, seed=5, layout="ragged")
+            fit_resymnet_model(synthetic_store(64, seed=1, max_length=2), config, seed=5, layout="ragged")
         return live["peak"]
 
     one, three = peak_saved_bytes(1), peak_saved_bytes(3)

@@ -7,8 +7,8 @@ import torch
 
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
+from prism.reward.fit import fit_resymnet_model
 from prism.reward.losses import pearson_correlation
-from prism.reward.module import fit_reward_model
 
 
 def _true_reward(x: torch.Tensor) -> torch.Tensor:
@@ -47,12 +47,12 @@ def test_recovers_per_step_reward_from_episode_sums():
         patience=30,
         use_dense_features=False,
     )
-    model = fit_reward_model(train_store, cfg, seed=0)
-    assert model.fit_summary.val_correlation > 0.85  # on the fit's own validation split
+    model = fit_resymnet_model(train_store, cfg, seed=0)
+    assert model.summary.val_correlation > 0.85  # on the fit's own validation split
 
     # Held out: fresh episodes the fit never saw.
     test_store = _episodes(200, seed=1)
-    pred = model.predict(test_store.features)
+    pred = model.model.predict(test_store.features)
     corr = float(pearson_correlation(pred, test_store.true_sparse))
     assert corr >= 0.9, corr
     sums = torch.zeros(test_store.num_segments).index_add_(0, test_store.segment_index, pred)

@@ -19,14 +19,14 @@ from prism.reward import (
     make_shaper,
     relabel_rewards,
 )
-from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _model(in_features: int, use_dense: bool = True, seed: int = 0) -> RewardEnsemble:
+def _model(in_features: int, use_dense: bool = True, seed: int = 0) -> ReSymNetRewardModel:
     torch.manual_seed(seed)
-    model = RewardEnsemble(
+    model = ReSymNetRewardModel(
         ReSymNetEnsemble(3, in_features, hidden=16, member_seeds=[seed, seed + 1, seed + 2]), use_dense
     )
     with torch.no_grad():  # a non-trivial model (the real init predicts ≈ 0)
@@ -180,7 +180,7 @@ class _LinearModel:
 def _hopper_run_with_channel(tmp_path, reward_name: str, channel: int):
     """A hopper run built as ``prism fit`` builds it, hiding ``channel``, ready to step (one member)."""
     from prism.config import load_config
-    from prism.loop.run import build_run
+    from prism.run.fit import build_run
 
     config = load_config(
         [ROOT / "conf" / "quickstart.yaml"],

@@ -11,8 +11,8 @@ import pytest
 from fake_evaluations import fake_eval_result
 from toy_runs import toy_run
 
-import prism.loop.evaluate
-import prism.loop.run
+import prism.run.evaluate
+import prism.run.fit
 from prism.agents.config import CAPQLConfig
 from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.cli import main
@@ -37,14 +37,14 @@ def test_evaluate_takes_options_and_overrides_in_any_order(argv, monkeypatch):
     def fake_evaluate(run_dir, overrides, protocol="final", **kwargs):
         seen.update(run_dir=run_dir, overrides=overrides, protocol=protocol)
 
-    monkeypatch.setattr(prism.loop.evaluate, "evaluate_run", fake_evaluate)
+    monkeypatch.setattr(prism.run.evaluate, "evaluate_run", fake_evaluate)
     assert main(argv) == 0
     assert seen == {"run_dir": "RUN", "overrides": ["eval.episodes=2"], "protocol": "periodic"}
 
 
 def test_fit_takes_overrides_after_an_option(monkeypatch):
     seen = {}
-    monkeypatch.setattr(prism.loop.run, "fit_run", lambda files, overrides, **kw: seen.update(o=overrides))
+    monkeypatch.setattr(prism.run.fit, "fit_run", lambda files, overrides, **kw: seen.update(o=overrides))
     argv = ["fit", "seed=1", "--overwrite", "loop.cycles=2", "--config", str(CONF / "quickstart.yaml")]
     assert main(argv) == 0
     assert sorted(seen["o"]) == ["loop.cycles=2", "seed=1"]
@@ -119,7 +119,7 @@ class _Stop(Exception):
 @pytest.fixture(scope="module")
 def stopped_before_rl(tmp_path_factory):
     """A toy run stopped in its first reward fit: its checkpoints are at 0 env steps (the phase changes)."""
-    import prism.reward.module
+    import prism.reward.fit
 
     run_dir = tmp_path_factory.mktemp("stopped") / "run"
 
@@ -127,9 +127,9 @@ def stopped_before_rl(tmp_path_factory):
         raise _Stop
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(prism.reward.module, "fit_reward_model", stop)
+        patch.setattr(prism.reward.fit, "fit_resymnet_model", stop)
         with pytest.raises(_Stop):
-            prism.loop.run.fit_run([str(CONF / "quickstart.yaml")], [*toy_run(), f"run_dir={run_dir}"])
+            prism.run.fit.fit_run([str(CONF / "quickstart.yaml")], [*toy_run(), f"run_dir={run_dir}"])
     assert (run_dir / "checkpoints" / "last.pt").is_file()
     return run_dir
 
@@ -138,7 +138,7 @@ def test_evaluate_refuses_an_untrained_checkpoint_unless_allowed(stopped_before_
     with pytest.raises(
         ConfigError, match=r"at 0 env steps, before the policy's first update.*--allow-untrained"
     ):
-        prism.loop.evaluate.evaluate_run(stopped_before_rl, [])
+        prism.run.evaluate.evaluate_run(stopped_before_rl, [])
     assert main(["evaluate", str(stopped_before_rl)]) == 2
     assert not (stopped_before_rl / "evaluate.csv").exists()
     capsys.readouterr()
@@ -156,9 +156,9 @@ def test_resume_says_where_it_resumes_from(stopped_before_rl, monkeypatch, capsy
     def stop(*args, **kwargs):
         raise _Stop
 
-    monkeypatch.setattr(prism.loop.run, "build_run", stop)  # the line comes before the run is built
+    monkeypatch.setattr(prism.run.fit, "build_run", stop)  # the line comes before the run is built
     with pytest.raises(_Stop):
-        prism.loop.run.resume_run(stopped_before_rl, [], [])
+        prism.run.fit.resume_run(stopped_before_rl, [], [])
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [
         f"prism: resuming {stopped_before_rl} from {stopped_before_rl / 'checkpoints' / 'last.pt'} at 0/400 "
@@ -175,7 +175,7 @@ def test_resume_of_a_finished_run_with_its_config_says_the_config_is_not_used(tm
     run_dir.mkdir()
     (run_dir / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"], args)))
     (run_dir / "summary.json").write_text("{}")
-    assert prism.loop.run.resume_run(run_dir, [str(CONF / "quickstart.yaml")], args) is None
+    assert prism.run.fit.resume_run(run_dir, [str(CONF / "quickstart.yaml")], args) is None
     (line,) = capsys.readouterr().out.strip().splitlines()
     assert line.startswith(f"prism: run {run_dir} is finished (summary.json present); nothing to resume")
     assert "the --config/overrides given match" in line and "--resume always uses that file" in line
@@ -184,7 +184,7 @@ def test_resume_of_a_finished_run_with_its_config_says_the_config_is_not_used(tm
 def test_fit_resume_checks_the_request_once(tmp_path, monkeypatch, capsys):
     """The CLI checks --resume before importing Lightning and hands that check on: the run folder's config is
     read and compared once, not again by resume_run."""
-    import prism.loop.continuation
+    import prism.run.continuation
     from prism.cli import main
     from prism.config import load_config, to_yaml
 
@@ -193,14 +193,14 @@ def test_fit_resume_checks_the_request_once(tmp_path, monkeypatch, capsys):
     (run_dir / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"], toy_run())))
     (run_dir / "summary.json").write_text("{}")
     calls = []
-    original = prism.loop.continuation.resume_request
+    original = prism.run.continuation.resume_request
 
     def counted(*args, **kwargs):
         calls.append(args[0])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(prism.loop.continuation, "resume_request", counted)
-    monkeypatch.setattr(prism.loop.run, "resume_request", counted)
+    monkeypatch.setattr(prism.run.continuation, "resume_request", counted)
+    monkeypatch.setattr(prism.run.fit, "resume_request", counted)
     assert main(["fit", "--resume", str(run_dir)]) == 0
     assert "is finished (summary.json present); nothing to resume" in capsys.readouterr().out
     assert calls == [run_dir]
@@ -222,7 +222,12 @@ def test_prism_list_names_every_env_overlay_reward_method_and_backbone(capsys):
             title = line.split(" (")[0]
             sections[title] = []
     assert sections["envs"] == registered_env_ids() and "mo-walker2d-v5" in sections["envs"]
-    assert sections["methods"] == ["baseline", "oracle", "prism", "rrd"]  # the files, listed independently below
+    assert sections["methods"] == [
+        "baseline",
+        "oracle",
+        "prism",
+        "rrd",
+    ]  # the files, listed independently below
     assert sections["methods"] == sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
     assert sections["ablations and options"] == sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
     assert "wo_residual" in sections["ablations and options"]

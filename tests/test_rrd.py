@@ -182,8 +182,8 @@ def test_an_rrd_fit_recovers_a_known_per_step_reward():
         patience=20,
         rrd=RRDConfig(hidden=32, lr=3e-3, batch_size=16),
     )
-    model = fit_rrd_model(_drifting_store(300, seed=0), config, seed=0)
-    assert type(model) is RRDRewardModel and model.fit_summary.epochs_run == [20]
+    model, summary = fit_rrd_model(_drifting_store(300, seed=0), config, seed=0)
+    assert type(model) is RRDRewardModel and summary.epochs_run == [20]
     held_out = _drifting_store(100, seed=1)
     quality = score_model(model, held_out)
     assert quality.pearson >= 0.9, quality
@@ -201,9 +201,9 @@ def test_an_rrd_fit_repeats_and_resumes_from_a_snapshot_bit_for_bit():
         fit_rrd_model(store, config, seed=3),
         fit_rrd_model(store, config, seed=3, resume=snapshots[1]),
     ):
-        for (name, p), q in zip(whole.named_parameters(), other.parameters(), strict=True):
+        for (name, p), q in zip(whole.model.named_parameters(), other.model.parameters(), strict=True):
             assert torch.equal(p, q), name
-        assert other.fit_summary.best_val_loss == whole.fit_summary.best_val_loss
+        assert other.summary.best_val_loss == whole.summary.best_val_loss
     with pytest.raises(ValueError, match="^reward.name: rrd reads each step's next observation"):
         fit_rrd_model(SegmentStore(OBS, ACT, 0), config)
 
@@ -211,8 +211,8 @@ def test_an_rrd_fit_repeats_and_resumes_from_a_snapshot_bit_for_bit():
 # ---- registration, method name, config keys --------------------------------------------------------------
 def test_rrd_is_registered_named_listed_and_described():
     entry = REWARD_MODELS.entry("reward.name", "rrd")
-    assert entry.fit_fn() is fit_rrd_model and entry.load_fn() == RRDRewardModel.from_dict
-    assert entry.next_obs and entry.fit_population is None
+    assert entry.fitter_fn() is fit_rrd_model and entry.load_fn() == RRDRewardModel.from_dict
+    assert entry.next_obs and entry.population_fitter is None
     assert REWARDS.entry("reward.name", "rrd").model == "rrd"
     assert not REWARD_MODELS.entry("reward.name", "resymnet").next_obs
     config = load_config([CONF / "swimmer.yaml"], ["reward.name=rrd"])
@@ -273,8 +273,8 @@ def test_an_rrd_run_fits_shapes_records_and_loads(tmp_path):
     """The toy run with reward.name=rrd: its stores keep s', the shaped channel in replay is the model's
     r̂(s, a, s'), summary.json records each fit's diagnostics, a checkpoint restores the model through the
     registry, and prism.load_run(...).shaped_reward gives the same values."""
-    from prism.loop.checkpoint import collect_state, restore_state
-    from prism.loop.run import fit_run
+    from prism.run.checkpoint import collect_state, restore_state
+    from prism.run.fit import fit_run
 
     run_dir = tmp_path / "run"
     run = fit_run([str(CONF / "quickstart.yaml")], [*toy_run(RRD_TOY), f"run_dir={run_dir}"])

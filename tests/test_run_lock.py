@@ -1,4 +1,4 @@
-"""One writer per run folder (prism.loop.run_lock): a second `prism fit` / `--resume` / `--overwrite` on a folder
+"""One writer per run folder (prism.run.lock): a second `prism fit` / `--resume` / `--overwrite` on a folder
 another process is writing is refused in one line and touches nothing; a killed holder leaves no stale lock;
 forked workers do not keep the folder locked."""
 
@@ -16,8 +16,8 @@ import pytest
 
 from prism.config import load_config, to_yaml
 from prism.errors import ConfigError
-from prism.loop.run import fit_run
-from prism.loop.run_lock import run_dir_lock
+from prism.run.fit import fit_run
+from prism.run.lock import run_dir_lock
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 HOLD = """

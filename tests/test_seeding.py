@@ -15,7 +15,7 @@ from toy_runs import toy_run
 
 from prism.config import load_config
 from prism.loop import EvalEnvPool, evaluate_agent, pair_seeds
-from prism.loop.run import build_run, fit_run
+from prism.run.fit import build_run, fit_run
 from prism.seeding import derive_seed, population_seed
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

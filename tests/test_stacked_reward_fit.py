@@ -13,25 +13,25 @@ from segment_stores import set_dtype, synthetic_store
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
+from prism.reward.fit import fit_resymnet_model, member_seeds
 from prism.reward.fit_loggers import StoreRoutedLogger
-from prism.reward.module import fit_reward_model, member_seeds
 from prism.reward.stacked import MemberAdamW, StackedRewardModule, fit_reward_models_stacked, stacked_data
-from prism.reward.training import RewardModelModule
+from prism.reward.trajectory_sum_module import TrajectorySumModule
 
 # On the CPU even on a GPU machine: the equality needs the lone fit's CPU dropout draws.
 TRAINER = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                num_sanity_val_steps=0)  # fmt: skip
 
 
-def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int, **trainer) -> RewardModelModule:
-    """A member's own fit, as fit_reward_model runs it with the padded layout, in float64."""
+def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int, **trainer) -> TrajectorySumModule:
+    """A member's own fit, as fit_resymnet_model runs it with the padded layout, in float64."""
     k = cfg.ensemble_size
     dm = TrajectorySumDataModule(store, batch_size=cfg.batch_size, val_fraction=cfg.val_fraction, seed=seed,
                                  n_members=k, shuffle_seeds=member_shuffle_seeds(seed, k))  # fmt: skip
     dm.setup()
     set_dtype(dm, torch.float64)
     torch.manual_seed(seed)
-    module = RewardModelModule(dm.in_features, cfg, member_seeds(seed, k)).double()
+    module = TrajectorySumModule(dm.in_features, cfg, member_seeds(seed, k)).double()
     L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(module, datamodule=dm)
     return module
 
@@ -129,8 +129,7 @@ def test_the_stacked_fits_loggers_get_each_stores_summary():
     cfg = RewardConfig(hidden=8, dropout=0.2, ensemble_size=2, batch_size=8, max_epochs=6, patience=2)
     loggers = [_Scalars(), _Scalars()]
     models = fit_reward_models_stacked(stores, cfg, [1, 2], loggers=loggers)
-    for model, logged in zip(models, loggers, strict=True):
-        summary = model.fit_summary
+    for (_, summary), logged in zip(models, loggers, strict=True):
         last = max(summary.epochs_run) - 1
         assert logged.curves["reward_fit/final_val_corr"] == [(last, summary.val_correlation)]
         assert [logged.curves[f"reward_fit/best_val_loss/m{k}"][0][1] for k in range(2)] == pytest.approx(
@@ -182,11 +181,11 @@ def test_fit_reward_models_stacked_returns_one_ensemble_per_store(monkeypatch):
     finally:
         torch.set_num_threads(threads)
     models = fit_reward_models_stacked(stores, cfg, [1, 2])
-    lone = fit_reward_model(stores[1], cfg, seed=2, layout="padded")
-    assert [m.n_members for m in models] == [2, 2]
+    lone, _ = fit_resymnet_model(stores[1], cfg, seed=2, layout="padded")
+    assert [m.model.n_members for m in models] == [2, 2]
     feats = stores[1].features[:50]
     # float32 now: the same fit up to rounding (the stacked batch pads to another length).
-    torch.testing.assert_close(models[1].predict(feats), lone.predict(feats), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(models[1].model.predict(feats), lone.predict(feats), rtol=1e-4, atol=1e-5)
 
 
 def test_population_loop_fits_its_members_in_one_stacked_fit(tmp_path):
@@ -197,7 +196,7 @@ def test_population_loop_fits_its_members_in_one_stacked_fit(tmp_path):
     from toy_runs import toy_run
 
     from prism.config import load_config
-    from prism.loop.run import build_run
+    from prism.run.fit import build_run
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
 
@@ -206,15 +205,15 @@ def test_population_loop_fits_its_members_in_one_stacked_fit(tmp_path):
         config = load_config([conf], [*toy_run({}), *overrides, "device=cpu", f"run_dir={tmp_path / 'x'}"])
         run = build_run(config, progress_bar=False)
         run.loop._advance(run.agent, None)  # collect, fit, stop at RL
-        return run.loop.models
+        return run.loop.models, [fits[-1] for fits in run.loop.state.reward_fits]
 
-    stacked = first_models("seeds=[3,5]", "reward.stacked_fit=true")
-    per_member = first_models("seeds=[3,5]")
+    stacked, stacked_records = first_models("seeds=[3,5]", "reward.stacked_fit=true")
+    per_member, member_records = first_models("seeds=[3,5]")
     # One fit for both: they share its wall time (per-member fits each time their own).
-    assert stacked[0].fit_summary.wall_time_s == stacked[1].fit_summary.wall_time_s
-    assert per_member[0].fit_summary.wall_time_s != per_member[1].fit_summary.wall_time_s
+    assert stacked_records[0]["wall_time_s"] == stacked_records[1]["wall_time_s"]
+    assert member_records[0]["wall_time_s"] != member_records[1]["wall_time_s"]
+    assert [r["epochs_run"] for r in stacked_records] == [r["epochs_run"] for r in member_records]
     for mine, theirs in zip(stacked, per_member):
-        assert mine.fit_summary.epochs_run == theirs.fit_summary.epochs_run
         for key, value in theirs.state_dict().items():
             torch.testing.assert_close(mine.state_dict()[key], value, rtol=1e-3, atol=1e-4, msg=key)
 
@@ -229,7 +228,7 @@ def test_a_stacked_fit_resumed_from_any_snapshot_is_the_uninterrupted_fit():
     cfg = RewardConfig(hidden=8, dropout=0.2, ensemble_size=2, batch_size=8, max_epochs=9, patience=2)
     snapshots: list[bytes] = []
     whole = fit_reward_models_stacked(stores, cfg, [1, 2], on_snapshot=snapshots.append, snapshot_every_s=0)
-    epochs_run = [e for model in whole for e in model.fit_summary.epochs_run]
+    epochs_run = [e for fitted in whole for e in fitted.summary.epochs_run]
     assert len(set(epochs_run)) > 1  # networks stopped at different epochs
     # one snapshot per epoch but the last, numbered as Lightning counts epochs
     assert [torch.load(io.BytesIO(b), weights_only=False)["epoch"] for b in snapshots] == list(
@@ -238,9 +237,9 @@ def test_a_stacked_fit_resumed_from_any_snapshot_is_the_uninterrupted_fit():
     for snapshot in (snapshots[0], snapshots[len(snapshots) // 2], snapshots[-1]):
         resumed = fit_reward_models_stacked(stores, cfg, [1, 2], resume=snapshot)
         for mine, theirs in zip(resumed, whole, strict=True):
-            for key, value in theirs.state_dict().items():
-                assert torch.equal(mine.state_dict()[key], value), key
-            a, b = mine.fit_summary, theirs.fit_summary
+            for key, value in theirs.model.state_dict().items():
+                assert torch.equal(mine.model.state_dict()[key], value), key
+            a, b = mine.summary, theirs.summary
             assert (a.epochs_run, a.best_epoch, a.best_val_loss) == (
                 b.epochs_run,
                 b.best_epoch,
@@ -282,7 +281,7 @@ def test_a_populations_stacked_fit_shows_its_epochs(tmp_path):
 
     from prism.config import load_config
     from prism.loop.progress_lines import LineProgress
-    from prism.loop.run import build_run
+    from prism.run.fit import build_run
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
     overrides = [*toy_run({"reward.max_epochs": 4, "reward.patience": 10}), "seeds=[3,5]"]
@@ -295,4 +294,5 @@ def test_a_populations_stacked_fit_shows_its_epochs(tmp_path):
     epochs = [line for line in log.getvalue().splitlines() if f"] {desc}: epoch " in line]  # [h:mm:ss] desc
     assert [int(line.split("epoch ")[1].split("/")[0]) for line in epochs] == [1, 2, 3, 4]
     assert f"{desc}: 4 epochs" in log.getvalue()
-    assert run.loop.models[0].fit_summary.epochs_run == [4] * len(run.loop.models[0].fit_summary.epochs_run)
+    epochs_run = run.loop.state.reward_fits[0][-1]["epochs_run"]
+    assert epochs_run == [4] * len(epochs_run)

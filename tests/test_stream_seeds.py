@@ -23,7 +23,7 @@ from gymnasium.utils import seeding
 from toy_runs import toy_run
 
 from prism.config import load_config
-from prism.loop.run import Run, build_run
+from prism.run.fit import Run, build_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SMALL_INTEGERS = 20_000

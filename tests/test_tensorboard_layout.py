@@ -19,7 +19,7 @@ def _scalars(folder: Path) -> EventAccumulator:
 
 
 def test_each_reward_fit_is_its_own_run_against_epochs(tmp_path):
-    from prism.loop.run import fit_run
+    from prism.run.fit import fit_run
 
     run_dir = tmp_path / "run"
     overrides = toy_run({"reward.patience": 10})

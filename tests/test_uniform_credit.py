@@ -1,10 +1,13 @@
-"""tools/uniform_credit.py: the per-step Pearson of uniform R/T redistribution with the true reward."""
+"""``prism uniform-credit`` (prism/experiments/uniform_credit.py): the per-step Pearson of uniform R/T
+redistribution with the true reward."""
+
+import re
 
 import numpy as np
 import pytest
-from tool_modules import load_tool
 
-uniform_credit = load_tool("uniform_credit")
+from prism.cli import main
+from prism.experiments import uniform_credit
 
 
 def test_the_pearson_of_r_over_t_equals_the_correlation_ratio_for_episodes_of_mixed_lengths():
@@ -35,3 +38,17 @@ def test_random_hopper_episodes_end_at_a_fall_and_carry_survival_in_r_over_t():
     assert len(episodes) == 20 and max(lengths) < 1000  # random hoppers fall long before truncation
     pearson, eta = uniform_credit.uniform_pearson(episodes)
     assert pearson == pytest.approx(eta, abs=1e-9) and pearson > 0.2
+
+
+def test_prism_uniform_credit_prints_each_envs_pearson_and_eta(capsys):
+    """The subcommand prints, per env, the numbers uniform_pearson gives on the same random episodes."""
+    assert main(["uniform-credit", "--envs", "mo-hopper-v5", "--episodes", "6", "--seed", "1"]) == 0
+    line = capsys.readouterr().out.strip()
+    match = re.fullmatch(
+        r"mo-hopper-v5: 6 random episodes \(length \d+, \d+-\d+\): Pearson\(R/T, r_t\) = (\S+), "
+        r"eta = (\S+)  \[\d+ s\]",
+        line,
+    )
+    assert match, line
+    pearson, eta = uniform_credit.uniform_pearson(uniform_credit.random_episode_rewards("mo-hopper-v5", 6, 1))
+    assert (float(match[1]), float(match[2])) == (round(pearson, 3), round(eta, 3))

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_loop_has_no_import_circle_even_under_type_checking():
-    """outputs.py and run.py share their types through prism.loop.members: no circle, not even a TYPE_CHECKING
+    """outputs.py and run.py share their types through prism.run.members: no circle, not even a TYPE_CHECKING
     one (the runtime-only check of test_shape.py does not see those)."""
     tool = load_tool("import_graph")
     _, all_edges = tool.build_graph(ROOT)
@@ -20,7 +20,7 @@ def test_loop_has_no_import_circle_even_under_type_checking():
         if m.startswith("prism.loop")
     }
     assert tool.cycles(loop) == []
-    assert "prism.loop.run" not in all_edges["prism.loop.outputs"]
+    assert "prism.run.fit" not in all_edges["prism.run.outputs"]
 
 
 def test_population_default_run_dir_is_named_after_its_seeds_and_its_config_has_no_seed():
@@ -103,8 +103,8 @@ def test_best_means_the_same_in_the_closing_block_and_summary_csv(tmp_path):
     from types import SimpleNamespace
 
     from prism.evaluation.config import EvalConfig
-    from prism.loop.outputs import closing_summary, write_population_summary
-    from prism.loop.run_clock import RunTimes
+    from prism.run.clock import RunTimes
+    from prism.run.outputs import closing_summary, write_population_summary
 
     members = []
     for seed in (0, 1):

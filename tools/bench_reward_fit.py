@@ -9,7 +9,7 @@ Default mode: one batched K = 3 ReSymNet fit vs three K = 1 fits one after anoth
 Both arms use the same segments (random-policy episodes through the sparse wrapper, channel 0 sparse), the
 same split seed, the same number of epochs (early stopping disabled: patience > epochs) and batch size 32,
 and the paper's network (hidden 256, dropout 0.3). Each arm is timed end to end through
-``fit_reward_model`` (Trainer set-up included), in wall time and in this process's CPU time (the steadier
+``fit_resymnet_model`` (Trainer set-up included), in wall time and in this process's CPU time (the steadier
 number on a shared machine). The last line is the wall-time ratio, ``speedup_vs_sequential: <x>x``.
 
 ``--long``: seconds per epoch of the fit before and after the fast path, on data shaped like a hopper refit
@@ -63,7 +63,7 @@ and the s/epoch ratio to eq. 1's. Stores are cached in ``--stores`` (collection 
 
 ``--stacked S``: a population's refit: S stores shaped like ``--long``'s (one per member, seeds differ) fitted
 in one stacked S × K fit (``reward.stacked_fit``, prism/reward/stacked.py) vs the S members' fits one after
-the other (``fit_reward_model``, the run's default), E epochs each, early stopping out of reach; the last
+the other (``fit_resymnet_model``, the run's default), E epochs each, early stopping out of reach; the last
 line is the wall-time ratio, ``stacked_speedup_vs_sequential: <x>x``. The issue's GPU goal is S = 10 on
 ~122 000 steps per member (the ``--long`` defaults).
 """
@@ -83,7 +83,7 @@ from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.memory import release_freed_memory
 from prism.reward.config import RewardConfig
-from prism.reward.module import fit_reward_model
+from prism.reward.fit import fit_resymnet_model
 from prism.reward.stacked import fit_reward_models_stacked
 
 # mo-hopper-v5: 11 observation, 3 action, 2 dense-reward columns (channel 0 sparse).
@@ -137,9 +137,9 @@ def bench_long(args: argparse.Namespace) -> None:
                 ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=threads
             )
             c0 = time.process_time()
-            model = fit_reward_model(store, cfg, seed=args.seed, layout=layout, device=args.device)
+            model = fit_resymnet_model(store, cfg, seed=args.seed, layout=layout, device=args.device)
             cpu = (time.process_time() - c0) / epochs
-            per_epoch[name].append(model.fit_summary.seconds_per_epoch)
+            per_epoch[name].append(model.summary.seconds_per_epoch)
             line.append(f"{name} {per_epoch[name][-1]:.2f}s/epoch (cpu {cpu:.2f}s)")
         ratio = per_epoch["before"][-1] / per_epoch["after"][-1]
         print(f"round {r}: " + ", ".join(line) + f"; ratio {ratio:.2f}x; load={os.getloadavg()[0]:.2f}")
@@ -167,12 +167,10 @@ def _memory_child(args: argparse.Namespace) -> None:
     store = synthetic_hopper_store(args.long_segments, args.short_segments, seed=args.seed)
     epochs = args.epochs or 2
     cfg = RewardConfig(ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=0)
-    model = fit_reward_model(store, cfg, seed=args.seed)
+    model = fit_resymnet_model(store, cfg, seed=args.seed)
     status = _vm_mib()
     release_freed_memory()
-    print(
-        f"{status['VmHWM']} {status['VmRSS']} {_vm_mib()['VmRSS']} {model.fit_summary.seconds_per_epoch:.2f}"
-    )
+    print(f"{status['VmHWM']} {status['VmRSS']} {_vm_mib()['VmRSS']} {model.summary.seconds_per_epoch:.2f}")
 
 
 def _vm_mib() -> dict[str, int]:
@@ -229,10 +227,10 @@ def bench_stacked(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     stacked = fit_reward_models_stacked(stores, cfg, seeds, device=args.device)
     t_stacked = time.perf_counter() - t0
-    assert all(m.fit_summary.epochs_run == [epochs] * args.members for m in stacked)
+    assert all(m.summary.epochs_run == [epochs] * args.members for m in stacked)
     t0 = time.perf_counter()
     for store, seed in zip(stores, seeds):
-        fit_reward_model(store, cfg, seed=seed, device=args.device)
+        fit_resymnet_model(store, cfg, seed=seed, device=args.device)
     t_seq = time.perf_counter() - t0
     print(
         f"stacked S={members} x K={args.members}: wall {t_stacked:.2f}s; sequential {members} fits: wall {t_seq:.2f}s"
@@ -370,33 +368,31 @@ def bench_quality(args: argparse.Namespace) -> None:
                 )
             for seed in seeds:
                 t0 = time.perf_counter()
-                model = fit_reward_model(store, RewardConfig(**keys), seed=seed)
+                model, fit = fit_resymnet_model(store, RewardConfig(**keys), seed=seed)
                 wall = time.perf_counter() - t0
                 if polish:
                     # The cheap fit, then P epochs of eq. 1 from its members (same split), the learning rate
                     # going on from where the cheap fit's schedule left it.
-                    first = model.fit_summary
                     print(f"{env} {option} seed {seed}: before polish {wall / 60:.1f} min, epochs "
-                          f"{first.epochs_run}, val Pearson {first.val_correlation:.3f}", flush=True)  # fmt: skip
-                    lr = keys["lr"] * RewardConfig().lr_decay ** max(first.epochs_run)
+                          f"{fit.epochs_run}, val Pearson {fit.val_correlation:.3f}", flush=True)  # fmt: skip
+                    lr = keys["lr"] * RewardConfig().lr_decay ** max(fit.epochs_run)
                     polish_keys = dict(keys, loss="sum", bias_correction=False, sampling="uniform",
                                        max_epochs=polish, lr=lr)  # fmt: skip
-                    model = fit_reward_model(store, RewardConfig(**polish_keys), seed=seed, init=model)
+                    model, fit = fit_resymnet_model(store, RewardConfig(**polish_keys), seed=seed, init=model)
                     wall = time.perf_counter() - t0
                 if refit:
                     # Cycle 1 as the loop runs it: the random episodes plus the expert ones, refitted from
                     # scratch (+refit) or from cycle 0's members (+warm); its numbers are the refit's.
                     print(f"{env} {option} seed {seed}: cycle-0 fit {wall / 60:.1f} min, val Pearson "
-                          f"{model.fit_summary.val_correlation:.3f}", flush=True)  # fmt: skip
+                          f"{fit.val_correlation:.3f}", flush=True)  # fmt: skip
                     grown = SegmentStore.from_state_dict(store.state_dict())
                     grown.extend(held_out)
                     t0 = time.perf_counter()
-                    model = fit_reward_model(
+                    model, fit = fit_resymnet_model(
                         grown, RewardConfig(**keys, warm_start=refit == "warm"), seed=seed + 1,
                         init=model if refit == "warm" else None,
                     )  # fmt: skip
                     wall = time.perf_counter() - t0
-                fit = model.fit_summary
                 expert = float("nan")
                 if held_out is not None:
                     expert = float(
@@ -497,7 +493,7 @@ def main() -> None:
         return RewardConfig(ensemble_size=k, max_epochs=epochs, patience=epochs + 1)
 
     # Warm-up (allocator, first-call kernels) so neither arm pays it alone.
-    fit_reward_model(
+    fit_resymnet_model(
         store,
         RewardConfig(ensemble_size=1, max_epochs=1, patience=2, hidden=256),
         seed=99,
@@ -505,16 +501,16 @@ def main() -> None:
     )
 
     t0, c0 = time.perf_counter(), time.process_time()
-    batched = fit_reward_model(store, config(args.members), seed=args.seed, device=args.device)
+    batched = fit_resymnet_model(store, config(args.members), seed=args.seed, device=args.device)
     t_batched, c_batched = time.perf_counter() - t0, time.process_time() - c0
     print(
-        f"batched K={args.members}: wall {t_batched:.2f}s cpu {c_batched:.2f}s (epochs {batched.fit_summary.epochs_run})"
+        f"batched K={args.members}: wall {t_batched:.2f}s cpu {c_batched:.2f}s (epochs {batched.summary.epochs_run})"
     )
 
     t0, c0 = time.perf_counter(), time.process_time()
     for k in range(args.members):
-        single = fit_reward_model(store, config(1), seed=args.seed + k, device=args.device)
-        assert single.fit_summary.epochs_run == [epochs]
+        single = fit_resymnet_model(store, config(1), seed=args.seed + k, device=args.device)
+        assert single.summary.epochs_run == [epochs]
     t_seq, c_seq = time.perf_counter() - t0, time.process_time() - c0
     print(f"sequential {args.members} x K=1: wall {t_seq:.2f}s cpu {c_seq:.2f}s")
     # On a shared machine wall time depends on other jobs; this process's CPU time much less so.

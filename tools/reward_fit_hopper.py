@@ -17,8 +17,8 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.reward.config import RewardConfig
+from prism.reward.fit import fit_resymnet_model
 from prism.reward.losses import pearson_correlation
-from prism.reward.module import fit_reward_model
 
 
 def main() -> None:
@@ -63,8 +63,7 @@ def main() -> None:
         ensemble_size=args.ensemble, max_epochs=args.max_epochs, use_dense_features=not args.no_dense
     )
     print(f"threads={torch.get_num_threads()} config={cfg}")
-    model = fit_reward_model(store, cfg, seed=args.seed)
-    s = model.fit_summary
+    model, s = fit_resymnet_model(store, cfg, seed=args.seed)
     pred = model.predict(test.features)
     corr = float(pearson_correlation(pred, test.true_sparse))
     sums = torch.zeros(test.num_segments).index_add_(0, test.segment_index, pred)

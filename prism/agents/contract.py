@@ -37,6 +37,11 @@ class PopulationAgent(Protocol):
     """Applied to every sampled replay batch ``[S, B, ...]`` before an update (``reward.relabel``)."""
 
     @property
+    def device(self) -> torch.device:
+        """Where its networks live (the run's device; reward fits run there too)."""
+        ...
+
+    @property
     def members(self) -> int:
         """S, the population size."""
         ...
@@ -67,6 +72,16 @@ class PopulationAgent(Protocol):
     def pause_at(self, env_step: int) -> None:
         """Make sure the agent ends a training batch exactly at ``env_step`` (several env steps may run per
         batch), so a callback sees that step in ``on_train_batch_end``."""
+        ...
+
+    def drop_captured_graphs(self) -> None:
+        """Forget any captured CUDA graph of the update (the loop calls it after every reward fit, whose own
+        Trainer may free memory a graph points at); the next update builds it again."""
+        ...
+
+    def check_finite(self) -> None:
+        """Raise :class:`~prism.errors.NonFiniteError` if a logged loss or a weight is NaN/inf (the run calls it
+        before every checkpoint, so a good checkpoint is never replaced by a broken state)."""
         ...
 
     def runtime_state(self) -> dict[str, Any]:

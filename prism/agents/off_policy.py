@@ -179,6 +179,9 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, StepTransferMixin, L.Lig
         if env_step > self._steps:
             self._pauses.add(int(env_step))
 
+    def drop_captured_graphs(self) -> None:
+        """Nothing is captured by default (CAPQL's static update captures a CUDA graph and overrides this)."""
+
     def sample_preferences(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` training preferences ``[n, L]`` from the cone around the uniform weight (docs/method.md §6)."""
         return cone_weights(

@@ -9,7 +9,7 @@ training batch holds K different sets of segments. Two layouts of the same batch
 
 - padded (:class:`SegmentBatch`, the reference): ``features [K, N_max, F]`` padded to the longest member's
   step count, padded steps carrying segment id ``B`` (discarded by the loss);
-- ragged (:class:`MemberBatch`, what :func:`~prism.reward.module.fit_reward_model` trains on on a CPU): each
+- ragged (:class:`MemberBatch`, what :func:`~prism.reward.fit.fit_resymnet_model` trains on on a CPU): each
   member's steps unpadded, so no arithmetic is spent on padding (with 1000 short random-policy episodes
   beside 100 long expert ones, padding is ~40 % of the padded batch's rows).
 """
@@ -29,7 +29,7 @@ from prism.data.segments import SegmentStore
 
 def member_shuffle_seeds(seed: int, n_members: int) -> list[int]:
     """Shuffle-order seed of each ensemble member, derived from the split seed (distinct from the members'
-    initialisation seeds, :func:`prism.reward.module.member_seeds`)."""
+    initialisation seeds, :func:`prism.reward.fit.member_seeds`)."""
     return [int(seed) * 7919 + 104_729 * (k + 1) for k in range(n_members)]
 
 
@@ -242,7 +242,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         standardise: z-score the features (ReSymNet); False: raw, the identity scaler (RRD's default).
 
     The scaler (``feature_mean``, ``feature_scale``) is fitted on the steps of training segments only
-    (population std, zero variance → 1) and copied into the fitted model by :func:`fit_reward_model`.
+    (population std, zero variance → 1) and copied into the fitted model by :func:`fit_resymnet_model`.
     """
 
     def __init__(
@@ -382,7 +382,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
     def train_dataloader(self) -> _MemberShuffledBatches:
         return _MemberShuffledBatches(self)
 
-    # A fit resumed from a snapshot (prism.reward.module) continues each member's shuffle stream where it was:
+    # A fit resumed from a snapshot (prism.reward.fit) continues each member's shuffle stream where it was:
     # Lightning saves this with the fit's checkpoint and loads it after ``setup``.
     def state_dict(self) -> dict[str, list[Tensor] | Tensor]:
         return {

@@ -15,9 +15,10 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch import Callback, Trainer
 
 from prism._text import counted
+from prism.agents.contract import PopulationAgent
 from prism.envs.spec import EnvSpec
 from prism.evaluation.config import EvalConfig
 from prism.evaluation.figure import front_figure
@@ -122,34 +123,32 @@ class EvaluationCallback(Callback):
     def csv_path(self) -> Path | None:
         return None if self.run_dir is None else self.run_dir / "eval.csv"
 
-    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+    def on_fit_start(self, trainer: Trainer, pl_module: PopulationAgent) -> None:
         if self.run_dir is None:
             self.run_dir = Path(trainer.log_dir or trainer.default_root_dir)
 
-    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+    def on_train_start(self, trainer: Trainer, pl_module: PopulationAgent) -> None:
         # After every on_fit_start (a resume restores _next_eval there): the agent ends a batch at that step.
         self._schedule(pl_module)
 
-    def _schedule(self, pl_module: LightningModule) -> None:
-        pause_at = getattr(pl_module, "pause_at", None)
-        if pause_at is not None:
-            pause_at(self._next_eval)
+    def _schedule(self, agent: PopulationAgent) -> None:
+        agent.pause_at(self._next_eval)
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+    def on_train_batch_end(self, trainer: Trainer, pl_module: PopulationAgent, *args: Any) -> None:
         if pl_module.env_step_count >= self._next_eval:
             self.evaluate(trainer, pl_module)
             self._schedule(pl_module)
 
-    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+    def on_train_end(self, trainer: Trainer, pl_module: PopulationAgent) -> None:
         self.evaluate_final(trainer, pl_module)
 
-    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+    def teardown(self, trainer: Trainer, pl_module: PopulationAgent, stage: str) -> None:
         if self._pool is not None:
             self._pool.close()  # idempotent: a shared pool is closed by every member's callback alike
             if self._owns_pool:
                 self._pool = None
 
-    def _rollout(self, pl_module: LightningModule, cfg: EvalConfig, kind: str = "eval") -> EvalResult:
+    def _rollout(self, pl_module: PopulationAgent, cfg: EvalConfig, kind: str = "eval") -> EvalResult:
         if self._pool is None:
             self._pool = EvalEnvPool(self.spec, env_fn=self.env_fn, num_workers=cfg.num_workers)
         bar = None
@@ -183,7 +182,7 @@ class EvaluationCallback(Callback):
         values = {name: float(value) for name, value in self.metrics.compute().items()}
         return dataclasses.replace(result, **values)
 
-    def evaluate(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
+    def evaluate(self, trainer: Trainer, pl_module: PopulationAgent) -> EvalResult:
         """Run one periodic evaluation now, record it and return it."""
         cfg = self.config
         env_steps = pl_module.env_step_count
@@ -194,7 +193,7 @@ class EvaluationCallback(Callback):
         self._record(trainer, result, env_steps, final=False)
         return result
 
-    def evaluate_final(self, trainer: Trainer, pl_module: LightningModule) -> EvalResult:
+    def evaluate_final(self, trainer: Trainer, pl_module: PopulationAgent) -> EvalResult:
         """The end-of-run evaluation with ``config.final``; recorded once per run (a resumed run whose final
         row is already written recomputes the result, for ``front.csv``, without recording it again)."""
         cfg = self.config

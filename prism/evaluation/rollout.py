@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from prism.agents.contract import PopulationAgent
 from prism.agents.symmetry import per_state_equivariance_error, reflection_from_spec
 from prism.envs.spec import EnvSpec
 from prism.evaluation.config import EvalConfig
@@ -181,7 +182,7 @@ def evaluate_policy(
 
 
 def evaluate_agent(
-    agent,
+    agent: PopulationAgent,
     spec: EnvSpec,
     cfg: EvalConfig,
     pool: EvalEnvPool | None = None,
@@ -190,17 +191,12 @@ def evaluate_agent(
 ) -> EvalResult:
     """The protocol of docs/method.md §9 with ``cfg`` on one member of an agent.
 
-    A population agent (the agent contract, :mod:`prism.agents.contract`) is evaluated through
-    ``act_member`` / ``policy_mean_member``; any other module through ``act`` (and ``policy_mean`` if it has
-    one). The agent is put in eval mode for the rollout and restored afterwards. An unresolved ``cfg.seed``
+    The agent (the agent contract, :mod:`prism.agents.contract`) is evaluated through ``act_member`` /
+    ``policy_mean_member`` of member ``member``. The agent is put in eval mode for the rollout and restored afterwards. An unresolved ``cfg.seed``
     (``None``) means run seed 0; runs pass a config resolved with :meth:`EvalConfig.resolved`.
     """
-    if hasattr(agent, "act_member"):
-        act_fn = lambda o, w: agent.act_member(member, o, w)  # noqa: E731
-        mean_fn = lambda o, w: agent.policy_mean_member(member, o, w)  # noqa: E731
-    else:
-        act_fn = lambda o, w: agent.act(o, w, deterministic=True)  # noqa: E731
-        mean_fn = getattr(agent, "policy_mean", None)
+    act_fn = lambda o, w: agent.act_member(member, o, w)  # noqa: E731
+    mean_fn = lambda o, w: agent.policy_mean_member(member, o, w)  # noqa: E731
     was_training = agent.training
     agent.eval()
     try:
@@ -211,7 +207,7 @@ def evaluate_agent(
             episodes=cfg.episodes,
             gamma=cfg.gamma,
             seed=cfg.reset_seed(),
-            mean_fn=mean_fn if callable(mean_fn) else None,
+            mean_fn=mean_fn,
             eum_weights=cfg.eum_weights,
             vo_preferences=cfg.vo_preferences,
             preference_seed=cfg.preference_seed,

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
         run_local,
         run_ray,
     )
-    from prism.loop.run_lock import locked_elsewhere
+    from prism.run.lock import locked_elsewhere
 
     args = build_parser(prog).parse_args(argv)
     base = PRESETS[args.preset]

@@ -3,7 +3,7 @@
 A job is a population of every seed of an (env, arm) cell, or one seed of it; its command is chosen when it
 starts, so a job that finds its folder started resumes it (``prism fit --resume``), one that finds it finished
 returns at once, and one that finds it being written by another process (a second driver on the same grid:
-:mod:`prism.loop.run_lock`) is skipped with :data:`RUNNING_ELSEWHERE` rather than failed. Joined arms (cells
+:mod:`prism.run.lock`) is skipped with :data:`RUNNING_ELSEWHERE` rather than failed. Joined arms (cells
 with a ``source``) are never run.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prism.experiments.grid import CONF, METHODS, ROOT, Cell, Preset
-from prism.loop.run_lock import locked_elsewhere
+from prism.run.lock import locked_elsewhere
 
 RUNNING_ELSEWHERE = -2
 """The "exit code" :func:`run_job` reports for a job whose run folder another prism process is writing: the job

@@ -1,17 +1,16 @@
-"""prism.loop: a whole ``prism fit`` / ``prism evaluate`` run, the layer above the agents, rewards and evaluation.
+"""prism.loop: the PRISM loop itself (paper Algorithm 1), the layer above the agents, rewards and evaluation.
 
-- :mod:`~prism.loop.run`: build a run from its config, train it, resume it; :mod:`~prism.loop.evaluate`: evaluate a finished one;
-- :mod:`~prism.loop.phases`: the PRISM loop (collection, reward fits, shaping) as a callback on the agent's
-  Trainer;
-- :mod:`~prism.loop.checkpoint` / :mod:`~prism.loop.checkpoint_io`: whole-run checkpoints and their files;
-- :mod:`~prism.loop.members`: the shapes of a built run (``Run``, ``Member``), shared by ``run`` and ``outputs``;
-- :mod:`~prism.loop.outputs`, :mod:`~prism.loop.progress`, :mod:`~prism.loop.diagnostics`: a run's output
-  files, its terminal display (a bar per phase), its TensorBoard figures;
-- :mod:`~prism.loop.interrupt`: Ctrl-C during a fit as ``KeyboardInterrupt`` (``prism fit`` exits 130).
+- :mod:`~prism.loop.phases`: the phase machine (collection, reward fits, shaping) as a callback on the agent's
+  Trainer, :class:`~prism.loop.phases.PrismLoopCallback`;
+- :mod:`~prism.loop.fit_phase`: its fit phase (every member's fit, resumable from a snapshot, each fit's record);
+- :mod:`~prism.loop.loop_state`: where the loop is (saved in every checkpoint) and what it runs by;
+- :mod:`~prism.loop.progress` / :mod:`~prism.loop.progress_lines`: the terminal display (a bar per phase, or
+  plain lines when stderr is a log); :mod:`~prism.loop.diagnostics`: the shaped-vs-true figure.
 
-The evaluation protocol lives in :mod:`prism.evaluation`; its public names are re-exported here for the
-callers that import them from ``prism.loop``, lazily: importing this package imports none of the submodules above,
-nor Lightning.
+The run around it (folders, checkpoints, lock, clock, outputs, ``prism fit`` / ``prism evaluate``) is
+:mod:`prism.run`. The evaluation protocol lives in :mod:`prism.evaluation`; its public names are re-exported
+here for the callers that import them from ``prism.loop``, lazily: importing this package imports none of the
+submodules above, nor Lightning.
 """
 
 import importlib
@@ -31,7 +30,7 @@ _REEXPORTS = {
     "pair_seeds": "prism.evaluation.rollout",
 }
 """The evaluation names re-exported here, each imported from its module on first use: importing a light
-submodule (``prism.loop.continuation``, ``prism.loop.layout``) must not import Lightning through this file, so
+submodule (``prism.run.continuation``, ``prism.run.layout``) must not import Lightning through this file, so
 that ``prism fit --resume`` and ``prism evaluate`` refuse bad arguments at once."""
 
 __all__ = sorted(_REEXPORTS)

@@ -2,7 +2,7 @@
 the other or in one stacked fit (``reward.stacked_fit``), each resumable from a snapshot inside it.
 
 A fit of hours (the paper's E = 1000 expert episodes, ≤ 1000 epochs) keeps its progress in the run's checkpoint
-every ``loop.fit_checkpoint_every_s`` seconds (:class:`prism.reward.module.FitSnapshots`), in the loop's
+every ``loop.fit_checkpoint_every_s`` seconds (:class:`prism.reward.fit.FitSnapshots`), in the loop's
 ``fit_progress`` (one entry per member):
 
 - ``{"snapshot": bytes, "tb_version": int | None}``: member m's own fit, stopped at an epoch's end;
@@ -11,22 +11,35 @@ every ``loop.fit_checkpoint_every_s`` seconds (:class:`prism.reward.module.FitSn
   population's stacked fit, every member's (and the TensorBoard run each member's curves go to).
 
 A run resumed inside the phase goes on from there and fits the same models as if never stopped.
+
+Each fit is recorded here, whole, once it is done (:func:`fit_record`: what a member's ``summary.json`` lists
+under ``reward_fits`` and its main TensorBoard run logs under ``reward/``, against env steps), from the fit's
+:class:`~prism.reward.fitter.FittedReward` and the ``new_episodes`` score its collection kept
+(:func:`score_new_episodes`: the episodes an expert collection just brought in, by the previous cycle's
+model). Its per-epoch curves go to ``tb/reward_fit/cycle<c>/version_<n>`` of the member's folder
+(:func:`fit_tensorboard_logger`), ``c`` counted from 1 as everywhere a user reads a cycle; a fit resumed from
+a snapshot logs on into the run it was in, with ``purge_step`` at the first epoch after the snapshot, so the
+curves of a fit stopped and resumed read as one run (TensorBoard hides what the stopped process logged after
+the snapshot, and the resumed process logs those epochs again: the same numbers, the fit goes on bit for bit).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from prism.agents.contract import PopulationAgent
 from prism.data.segments import SegmentStore
-from prism.loop.fit_logging import fit_tensorboard_logger
-from prism.loop.fit_records import add_fit_record, fit_record, fit_scalars
 from prism.loop.loop_state import LoopSettings, LoopState
 from prism.loop.progress import Progress, RewardFitProgress
 from prism.registry import REWARD_MODELS
+from prism.reward.fit import snapshot_epoch
+from prism.reward.fitter import FittedReward, RewardModel, population_fitter, reward_fitter
+from prism.reward.quality import RewardQuality, score_model, split_sizes
 
 FitProgress = list[dict[str, Any] | None]
 """Per member, the fit phase so far (the module docstring); the run's checkpoint saves it."""
@@ -38,16 +51,16 @@ def fit_members(
     stores: Sequence[SegmentStore | None],
     fit_progress: FitProgress,
     *,
-    agent: Any,
+    agent: PopulationAgent,
     loggers: Sequence[Any],
     fit_curves: bool,
     progress: Progress | None = None,
     on_fit_progress: Callable[[], None] | None = None,
-    previous: Sequence[torch.nn.Module | None] = (),
-) -> list[torch.nn.Module]:
-    """Fit every member's reward model on its segment store (cycle ``state.cycle``), record each fit's
-    diagnostics (summary.json's ``reward_fits``, the member's ``reward/`` scalars in ``loggers[m]``) and return
-    the models.
+    previous: Sequence[RewardModel | None] = (),
+) -> list[RewardModel]:
+    """Fit every member's reward model on its segment store (cycle ``state.cycle``), record each fit
+    (summary.json's ``reward_fits``: :func:`fit_record`, with the score its collection
+    kept; the member's ``reward/`` scalars in ``loggers[m]``) and return the models.
 
     ``fit_progress`` is read (a resumed run goes on from it) and updated in place as fits take snapshots, each
     followed by ``on_fit_progress()`` (the run saves its checkpoint). ``fit_curves``: per-epoch curves go to
@@ -55,71 +68,69 @@ def fit_members(
     ``previous``: each member's model of the last cycle, the start of its refit under ``reward.warm_start``."""
     s = settings
     entry = REWARD_MODELS.entry("reward.name", s.reward_model)
-    fit_model, fit_together = entry.fit_fn(), entry.fit_population_fn()
-    device = getattr(agent, "device", "cpu")
+    fit, fit_together = reward_fitter(entry), population_fitter(entry)
+    device = agent.device
     snapshots = _Snapshots(fit_progress, s.fit_checkpoint_every_s, on_fit_progress)
-    stacked = None
-    if getattr(s.reward, "stacked_fit", False) and len(s.member_seeds) > 1 and fit_together is not None:
+    stacked: list[FittedReward] | None = None
+    if s.reward.stacked_fit and len(s.member_seeds) > 1 and fit_together is not None:
         # Every member's model in one stacked fit (each equal to its own fit, its curves its own fit's).
         seeds = [seed * 1_000 + state.fits for seed in s.member_seeds]
-        accepts = inspect.signature(fit_together).parameters
-        fit_loggers = (
-            _stacked_fit_loggers(s, state, fit_progress[0]) if fit_curves and "loggers" in accepts else None
-        )
+        fit_loggers = _stacked_fit_loggers(s, state, fit_progress[0]) if fit_curves else None
         versions = None if fit_loggers is None else [logger.version for logger in fit_loggers]
-        extra = snapshots.arguments(fit_together, member=0, stacked=True, tb_versions=versions)
-        if fit_loggers is not None:
-            extra["loggers"] = fit_loggers
-        if progress is not None and "callbacks" in accepts:
-            who = f"seeds {', '.join(str(seed) for seed in s.member_seeds)}, stacked"
-            desc = f"reward fit ({who}) (cycle {state.cycle + 1}/{s.cycles})"
-            extra["callbacks"] = [RewardFitProgress(progress, desc, s.reward.max_epochs)]
-        stacked = fit_together(stores, s.reward, seeds=seeds, device=device, **extra)
-    models = []
+        who = f"seeds {', '.join(str(seed) for seed in s.member_seeds)}, stacked"
+        stacked = fit_together(
+            stores, s.reward, seeds, device=device, loggers=fit_loggers,
+            callbacks=_progress_bar(progress, s, state, who),
+            **snapshots.arguments(member=0, stacked=True, tb_versions=versions),
+        )  # fmt: skip
+    models: list[RewardModel] = []
     for m, (seed, logger) in enumerate(zip(s.member_seeds, loggers)):
         member_progress = fit_progress[m] or {}
         if "model" in member_progress:
             # Fitted before the run was stopped, its record already kept: not fitted again.
             models.append(entry.load_fn()(member_progress["model"]))
             continue
-        extra: dict[str, Any] = {}
         if stacked is None:
             member_dir = s.member_dir(m)
             fit_logger = None
             if fit_curves and member_dir is not None:
                 # Per-epoch curves (reward_fit/*, x-axis = epoch) go to a TensorBoard run of this fit's own
-                # (prism.loop.fit_logging); the summaries (reward/*) to the member's main run, below.
+                # (fit_tensorboard_logger); the summaries (reward/*) to the member's main run, below.
                 fit_logger = fit_tensorboard_logger(member_dir, state.cycle, member_progress)
-            # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads. A fit
-            # function that takes Lightning callbacks gets the progress bar of its epochs.
-            if progress is not None and "callbacks" in inspect.signature(fit_model).parameters:
-                desc = f"reward fit{s.member_tag(m)} (cycle {state.cycle + 1}/{s.cycles})"
-                extra["callbacks"] = [RewardFitProgress(progress, desc, s.reward.max_epochs)]
             version = fit_logger.version if fit_logger is not None else None
-            extra |= snapshots.arguments(fit_model, member=m, tb_version=version)
-            seed_of_fit = seed * 1_000 + state.fits
+            # A refit under reward.warm_start goes on from the last cycle's members (their best weights).
             start = previous[m] if s.reward.warm_start and m < len(previous) else None
-            if start is not None:
-                # A refit that goes on from the last cycle's members (their best weights), not from scratch.
-                if "init" not in inspect.signature(fit_model).parameters:
-                    raise ValueError(
-                        f"reward.warm_start: the {s.reward_model} model's fit takes no init model"
-                    )
-                extra["init"] = start
-            model = fit_model(
-                stores[m], s.reward, logger=fit_logger, seed=seed_of_fit, device=device, **extra
-            )
+            # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
+            fitted = fit(
+                stores[m], s.reward, logger=fit_logger, seed=seed * 1_000 + state.fits, device=device,
+                callbacks=_progress_bar(progress, s, state, f"seed {seed}" if len(s.member_seeds) > 1 else None),
+                init=start, **snapshots.arguments(member=m, tb_version=version),
+            )  # fmt: skip
         else:
-            model = stacked[m]
-        models.append(model)
-        record = fit_record(stores[m], model, cycle=state.cycle, env_steps=agent.env_step_count)
-        add_fit_record(state.member_fits(m), record)
+            fitted = stacked[m]
+        models.append(fitted.model)
+        store = stores[m]
+        assert store is not None  # a fit phase follows a collection into every member's store
+        record = fit_record(
+            store, fitted, cycle=state.cycle, env_steps=agent.env_step_count,
+            new_episodes=state.pending_new_episodes(m),
+        )  # fmt: skip
+        state.member_fits(m).append(record)
         if logger is not None:
-            logger.log_metrics(fit_scalars(model, record), step=agent.env_step_count)
-        if "on_snapshot" in extra and m + 1 < len(s.member_seeds) and hasattr(model, "to_dict"):
+            logger.log_metrics(fit_scalars(fitted, record), step=agent.env_step_count)
+        if snapshots.enabled and m + 1 < len(s.member_seeds):
             # A later member's snapshot must not lose this member's finished fit.
-            fit_progress[m] = {"model": model.to_dict()}
+            fit_progress[m] = {"model": fitted.model.to_dict()}
     return models
+
+
+def _progress_bar(progress: Progress | None, s: LoopSettings, state: LoopState, who: str | None) -> list[Any]:
+    """The fit's Lightning callbacks: the progress bar of its epochs (none without a display)."""
+    if progress is None:
+        return []
+    tag = f" ({who})" if who else ""
+    desc = f"reward fit{tag} (cycle {state.cycle + 1}/{s.cycles})"
+    return [RewardFitProgress(progress, desc, s.reward.max_epochs)]
 
 
 def _stacked_fit_loggers(
@@ -146,16 +157,20 @@ class _Snapshots:
     ):
         self.fit_progress, self.every_s, self.on_fit_progress = fit_progress, every_s, on_fit_progress
 
-    def arguments(self, fit: Callable, *, member: int, stacked: bool = False, **kept: Any) -> dict[str, Any]:
-        """For a fit function that takes them: a long fit keeps its progress in the run's checkpoint
-        (``loop.fit_checkpoint_every_s``), and a resumed run's fit goes on from there."""
-        if not {"on_snapshot", "resume"} <= set(inspect.signature(fit).parameters):
-            return {}
+    @property
+    def enabled(self) -> bool:
+        """Whether the run keeps fit progress in its checkpoint (``loop.fit_checkpoint_every_s``)."""
+        return self.on_fit_progress is not None and self.every_s is not None
+
+    def arguments(self, *, member: int, stacked: bool = False, **kept: Any) -> dict[str, Any]:
+        """A long fit keeps its progress in the run's checkpoint (``loop.fit_checkpoint_every_s``), and a
+        resumed run's fit goes on from there (a plain plug-in fit ignores both)."""
         extra: dict[str, Any] = {}
         progress = self.fit_progress[member] or {}
         if "snapshot" in progress and bool(progress.get("stacked")) == stacked:
             extra["resume"] = progress["snapshot"]
-        if self.on_fit_progress is not None and self.every_s is not None:
+        if self.enabled:
+            assert self.every_s is not None
             marks = {"stacked": True} if stacked else {}
             extra["on_snapshot"] = lambda snapshot: self.keep(member, {"snapshot": snapshot, **marks, **kept})
             extra["snapshot_every_s"] = self.every_s
@@ -164,7 +179,139 @@ class _Snapshots:
     def keep(self, member: int, progress: dict[str, Any]) -> None:
         """Keep a fit's progress as member ``member``'s entry and have the run save its checkpoint."""
         self.fit_progress[member] = progress
+        assert self.on_fit_progress is not None
         self.on_fit_progress()
 
 
-__all__ = ["FitProgress", "fit_members"]
+# ---- where a fit's curves go --------------------------------------------------------------------------
+def fit_tensorboard_logger(member_dir: Path, cycle: int, progress: dict[str, Any] | None):
+    """The TensorBoard logger of the fit of (0-based, the loop's own count) cycle ``cycle``, in the folder
+    ``cycle<cycle + 1>``; ``progress``: the member's fit progress from the run's checkpoint (a ``snapshot`` and
+    the ``tb_version`` it was logging to) or ``None`` for a fresh fit, which gets the next free version."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    resumed: dict[str, Any] = {}
+    if progress and "snapshot" in progress and progress.get("tb_version") is not None:
+        epoch = snapshot_epoch(progress["snapshot"])  # the epoch whose end it was taken at
+        resumed = {"version": int(progress["tb_version"]), "purge_step": epoch + 1}
+    return TensorBoardLogger(
+        str(Path(member_dir) / "tb" / "reward_fit"),
+        name=f"cycle{cycle + 1}",
+        default_hp_metric=False,
+        **resumed,
+    )
+
+
+# ---- the record of a fit ------------------------------------------------------------------------------
+def quality_scalars(prefix: str, quality: RewardQuality) -> dict[str, float]:
+    """A :class:`RewardQuality` as TensorBoard scalars ``<prefix><field>`` (fields without a value left out)."""
+    return {f"{prefix}{k}": float(v) for k, v in quality.to_dict().items() if v is not None}
+
+
+def fit_record(
+    store: SegmentStore,
+    fitted: FittedReward,
+    *,
+    cycle: int,
+    env_steps: int,
+    new_episodes: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What one reward fit did and how good its model is (a ``summary.json`` ``reward_fits`` entry), built
+    here whole, once the fit is done.
+
+    Keys: ``cycle`` (the RL cycle the model shapes: 0-based here and in the checkpoint, 1-based in
+    ``summary.json``, :func:`prism.run.outputs.user_fit_records`), ``env_steps``, ``store`` (episodes / steps / segments
+    in all, and of the ``train`` and ``validation`` splits), ``epochs_run`` and ``best_epoch`` per ensemble
+    member, ``wall_time_s``, then :class:`~prism.reward.quality.RewardQuality` dicts: ``validation`` (the
+    fit's held-out segments, as the fit scored them) and ``validation_expert`` (those of them collected by a
+    trained policy; None before the first expert collection), and ``new_episodes``: the episodes the
+    collection before the fit brought in, scored by the previous cycle's model (:func:`score_new_episodes`;
+    None for the first fit). A fit without a summary (a plug-in's plain fit) has no split: its split keys are
+    None."""
+    summary = fitted.summary
+    sizes: dict[str, Any] = {
+        "episodes": store.num_episodes,
+        "steps": len(store),
+        "segments": store.num_segments,
+    }
+    record: dict[str, Any] = {"cycle": cycle, "env_steps": int(env_steps), "store": sizes}
+    if summary is None:
+        return {
+            **record,
+            "epochs_run": None,
+            "best_epoch": None,
+            "wall_time_s": None,
+            "validation": None,
+            "validation_expert": None,
+            "new_episodes": new_episodes,
+        }
+    val_segments = summary.val_segments
+    is_val = torch.zeros(store.num_segments, dtype=torch.bool)
+    is_val[val_segments.long()] = True
+    sizes["train"] = split_sizes(store, torch.nonzero(~is_val).reshape(-1))
+    sizes["validation"] = split_sizes(store, val_segments)
+    expert = summary.validation_expert
+    return {
+        **record,
+        "epochs_run": [int(e) for e in summary.epochs_run],
+        "best_epoch": [int(e) for e in summary.best_epoch],
+        "wall_time_s": float(summary.wall_time_s),
+        "validation": summary.validation.to_dict(),
+        "validation_expert": expert.to_dict() if expert is not None else None,
+        "new_episodes": new_episodes,
+    }
+
+
+def score_new_episodes(
+    model: RewardModel, store: SegmentStore, segments: torch.Tensor, logger: Any, step: int
+) -> dict[str, Any]:
+    """Score the ``segments`` an expert collection just added with ``model`` (the one that shaped the RL
+    phase whose policy collected them), log it as ``reward/new_*`` and return it: the ``new_episodes`` of the
+    record of the fit that follows."""
+    quality = score_model(model, store, segments)
+    if logger is not None:
+        logger.log_metrics(quality_scalars("reward/new_", quality), step=step)
+    return quality.to_dict()
+
+
+def fit_scalars(fitted: FittedReward, record: dict[str, Any]) -> dict[str, float]:
+    """A fit as ``reward/`` scalars (against env steps in the member's main run): its summary's (when it has
+    one) and its :func:`fit_record`'s."""
+    out: dict[str, float] = {}
+    summary = fitted.summary
+    if summary is not None:
+        out = {
+            "reward/val_correlation": summary.val_correlation,
+            "reward/fit_time_s": summary.wall_time_s,
+            "reward/epochs_run_mean": float(np.mean(summary.epochs_run)),
+            "reward/best_val_loss_mean": float(np.mean(summary.best_val_loss)),
+            "reward/train_segments": float(summary.n_train_segments),
+        }
+    return {**out, **fit_record_scalars(record)}
+
+
+def fit_record_scalars(record: dict[str, Any]) -> dict[str, float]:
+    """A :func:`fit_record` as ``reward/`` scalars."""
+    out = {f"reward/store_{k}": float(v) for k, v in record["store"].items() if not isinstance(v, dict)}
+    for split in ("train", "validation"):
+        for k, v in (record["store"].get(split) or {}).items():
+            out[f"reward/{split}_{k}"] = float(v)
+    if record["best_epoch"] is not None:
+        out["reward/best_epoch_mean"] = float(np.mean(record["best_epoch"]))
+    for key, prefix in (("validation", "reward/val_"), ("validation_expert", "reward/val_expert_")):
+        for k, v in (record[key] or {}).items():
+            if v is not None:
+                out[f"{prefix}{k}"] = float(v)
+    return out
+
+
+__all__ = [
+    "FitProgress",
+    "fit_members",
+    "fit_record",
+    "fit_record_scalars",
+    "fit_scalars",
+    "fit_tensorboard_logger",
+    "quality_scalars",
+    "score_new_episodes",
+]

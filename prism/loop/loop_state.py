@@ -31,12 +31,28 @@ class LoopState:
     reward_fits: list[list[dict[str, Any]]] = field(default_factory=list)
     """Per member, one record per reward fit (:func:`fit_record`): what each member's ``summary.json`` lists
     under ``reward_fits``. Kept here, in the checkpoint, so a resumed run reports every fit it made."""
+    new_episodes: list[dict[str, Any] | None] = field(default_factory=list)
+    """Per member, the score of the episodes the last expert collection brought in (by the model that
+    shaped the policy collecting them), kept for the record of the fit that follows; None once used."""
 
     def member_fits(self, member: int) -> list[dict[str, Any]]:
         """Member ``member``'s fit records (the list is created on first use)."""
         while len(self.reward_fits) <= member:
             self.reward_fits.append([])
         return self.reward_fits[member]
+
+    def pending_new_episodes(self, member: int) -> dict[str, Any] | None:
+        """Take member ``member``'s kept collection score (None when there is none: the first fit)."""
+        if member >= len(self.new_episodes):
+            return None
+        score, self.new_episodes[member] = self.new_episodes[member], None
+        return score
+
+    def keep_new_episodes(self, member: int, score: dict[str, Any]) -> None:
+        """Keep member ``member``'s collection score for its next fit's record."""
+        while len(self.new_episodes) <= member:
+            self.new_episodes.append(None)
+        self.new_episodes[member] = score
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,10 +62,20 @@ class LoopState:
             "fits": self.fits,
             "history": [list(h) for h in self.history],
             "reward_fits": copy.deepcopy(self.reward_fits),
+            "new_episodes": copy.deepcopy(self.new_episodes),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoopState:
+        reward_fits = copy.deepcopy(data.get("reward_fits", []))
+        new_episodes = copy.deepcopy(data.get("new_episodes", []))
+        if "new_episodes" not in data:
+            # A checkpoint from before the records were built whole: a collection started its fit's record
+            # ({cycle, new_episodes}, no validation yet); that score now waits for the fit instead.
+            new_episodes = [None] * len(reward_fits)
+            for m, records in enumerate(reward_fits):
+                if records and "validation" not in records[-1]:
+                    new_episodes[m] = records.pop()["new_episodes"]
         return cls(
             cycle=int(data["cycle"]),
             phase=str(data["phase"]),
@@ -57,7 +83,8 @@ class LoopState:
             fits=int(data["fits"]),
             history=[(str(p), int(c), int(s)) for p, c, s in data["history"]],
             # checkpoints from before the fit records have none (their fits were not recorded)
-            reward_fits=copy.deepcopy(data.get("reward_fits", [])),
+            reward_fits=reward_fits,
+            new_episodes=new_episodes,
         )
 
 

@@ -17,7 +17,7 @@ and seed of the solo run with that seed, so a population's reward models equal t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import lightning as L
@@ -25,16 +25,17 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from prism._text import counted
+from prism.agents.contract import PopulationAgent
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
-from prism.loop.fit_phase import fit_members
-from prism.loop.fit_records import record_new_episodes
+from prism.loop.fit_phase import fit_members, score_new_episodes
 from prism.loop.loop_state import PHASES, LoopSettings, LoopState
 from prism.loop.progress import Progress
 from prism.memory import release_freed_memory
 from prism.registry import REWARD_MODELS
+from prism.reward.fitter import RewardModel
 from prism.seeding import derive_seed
 
 
@@ -56,7 +57,7 @@ class PrismLoopCallback(Callback):
         self.state = LoopState()
         members = len(settings.member_seeds)
         self.stores: list[SegmentStore | None] = [None] * members
-        self.models: list[torch.nn.Module | None] = [None] * members
+        self.models: list[RewardModel | None] = [None] * members
         self.member_loggers: list[Any] | None = None
         """Per member, the logger its ``reward/``, ``loop/`` and ``time/`` scalars go to (None: the trainer's
         logger, for a single run)."""
@@ -75,7 +76,7 @@ class PrismLoopCallback(Callback):
         return self.stores[0]
 
     @property
-    def model(self) -> torch.nn.Module | None:
+    def model(self) -> RewardModel | None:
         """The reward model of a single run (member 0)."""
         return self.models[0]
 
@@ -90,7 +91,7 @@ class PrismLoopCallback(Callback):
     def total_env_steps(self) -> int:
         return self.settings.cycles * self.settings.steps_per_cycle
 
-    def _set_phase(self, phase: str, agent, trainer: L.Trainer | None) -> None:
+    def _set_phase(self, phase: str, agent: PopulationAgent, trainer: L.Trainer | None) -> None:
         self.state.phase = phase
         steps = agent.env_step_count
         self.state.history.append((phase, self.state.cycle, steps))
@@ -123,7 +124,7 @@ class PrismLoopCallback(Callback):
             seed=derive_seed(member_seed, "collect/release", index),
         )
 
-    def _collect(self, agent, trainer, random_policy: bool) -> None:
+    def _collect(self, agent: PopulationAgent, trainer, random_policy: bool) -> None:
         s = self.settings
         n = s.initial_episodes if random_policy else s.expert_episodes
         index = len(self.state.episodes_collected)
@@ -176,18 +177,11 @@ class PrismLoopCallback(Callback):
                 # The episodes just collected, scored by the model that shaped the RL phase which produced
                 # them, before the refit sees them: how well that model priced its own policy's behaviour.
                 new = torch.arange(first_new_segment, store.num_segments)
-                record_new_episodes(
-                    self.state.member_fits(m),
-                    self.state.cycle + 1,
-                    self.models[m],
-                    store,
-                    new,
-                    logger,
-                    agent.env_step_count,
-                )
+                score = score_new_episodes(self.models[m], store, new, logger, agent.env_step_count)
+                self.state.keep_new_episodes(m, score)  # for the record of the fit that follows
         self.state.episodes_collected.append(episodes)
 
-    def _fit(self, agent, trainer) -> None:
+    def _fit(self, agent: PopulationAgent, trainer) -> None:
         # (prism.loop.fit_phase: every member's fit, resumable from a snapshot inside it)
         models = fit_members(
             self.settings, self.state, self.stores, self.fit_progress, agent=agent,
@@ -198,9 +192,7 @@ class PrismLoopCallback(Callback):
         # The fit ran Lightning Trainers on the device, which free cuBLAS's workspaces and the allocator's
         # cache: an update graph the agent captured before may replay into freed memory (it crashed on an
         # H200; the cause is inferred). Drop it; the next update captures again.
-        drop_graphs = getattr(agent, "drop_captured_graphs", None)
-        if drop_graphs is not None:
-            drop_graphs()
+        agent.drop_captured_graphs()
         self.state.fits += 1
         self.set_model(agent, models)
         release_freed_memory()  # the fit's tensors are gone: give their pages back for the RL phase
@@ -208,7 +200,7 @@ class PrismLoopCallback(Callback):
             for m, logger in enumerate(self._loggers(trainer)):
                 self._log_shaped_vs_true(agent, logger, m)
 
-    def set_model(self, agent, models: list[torch.nn.Module] | torch.nn.Module) -> None:
+    def set_model(self, agent: PopulationAgent, models: Sequence[RewardModel | None] | RewardModel) -> None:
         """Install (re)fitted reward models, one per member, in the agent's shapers (and relabel hook)."""
         self.models = list(models) if isinstance(models, (list, tuple)) else [models]
         for shaper, model in zip(agent.shapers, self.models):
@@ -219,7 +211,7 @@ class PrismLoopCallback(Callback):
 
             agent.relabel_fn = make_relabel_fn(self.models, self.settings.sparse_channel)
 
-    def _log_shaped_vs_true(self, agent, logger, member: int) -> None:
+    def _log_shaped_vs_true(self, agent: PopulationAgent, logger, member: int) -> None:
         """The paper's Figure 5: shaped vs true per-step sparse reward over one episode of the current policy.
 
         The episode's env, actions and preferences come from the ``diagnostics`` seed streams: drawing the
@@ -244,8 +236,43 @@ class PrismLoopCallback(Callback):
         )
         experiment.add_figure("reward/shaped_vs_true", figure, global_step=agent.env_step_count)
 
+    # ---- the loop's state, for the run's checkpoint (Lightning's Callback.state_dict / load_state_dict) ----
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loop is, its segment stores, its reward models (``to_dict``) and the fit phase's progress,
+        as tensors and plain containers (a snapshot's bytes as a uint8 tensor: what the checkpoint loader's
+        safe unpickler reads)."""
+        return {
+            "state": self.state.to_dict(),
+            "stores": [store.state_dict() if store is not None else None for store in self.stores],
+            "models": [model.to_dict() if model is not None else None for model in self.models],
+            # A reward fit stopped at an epoch's end (loop.fit_checkpoint_every_s): a resumed run goes on from it.
+            "fit_progress": [_progress_to_state(p) for p in self.fit_progress],
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the reward models are rebuilt by the run's registered ``load`` and
+        installed in the agent by :meth:`install_models`."""
+        self.state = LoopState.from_dict(state_dict["state"])
+        self.stores = [
+            SegmentStore.from_state_dict(store) if store is not None else None
+            for store in state_dict["stores"]
+        ]
+        saved_progress = state_dict.get("fit_progress")  # absent in checkpoints from before fit snapshots
+        if saved_progress is not None:
+            self.fit_progress = [_progress_from_state(p) for p in saved_progress]
+        self.models = [None] * len(self.stores)
+        if any(model is not None for model in state_dict["models"]):
+            # The run's reward model (from its config) rebuilds itself from its to_dict().
+            load = REWARD_MODELS.entry("reward.name", self.settings.reward_model).load_fn()
+            self.models = [load(model) for model in state_dict["models"]]
+
+    def install_models(self, agent: PopulationAgent) -> None:
+        """Put the loop's reward models (restored by :meth:`load_state_dict`) back into the agent's shapers."""
+        if any(model is not None for model in self.models):
+            self.set_model(agent, self.models)
+
     # ---- the phase machine --------------------------------------------------------------------------
-    def _advance(self, agent, trainer) -> None:
+    def _advance(self, agent: PopulationAgent, trainer) -> None:
         """Run the non-RL phases from the current one until RL (or the end) is reached.
 
         Written as a resumable state machine: a run resumed from a checkpoint taken at the start of a
@@ -272,16 +299,17 @@ class PrismLoopCallback(Callback):
         # Without a reward model there is nothing to do between cycles: run all IR·M steps in one go.
         cycles_done = self.state.cycle + 1 if s.needs_model else s.cycles
         agent.target_env_steps = cycles_done * s.steps_per_cycle
-        pause_at = getattr(agent, "pause_at", None)
-        if pause_at is not None:  # cycle markers land on exact steps however many env steps a batch runs
-            for cycle in range(1, s.cycles + 1):
-                pause_at(cycle * s.steps_per_cycle)
+        # Cycle markers land on exact steps however many env steps a batch runs.
+        for cycle in range(1, s.cycles + 1):
+            agent.pause_at(cycle * s.steps_per_cycle)
 
     # ---- Lightning hooks ----------------------------------------------------------------------------
-    def on_train_start(self, trainer: L.Trainer, pl_module) -> None:
+    def on_train_start(self, trainer: L.Trainer, pl_module: PopulationAgent) -> None:
         self._advance(pl_module, trainer)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: PopulationAgent, outputs, batch, batch_idx
+    ) -> None:
         s = self.settings
         steps = pl_module.env_step_count
         if not s.needs_model:
@@ -305,3 +333,16 @@ class PrismLoopCallback(Callback):
         # The agent asked to stop when it reached the old target in this very batch; the new cycle's target
         # lies ahead, so training goes on.
         trainer.should_stop = False
+
+
+def _progress_to_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A member's fit progress for the checkpoint: a snapshot's bytes as a uint8 tensor."""
+    if progress is None or "snapshot" not in progress:
+        return progress
+    return {**progress, "snapshot": torch.frombuffer(bytearray(progress["snapshot"]), dtype=torch.uint8)}
+
+
+def _progress_from_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    if progress is None or "snapshot" not in progress:
+        return progress
+    return {**progress, "snapshot": progress["snapshot"].numpy().tobytes()}

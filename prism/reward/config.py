@@ -213,7 +213,7 @@ class RewardConfig:
             model = REWARDS.entry("reward.name", self.name).model
             checks.require(
                 "reward.stacked_fit",
-                model is None or REWARD_MODELS.entry("reward.name", model).fit_population is not None,
+                model is None or REWARD_MODELS.entry("reward.name", model).population_fitter is not None,
                 f"be false with reward.name={self.name} (its reward model {model!r} has no stacked population fit)",
                 self.stacked_fit,
             )

@@ -1,6 +1,6 @@
 """Where a reward fit's scalars go: a fit's closing summary, and a stacked fit's curves split per store.
 
-A lone fit (:func:`~prism.reward.module.fit_reward_model`) logs its per-epoch curves to its own logger and,
+A lone fit (:func:`~prism.reward.fit.fit_resymnet_model`) logs its per-epoch curves to its own logger and,
 when it ends, its summary (:func:`log_fit_summary`). A population's stacked fit
 (:func:`~prism.reward.stacked.fit_reward_models_stacked`) trains S stores × K networks in one Trainer, whose
 one logger is a :class:`StoreRoutedLogger`: it hands each store's logger the scalars a lone fit of that store
@@ -17,14 +17,16 @@ from typing import Any
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
+from prism.reward.fitter import FitSummary
+
 _NETWORK_KEY = re.compile(r"^(?P<name>.+)/m(?P<index>\d+)$")  # a network's scalar: reward_fit/val_loss/m5
 _STORE_KEY = re.compile(r"^(?P<name>.+)/s(?P<index>\d+)$")  # a store's own: reward_fit/val_corr/s1
 
 
-def log_fit_summary(logger: Logger, summary: Any, log_prefix: str = "reward_fit") -> None:
+def log_fit_summary(logger: Logger, summary: FitSummary, log_prefix: str = "reward_fit") -> None:
     """A finished fit's summary scalars (epochs run and best validation loss per network, the ensemble's final
     validation correlation, wall time), at the fit's last epoch; ``summary``: its
-    :class:`~prism.reward.module.FitSummary`."""
+    :class:`~prism.reward.fit.FitSummary`."""
     step = max(0, max(summary.epochs_run) - 1)  # the last epoch: the fit's scalars are per epoch
     final = {f"{log_prefix}/epochs_run/m{i}": float(e) for i, e in enumerate(summary.epochs_run)}
     final.update({f"{log_prefix}/best_val_loss/m{i}": float(v) for i, v in enumerate(summary.best_val_loss)})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,6 +42,8 @@ class RewardQuality:
     steps: int
     segment_sum_mse: float | None
     """``mean_i (Σ_{t∈seg_i} r̂_t − R_i)²`` of the ensemble prediction (the episode-sum MSE when ``p_rel = 0``)."""
+    segment_rel_error: float | None
+    """``mean_i |Σ_{t∈seg_i} r̂_t − R_i| / max(|R_i|, 1e-8)``: the segment sums' relative error."""
     pearson: float | None
     """Per-step Pearson correlation of the prediction with the true sparse reward, every step."""
     pearson_non_final: float | None
@@ -78,6 +81,15 @@ def predict_rows(predict: Callable[[Tensor], Tensor], features: Tensor) -> np.nd
     return np.concatenate(out) if out else np.zeros(0)
 
 
+def _selection(store: SegmentStore, segments: Tensor | None) -> tuple[Tensor, Tensor]:
+    """``(selected [S] bool, rows [N] bool)``: the chosen segments (all when None) and their steps."""
+    selected = torch.ones(store.num_segments, dtype=torch.bool)
+    if segments is not None:
+        selected = torch.zeros(store.num_segments, dtype=torch.bool)
+        selected[segments.long()] = True
+    return selected, selected[store.segment_index]
+
+
 def score_segments(
     predict: Callable[[Tensor], Tensor],
     store: SegmentStore,
@@ -91,14 +103,13 @@ def score_segments(
     ``predict`` is given the store's per-step inputs with the column groups the model reads
     (:meth:`SegmentStore.inputs`: ``use_dense``, ``next_obs``; by default every stored feature column).
     Every number is over the selected segments' steps; see :class:`RewardQuality` for each."""
-    n_seg = store.num_segments
-    selected = torch.ones(n_seg, dtype=torch.bool)
-    if segments is not None:
-        selected = torch.zeros(n_seg, dtype=torch.bool)
-        selected[segments.long()] = True
-    rows = selected[store.segment_index]  # [N] bool: the steps of the selected segments
-    features = store.inputs(use_dense, next_obs)[rows]
-    pred = predict_rows(predict, features)
+    selected, rows = _selection(store, segments)
+    pred = predict_rows(predict, store.inputs(use_dense, next_obs)[rows])
+    return _quality(store, selected, rows, pred)
+
+
+def _quality(store: SegmentStore, selected: Tensor, rows: Tensor, pred: np.ndarray) -> RewardQuality:
+    """:class:`RewardQuality` of the per-step predictions ``pred`` of the ``rows`` of the ``selected`` segments."""
     true = store.true_sparse[rows].double().numpy()
     flags = store.step_flags[rows]
     final = (flags & EPISODE_FINAL).bool().numpy()
@@ -106,15 +117,19 @@ def score_segments(
     # Segment sums of the prediction vs the released targets: bincount over the segment id of each step.
     seg_ids = store.segment_index[rows].numpy()
     chosen = torch.nonzero(selected).reshape(-1).numpy()
-    position = np.full(n_seg, -1)
+    position = np.full(store.num_segments, -1)
     position[chosen] = np.arange(chosen.size)
     sums = np.bincount(position[seg_ids], weights=pred, minlength=chosen.size)
     targets = store.targets[selected].double().numpy()
+    errors = sums - targets
     return RewardQuality(
         segments=int(chosen.size),
         episodes=int(final.sum()),
         steps=int(rows.sum()),
-        segment_sum_mse=float(np.mean((sums - targets) ** 2)) if chosen.size else None,
+        segment_sum_mse=float(np.mean(errors**2)) if chosen.size else None,
+        segment_rel_error=(
+            float(np.mean(np.abs(errors) / np.maximum(np.abs(targets), 1e-8))) if chosen.size else None
+        ),
         pearson=_pearson(pred, true),
         pearson_non_final=_pearson(pred[~final], true[~final]),
         terminal_steps=int(terminal.sum()),
@@ -123,6 +138,23 @@ def score_segments(
         mean_predicted_other=_mean(pred[~terminal]),
         mean_true_other=_mean(true[~terminal]),
     )
+
+
+def score_validation(
+    model: Any, store: SegmentStore, val_segments: Tensor
+) -> tuple[RewardQuality, RewardQuality | None]:
+    """A fit's validation split scored once: ``(the split, its segments collected by a trained policy)``,
+    the second from the same per-step predictions (None before the first expert collection)."""
+    selected, rows = _selection(store, val_segments)
+    pred = predict_rows(
+        model.predict, store.inputs(bool(model.use_dense_features), uses_next_obs(model))[rows]
+    )
+    validation = _quality(store, selected, rows, pred)
+    expert = selected & (store.segment_collections() >= 1)
+    if not bool(expert.any()):
+        return validation, None
+    expert_rows = expert[store.segment_index]
+    return validation, _quality(store, expert, expert_rows, pred[expert_rows[rows].numpy()])
 
 
 def split_sizes(store: SegmentStore, segments: Tensor) -> dict[str, int]:
@@ -134,7 +166,7 @@ def split_sizes(store: SegmentStore, segments: Tensor) -> dict[str, int]:
     return {"segments": int(selected.sum()), "episodes": int(final.sum()), "steps": int(rows.sum())}
 
 
-def score_model(model, store: SegmentStore, segments: Tensor | None = None) -> RewardQuality:
+def score_model(model: Any, store: SegmentStore, segments: Tensor | None = None) -> RewardQuality:
     """:func:`score_segments` of a fitted reward model, given the input columns it reads (its
     ``use_dense_features``, and ``s_{t+1}`` when it reads the next observation)."""
     return score_segments(

@@ -244,7 +244,7 @@ class DropoutNoiseStream:
             self._executor = None
 
 
-class RewardEnsemble(nn.Module):
+class ReSymNetRewardModel(nn.Module):
     """The fitted reward model: input scaler (buffers) + :class:`ReSymNetEnsemble`.
 
     ``predict(h) = mean_k r̂_k((h − mean) / scale)`` with every member in eval mode (no dropout).
@@ -258,7 +258,6 @@ class RewardEnsemble(nn.Module):
         self.use_dense_features = bool(use_dense_features)
         self.register_buffer("feature_mean", torch.zeros(net.in_features))
         self.register_buffer("feature_scale", torch.ones(net.in_features))
-        self.fit_summary: Any = None  # set by fit_reward_model (a FitSummary)
 
     @property
     def in_features(self) -> int:
@@ -297,7 +296,7 @@ class RewardEnsemble(nn.Module):
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RewardEnsemble:
+    def from_dict(cls, data: dict[str, Any]) -> ReSymNetRewardModel:
         model = cls(ReSymNetEnsemble(**data["hparams"]), use_dense_features=data["use_dense_features"])
         model.load_state_dict(data["state"])
         return model

@@ -12,7 +12,7 @@ prism stores: the policy's tanh output, the env acting in the [−1, 1] box), on
 dropout), Adam at 3·10⁻⁴ without weight decay, gradient clip or schedule, and the randomized loss
 (:func:`prism.reward.losses.randomized_sum_loss`) over batches of 4 episodes × K = 64 sampled steps.
 
-It is fitted by the shared driver (:func:`prism.reward.module.fit_trajectory_sums`) on the same
+It is fitted by the shared driver (:func:`prism.reward.fit.fit_trajectory_sums`) on the same
 :class:`~prism.data.datamodule.TrajectorySumDataModule` as ReSymNet, whose features here are the raw
 ``[s_t, a_t, s_{t+1}]``: the network forms ``s_t − s_{t+1}`` itself, so the store, the shaper and every
 diagnostic hand it a step's raw data (:func:`prism.data.features.build_features` with ``next_obs``).
@@ -33,13 +33,14 @@ from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
 from prism.reward.batched import BatchedLinear
 from prism.reward.config import RewardConfig
-from prism.reward.module import FitRecipe, fit_trajectory_sums
-from prism.reward.training import RewardModelModule
+from prism.reward.fit import FitRecipe, fit_trajectory_sums
+from prism.reward.fitter import FittedReward
+from prism.reward.trajectory_sum_module import TrajectorySumModule
 
 
 class RRDNetwork(nn.Module):
     """RRD's reward network ``r̂(s, a, s')`` (see the module docstring), as K stacked copies (RRD fits K = 1) so
-    that the ensemble machinery of :class:`~prism.reward.training.RewardModelModule` fits it unchanged.
+    that the ensemble machinery of :class:`~prism.reward.trajectory_sum_module.TrajectorySumModule` fits it unchanged.
 
     Args:
         obs_dim, act_dim: widths of ``s`` and ``a``; the input is ``[s, a, s']`` (``2·obs_dim + act_dim``).
@@ -111,8 +112,8 @@ class RRDNetwork(nn.Module):
         }
 
 
-class RRDModule(RewardModelModule):
-    """The fit of :class:`RRDNetwork`: :class:`RewardModelModule` (the randomized loss, per-network early stopping
+class RRDModule(TrajectorySumModule):
+    """The fit of :class:`RRDNetwork`: :class:`TrajectorySumModule` (the randomized loss, per-network early stopping
     on whole validation segments, snapshots) with RRD's optimiser: Adam at ``reward.rrd.lr``, no weight decay, no
     gradient clip and no learning-rate schedule (the code's ``tf.train.AdamOptimizer(r_lr)``)."""
 
@@ -145,7 +146,6 @@ class RRDRewardModel(nn.Module):
     def __init__(self, net: RRDNetwork):
         super().__init__()
         self.net = net
-        self.fit_summary: Any = None  # set by the fit (a prism.reward.module.FitSummary)
 
     @property
     def n_members(self) -> int:
@@ -181,7 +181,7 @@ def rrd_recipe(config: RewardConfig, obs_dim: int, act_dim: int) -> FitRecipe:
     sampled steps per batch (the randomized loss, with ``reward.bias_correction`` and ``reward.sampling``), raw
     ``[s, a, s']``."""
 
-    def fitted(module: RewardModelModule, dm: TrajectorySumDataModule) -> RRDRewardModel:
+    def fitted(module: TrajectorySumModule, dm: TrajectorySumDataModule) -> RRDRewardModel:
         return RRDRewardModel(module.net.cpu())
 
     return FitRecipe(
@@ -211,9 +211,9 @@ def fit_rrd_model(
     snapshot_every_s: float = 600.0,
     resume: bytes | None = None,
     init: RRDRewardModel | None = None,
-) -> RRDRewardModel:
+) -> FittedReward:
     """Fit a fresh RRD model on every segment of ``store`` (which must keep next observations): the shared
-    driver :func:`~prism.reward.module.fit_trajectory_sums` with :func:`rrd_recipe`; the arguments are that
+    driver :func:`~prism.reward.fit.fit_trajectory_sums` with :func:`rrd_recipe`; the arguments are that
     function's (snapshots and ``resume`` inside a fit, ``init`` for ``reward.warm_start``)."""
     if not store.has_next_obs:
         raise ValueError(

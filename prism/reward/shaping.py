@@ -97,7 +97,7 @@ class PassThroughShaper(_Stateless):
 class ResymnetShaper(_Stateless):
     """``resymnet``: replace the sparse channel by the reward model's per-step prediction from ``h_t`` at once.
 
-    ``model`` is a :class:`~prism.reward.resymnet.RewardEnsemble` (or anything with ``predict(features [N, F])
+    ``model`` is a :class:`~prism.reward.resymnet.ReSymNetRewardModel` (or anything with ``predict(features [N, F])
     -> [N]`` and ``use_dense_features``; one with ``use_next_obs`` true, e.g.
     :class:`~prism.reward.rrd.RRDRewardModel`, gets ``s_{t+1}`` appended: the ``next_obs`` that :meth:`push`
     receives, which on an episode's last step is the final observation, before the env resets); assign a new

@@ -3,7 +3,7 @@
 A population of S members refits S ReSymNet ensembles of K each (one per member's segment store). Fitted one
 after the other, each is a small launch-bound job on a GPU; here the S·K networks are the slices of one
 :class:`~prism.reward.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
-exactly as :func:`~prism.reward.module.fit_reward_model` fits them alone with the padded layout:
+exactly as :func:`~prism.reward.fit.fit_resymnet_model` fits them alone with the padded layout:
 
 - store s keeps its own data module (split, scaler, shuffle orders from its fit seed), its own initial
   weights and its own dropout stream (a generator seeded like the global one a lone fit seeds);
@@ -11,7 +11,7 @@ exactly as :func:`~prism.reward.module.fit_reward_model` fits them alone with th
   batches sits out the rest of the epoch: its losses are masked and :class:`MemberAdamW` leaves its slices
   (weights, moments, step counts) exactly as they were — what a lone fit does by not taking that step;
 - losses are each member's mean over its own real segments, summed (so each gradient is its own); the
-  gradient clip, early stopping and best-weight restore are per network (:class:`RewardModelModule`).
+  gradient clip, early stopping and best-weight restore are per network (:class:`TrajectorySumModule`).
 
 Each store's curves (per-epoch losses, its ensemble's correlation, its networks still training, then its
 summary) are logged as its lone fit logs them, to a logger of its own (``loggers=``,
@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable, Sequence
 
 import fsspec
-import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
@@ -38,30 +37,31 @@ from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
-from prism.reward.fit_loggers import StoreRoutedLogger, log_fit_summary
-from prism.reward.losses import segment_sums
-from prism.reward.member_adamw import MemberAdamW
-from prism.reward.module import (
+from prism.reward.fit import (
     FitSnapshots,
-    FitSummary,
     _torch_threads,
     check_precision,
-    evaluate_segments,
     fit_threads,
+    fit_trainer,
     in_memory_file,
     member_seeds,
     snapshot_wall_s,
+    summarise_fit,
 )
-from prism.reward.resymnet import ReSymNetEnsemble, RewardEnsemble
+from prism.reward.fit_loggers import StoreRoutedLogger, log_fit_summary
+from prism.reward.fitter import FittedReward
+from prism.reward.losses import segment_sums
+from prism.reward.member_adamw import MemberAdamW
+from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 from prism.reward.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
-from prism.reward.training import RewardModelModule
+from prism.reward.trajectory_sum_module import TrajectorySumModule
 
 
-class StackedRewardModule(RewardModelModule):
-    """:class:`RewardModelModule` over S stores × K networks (see the module docstring).
+class StackedRewardModule(TrajectorySumModule):
+    """:class:`TrajectorySumModule` over S stores × K networks (see the module docstring).
 
     Args:
-        in_features, config: as for :class:`RewardModelModule`.
+        in_features, config: as for :class:`TrajectorySumModule`.
         store_seeds: the fit seed of each store (its networks' init seeds and dropout stream derive from it).
     """
 
@@ -152,6 +152,10 @@ class StackedRewardModule(RewardModelModule):
         self._train_count += 1  # batches (host int): whether anything was trained this epoch
         return losses.sum()  # the inactive networks' terms are exact zeros (no segments)
 
+    def on_train_epoch_end(self) -> None:
+        # Automatic optimisation: Lightning steps the epoch's learning-rate decay itself.
+        self._log_train_loss()
+
     def _log_train_loss(self) -> None:
         """Each trained network's mean training loss over the epoch's real segments (see the base class)."""
         if not self._train_count:
@@ -213,8 +217,8 @@ class StackedRewardModule(RewardModelModule):
 
     def ensembles(
         self, dms: Sequence[TrajectorySumDataModule], device: str | torch.device = "cpu"
-    ) -> list[RewardEnsemble]:
-        """Store s's K networks as a lone fit's :class:`RewardEnsemble` (eval mode, its scaler) on ``device``."""
+    ) -> list[ReSymNetRewardModel]:
+        """Store s's K networks as a lone fit's :class:`ReSymNetRewardModel` (eval mode, its scaler) on ``device``."""
         out = []
         state = {n: p.detach() for n, p in self.net.named_parameters()}
         dtype = state["inp.weight"].dtype
@@ -225,7 +229,7 @@ class StackedRewardModule(RewardModelModule):
                 self.net.member_seeds[lo:hi],
             ).to(device=device, dtype=dtype)  # fmt: skip
             net.load_state_dict({n: t[lo:hi] for n, t in state.items()})
-            model = RewardEnsemble(net, use_dense_features=dm.use_dense_features).to(
+            model = ReSymNetRewardModel(net, use_dense_features=dm.use_dense_features).to(
                 device=device, dtype=dtype
             )
             model.set_scaler(dm.feature_mean, dm.feature_scale)
@@ -244,15 +248,15 @@ def fit_reward_models_stacked(
     on_snapshot: Callable[[bytes], None] | None = None,
     snapshot_every_s: float = 600.0,
     resume: bytes | None = None,
-) -> list[RewardEnsemble]:
+) -> list[FittedReward]:
     """Fit one ReSymNet ensemble per store (store s with fit seed ``seeds[s]``) in one stacked fit on
-    ``device``; returns them as :func:`fit_reward_model` would, one after the other, with the padded layout.
+    ``device``; returns them as :func:`fit_resymnet_model` would, one after the other, with the padded layout.
 
     ``loggers``: store s's curves and summary go to ``loggers[s]`` under the names a lone fit logs (per-epoch
     train and validation loss per network, the store's ensemble correlation, networks active; at the end its
     summary), through a :class:`~prism.reward.fit_loggers.StoreRoutedLogger`. ``callbacks`` (e.g. a run's
     progress bar over epochs), ``on_snapshot``, ``snapshot_every_s`` and ``resume`` as for
-    :func:`fit_reward_model`: one snapshot holds every store's fit (weights, per-network AdamW step counts,
+    :func:`fit_resymnet_model`: one snapshot holds every store's fit (weights, per-network AdamW step counts,
     early stopping, shuffle and dropout streams), and a fit resumed from it returns what the uninterrupted fit
     would have."""
     config.validate()
@@ -269,13 +273,7 @@ def fit_reward_models_stacked(
         callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s))
     with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
         module = StackedRewardModule(data.dms[0].in_features, config, seeds)
-        trainer = L.Trainer(
-            accelerator="gpu" if device.type == "cuda" else device.type,
-            devices=[device.index or 0] if device.type == "cuda" else 1,
-            max_epochs=config.max_epochs, precision=config.precision, logger=logger, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-            callbacks=callbacks,
-        )  # fmt: skip
+        trainer = fit_trainer(device, config, logger, callbacks)
         # A snapshot goes to Lightning through fsspec's in-memory file system (no temporary file to leave).
         ckpt_path = None if resume is None else in_memory_file(resume)
         try:
@@ -283,31 +281,18 @@ def fit_reward_models_stacked(
         finally:
             if ckpt_path is not None:
                 fsspec.filesystem("memory").rm(ckpt_path)
-    # The fit summaries' validation pass runs where the fit ran; the models are then handed over on the CPU,
-    # as fit_reward_model hands its model over.
-    models = module.ensembles(data.dms, device=device)
-    per_epoch = float(torch.tensor(module.epoch_seconds).median()) if module.epoch_seconds else 0.0
-    reports = [evaluate_segments(model, dm) for model, dm in zip(models, data.dms)]
-    models = [model.cpu() for model in models]
-    elapsed = carried_s + time.perf_counter() - start
-    for s, (model, dm, report) in enumerate(zip(models, data.dms, reports)):
-        lo, hi = s * module.k, (s + 1) * module.k
-        rel = (report["segment_sums"] - report["targets"]).abs() / report["targets"].abs().clamp_min(1e-8)
-        model.fit_summary = FitSummary(
-            epochs_run=module.epochs_run[lo:hi].tolist(),
-            best_epoch=module.best_epoch[lo:hi].tolist(),
-            best_val_loss=module.best_val_loss[lo:hi].tolist(),
-            val_correlation=float(report["correlation"]),
-            val_segment_rel_error=float(rel.mean()),
-            wall_time_s=elapsed,  # the stacked fit's, shared by its stores
-            seconds_per_epoch=per_epoch,
-            n_train_segments=int(dm.train_segments.shape[0]),
-            n_val_segments=int(dm.val_segments.shape[0]),
-            val_segments=dm.val_segments.clone(),
-        )
+    # The models are handed over on the CPU, as fit_resymnet_model hands its model over; each store's
+    # summary scores its own validation split once (prism.reward.fit.summarise_fit).
+    models = [model.cpu() for model in module.ensembles(data.dms, device=device)]
+    elapsed = carried_s + time.perf_counter() - start  # the stacked fit's, shared by its stores
+    fitted = []
+    for s, (model, store, dm) in enumerate(zip(models, stores, data.dms)):
+        networks = slice(s * module.k, (s + 1) * module.k)
+        summary = summarise_fit(model, store, dm, module, networks, wall_time_s=elapsed)
         if loggers:
-            log_fit_summary(loggers[s], model.fit_summary)
-    return models
+            log_fit_summary(loggers[s], summary)
+        fitted.append(FittedReward(model, summary))
+    return fitted
 
 
 __all__ = [

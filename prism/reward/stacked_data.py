@@ -105,7 +105,7 @@ class StackedSegmentData(L.LightningDataModule):
 def stacked_data(
     stores: Sequence[SegmentStore], config: RewardConfig, seeds: Sequence[int]
 ) -> StackedSegmentData:
-    """Each store's data module exactly as :func:`fit_reward_model` builds it (padded layout), stacked."""
+    """Each store's data module exactly as :func:`fit_resymnet_model` builds it (padded layout), stacked."""
     k, dms = config.ensemble_size, []
     for store, seed in zip(stores, seeds):
         dm = TrajectorySumDataModule(

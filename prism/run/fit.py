@@ -40,24 +40,24 @@ from prism.errors import RunInterrupted
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import truncate_eval_csv
-from prism.loop import interrupt
-from prism.loop.checkpoint import attach_checkpointing
-from prism.loop.checkpoint_io import load_checkpoint, resume_line, set_aside
-from prism.loop.continuation import (
+from prism.loop.phases import LoopSettings, PrismLoopCallback
+from prism.loop.progress import PhaseProgressBar, Progress
+from prism.loop.progress_lines import make_progress
+from prism.registry import AGENTS, REWARDS, RewardEntry
+from prism.run import interrupt
+from prism.run.checkpoint import attach_checkpointing
+from prism.run.checkpoint_files import load_checkpoint, resume_line, set_aside
+from prism.run.continuation import (
     ResumeRequest,
     archive_final_outputs,
     reopen_state,
     resume_request,
     with_cycles,
 )
-from prism.loop.layout import CONFIG_FILE, SUMMARY_CSV, SUMMARY_JSON
-from prism.loop.members import Member, Run, member_config, member_run_dirs
-from prism.loop.outputs import closing_summary, write_final_outputs
-from prism.loop.phases import LoopSettings, PrismLoopCallback
-from prism.loop.progress import PhaseProgressBar, Progress
-from prism.loop.progress_lines import make_progress
-from prism.loop.run_lock import run_dir_lock
-from prism.registry import AGENTS, REWARDS, RewardEntry
+from prism.run.layout import CONFIG_FILE, SUMMARY_CSV, SUMMARY_JSON
+from prism.run.lock import run_dir_lock
+from prism.run.members import Member, Run, member_config, member_run_dirs
+from prism.run.outputs import closing_summary, write_final_outputs
 from prism.seeding import derive_seed
 
 
@@ -201,7 +201,7 @@ def write_member_configs(run: Run) -> None:
 
 def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
     """Refuse a non-empty ``run_dir`` unless ``overwrite`` (never delete anything silently); with ``overwrite``
-    empty it. The folder itself stays: the caller holds its lock (:mod:`prism.loop.run_lock`)."""
+    empty it. The folder itself stays: the caller holds its lock (:mod:`prism.run.lock`)."""
     if any(run_dir.iterdir()):
         if not overwrite:
             raise ConfigError(
@@ -238,7 +238,7 @@ def fit_run(
 ) -> Run | None:
     """``prism fit``: load and validate the config (or take ``config``, already loaded from ``files`` and
     ``overrides``), prepare the run folder, train, evaluate. With ``resume``, continue that run instead
-    (:func:`resume_run`; ``resume_checked``: its :func:`~prism.loop.continuation.resume_request`, if the
+    (:func:`resume_run`; ``resume_checked``: its :func:`~prism.run.continuation.resume_request`, if the
     caller already made it).
 
     ``config.yaml`` gets every key and a ``resolved:`` block (:func:`prism.config.resolved_values`).
@@ -325,11 +325,11 @@ def resume_run(
     are recomputed identically) and TensorBoard events after the checkpoint are purged. The final-evaluation
     row (``final = 1``) is kept only if the checkpoint was taken after it was recorded: a run killed during
     (or just after) its final evaluation redoes it and writes the row once. A damaged newest checkpoint is
-    set aside (:mod:`prism.loop.checkpoint_io`). Returns ``None`` (and does nothing) when the run is already
+    set aside (:mod:`prism.run.checkpoint_files`). Returns ``None`` (and does nothing) when the run is already
     finished (``summary.json``, or a population's ``summary.csv``, present) and no budget grows.
 
     ``overrides`` may raise ``loop.cycles``, and nothing else: the run, finished or not, then continues to the
-    new budget (:mod:`prism.loop.continuation`; a finished run's end-of-run outputs move to
+    new budget (:mod:`prism.run.continuation`; a finished run's end-of-run outputs move to
     ``continued/from_<env steps>/``). Any other change is a one-line error before anything is written.
     """
     request = checked if checked is not None else resume_request(run_dir, files, overrides)

@@ -1,5 +1,5 @@
-"""Training the ReSymNet ensemble with Lightning (docs/method.md §4): :class:`RewardModelModule` (driven by
-:func:`prism.reward.module.fit_reward_model`).
+"""Training the ReSymNet ensemble with Lightning (docs/method.md §4): :class:`TrajectorySumModule` (driven by
+:func:`prism.reward.fit.fit_resymnet_model`).
 
 All K members are trained in one pass over stacked weights, yet each behaves as if trained alone:
 
@@ -51,7 +51,7 @@ def segment_errors(pred: Tensor, batch: SegmentBatch) -> tuple[Tensor, Tensor]:
     return (sums - batch.targets).pow(2).sum(dim=-1), sums
 
 
-class RewardModelModule(L.LightningModule):
+class TrajectorySumModule(L.LightningModule):
     """Fits a :class:`ReSymNetEnsemble` by trajectory-sum regression (paper eq. 1); see the module docstring.
 
     Args:
@@ -205,8 +205,9 @@ class RewardModelModule(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         self._log_train_loss()  # (an epoch without validation; otherwise logged with the validation's numbers)
-        # The epoch's learning-rate decay (Lightning steps it itself only in automatic optimisation).
-        if not self.automatic_optimization and self.lr_schedulers() is not None:
+        # The epoch's learning-rate decay: this module optimises manually, so Lightning does not step it
+        # (the stacked subclass optimises automatically and leaves it to Lightning: it overrides this hook).
+        if self.lr_schedulers() is not None:
             with warnings.catch_warnings():
                 # A fit resumed from a snapshot ends the snapshot's epoch again before its first optimiser step
                 # in this process; torch then warns of a step order that did not happen (the decay is right:
@@ -283,7 +284,7 @@ class RewardModelModule(L.LightningModule):
         self.stopped |= active & (epoch - self.best_epoch >= self.config.patience)
         if bool(self.stopped.all()):
             self.trainer.should_stop = True
-        # Every scalar of the epoch is logged here, before a snapshot (prism.reward.module.FitSnapshots) can
+        # Every scalar of the epoch is logged here, before a snapshot (prism.reward.fit.FitSnapshots) can
         # be taken at the validation's end: a fit resumed from it logs from the next epoch on.
         self._log_train_loss()
         metrics = self._epoch_scalars(val, corr)
@@ -301,7 +302,7 @@ class RewardModelModule(L.LightningModule):
         self._close_noise()
         self.restore_best()
 
-    # ---- snapshots (a fit resumed mid-way: prism.reward.module) ---------------------------------------
+    # ---- snapshots (a fit resumed mid-way: prism.reward.fit) ---------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """What Lightning's checkpoint lacks to go on as if never stopped: each member's best weights, the
         curves so far, and the random streams. Taken at an epoch's end, where the dropout stream has no draw

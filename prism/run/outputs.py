@@ -18,10 +18,10 @@ import numpy as np
 from prism._text import counted
 from prism.config.methods import run_label
 from prism.evaluation.records import eval_row
-from prism.loop.hparams import log_hparams
-from prism.loop.layout import SUMMARY_CSV, SUMMARY_JSON
-from prism.loop.members import Member, Run
-from prism.loop.run_clock import RunTimes
+from prism.run.clock import RunTimes
+from prism.run.hparams import log_hparams
+from prism.run.layout import SUMMARY_CSV, SUMMARY_JSON
+from prism.run.members import Member, Run
 
 METRICS = ("hv", "eum", "vo")
 
@@ -54,8 +54,8 @@ def user_fit_records(records: list[dict]) -> list[dict]:
 
 def write_final_outputs(run: Run, times: RunTimes) -> None:
     """Every member's ``front.csv`` and ``summary.json`` and its HParams summary in TensorBoard
-    (:mod:`prism.loop.hparams`), and a population's ``summary.csv``. ``times``: the run's training time
-    (:mod:`prism.loop.run_clock`), this process's and across its processes."""
+    (:mod:`prism.run.hparams`), and a population's ``summary.csv``. ``times``: the run's training time
+    (:mod:`prism.run.clock`), this process's and across its processes."""
     for member in run.members:
         _write_member_outputs(run, member, times)
         if member.evaluation.final_result is not None:
@@ -83,7 +83,7 @@ def _write_member_outputs(run: Run, member: Member, times: RunTimes) -> None:
         "seed": member.seed,
         "env_steps": run.agent.env_step_count,
         # Across every process that trained the run (resumes, continuations), counting the work the result is
-        # made of; None when a checkpoint from before prism carried times was resumed (prism.loop.run_clock).
+        # made of; None when a checkpoint from before prism carried times was resumed (prism.run.clock).
         "wall_time_s": times.wall_s,
         "cpu_time_s": times.cpu_s,
         "wall_time_s_last_process": times.wall_s_this_process,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.config import ConfigError, RunConfig, load_config, load_run_config, same_run
-from prism.loop.layout import run_config_file
+from prism.run.layout import run_config_file
 
 BUDGET_KEYS = ("loop.cycles",)
 """The keys ``--resume`` lets grow (see the module docstring for why ``loop.steps_per_cycle`` is not one)."""

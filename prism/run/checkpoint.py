@@ -1,14 +1,14 @@
 """Whole-run checkpoints: collect everything a run needs to continue bit for bit, save it, and put it back.
 
 A checkpoint (``<run_dir>/checkpoints/last.pt``; files, atomic writes and the damaged-file fallback are
-:mod:`prism.loop.checkpoint_io`) holds the agent's weights and optimiser states, its replay buffer and
+:mod:`prism.run.checkpoint_files`) holds the agent's weights and optimiser states, its replay buffer and
 runtime state (current observation, env state mid-episode, preference sampler), the loop's phase / cycle /
 segment store / reward ensemble, the shaper's pending segment, the evaluation schedule and the global RNGs.
 A state with a NaN/inf loss term or parameter is never saved (the agent's ``check_finite`` raises
 :class:`~prism.errors.NonFiniteError` first), so the checkpoints on disk are always good ones.
 
 Checkpoints are taken every ``loop.checkpoint_every`` env steps, at every phase change, and at the end.
-Resuming (:func:`prism.loop.run.resume_run`) builds the run, hands the loaded state to
+Resuming (:func:`prism.run.fit.resume_run`) builds the run, hands the loaded state to
 :class:`RunCheckpointer`, which restores it in ``on_fit_start``.
 """
 
@@ -25,12 +25,11 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from prism.agents.contract import PopulationAgent
 from prism.config import ConfigError
-from prism.data.segments import SegmentStore
 from prism.errors import NonFiniteError
-from prism.loop.checkpoint_io import FORMAT_VERSION, checkpoint_path, previous_checkpoint_path, save_atomic
 from prism.loop.loop_state import LoopState
-from prism.registry import REWARD_MODELS
+from prism.run.checkpoint_files import FORMAT_VERSION, checkpoint_path, previous_checkpoint_path, save_atomic
 
 
 def _global_rng_state() -> dict[str, Any]:
@@ -67,20 +66,6 @@ def _shaper_state(shaper) -> dict:
     return {}
 
 
-def _progress_to_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A member's fit progress for the checkpoint: a snapshot's bytes as a uint8 tensor (what the
-    checkpoint loader's safe unpickler reads)."""
-    if progress is None or "snapshot" not in progress:
-        return progress
-    return {**progress, "snapshot": torch.frombuffer(bytearray(progress["snapshot"]), dtype=torch.uint8)}
-
-
-def _progress_from_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
-    if progress is None or "snapshot" not in progress:
-        return progress
-    return {**progress, "snapshot": progress["snapshot"].numpy().tobytes()}
-
-
 def collect_state(run) -> dict[str, Any]:
     """The whole run state as tensors and plain containers."""
     agent, loop = run.agent, run.loop
@@ -91,13 +76,7 @@ def collect_state(run) -> dict[str, Any]:
         "optimizers": [opt.state_dict() for opt in run.trainer.optimizers],
         "agent_runtime": agent.runtime_state(),
         "shapers": [_shaper_state(shaper) for shaper in agent.shapers],
-        "loop": {
-            "state": loop.state.to_dict(),
-            "stores": [store.state_dict() if store is not None else None for store in loop.stores],
-            "models": [model.to_dict() if model is not None else None for model in loop.models],
-            # A reward fit stopped at an epoch's end (loop.fit_checkpoint_every_s): a resumed run goes on from it.
-            "fit_progress": [_progress_to_state(p) for p in loop.fit_progress],
-        },
+        "loop": loop.state_dict(),
         "evaluations": [member.evaluation.state_dict() for member in run.members],
         "rng": _global_rng_state(),
         # The run's time so far, across its processes (None once an older checkpoint made it unknown).
@@ -117,18 +96,8 @@ def restore_state(run, state: dict[str, Any]) -> None:
     for shaper, shaper_state in zip(agent.shapers, state["shapers"]):
         if hasattr(shaper, "load_state_dict"):
             shaper.load_state_dict(shaper_state)
-    loop.state = LoopState.from_dict(state["loop"]["state"])
-    loop.stores = [
-        SegmentStore.from_state_dict(store) if store is not None else None
-        for store in state["loop"]["stores"]
-    ]
-    saved_progress = state["loop"].get("fit_progress")  # absent in checkpoints from before fit snapshots
-    if saved_progress is not None:
-        loop.fit_progress = [_progress_from_state(p) for p in saved_progress]
-    if any(model is not None for model in state["loop"]["models"]):
-        # The run's reward model (from its config) rebuilds itself from its to_dict().
-        load = REWARD_MODELS.entry("reward.name", loop.settings.reward_model).load_fn()
-        loop.set_model(agent, [load(model) for model in state["loop"]["models"]])
+    loop.load_state_dict(state["loop"])
+    loop.install_models(agent)
     for member, evaluation_state in zip(run.members, state["evaluations"]):
         member.evaluation.load_state_dict(evaluation_state)
     _set_global_rng_state(state["rng"])
@@ -163,15 +132,13 @@ class RunCheckpointer(Callback):
 
     def phase_changed(self, state: LoopState) -> None:
         """Checkpoint at a phase's start. Entering the fit phase, also keep the global RNG state: a reward fit
-        draws from its own forked stream (prism.reward.module), so a checkpoint taken during the fit must
+        draws from its own forked stream (prism.reward.fit), so a checkpoint taken during the fit must
         carry the run's stream as it was before the fit, which is what continues after it."""
         self._rng_at_fit = _global_rng_state() if state.phase == "fit" else None
         self.save()
 
     def save(self) -> Path:
-        check_finite = getattr(self.run.agent, "check_finite", None)
-        if check_finite is not None:
-            check_finite()  # never replace a good checkpoint by a state with NaN/inf losses or weights
+        self.run.agent.check_finite()  # never replace a good checkpoint by a state with NaN/inf losses or weights
         start = time.perf_counter()
         path = checkpoint_path(self.run.run_dir)
         state = collect_state(self.run)
@@ -192,7 +159,7 @@ class RunCheckpointer(Callback):
             )
         return path
 
-    def on_fit_start(self, trainer: L.Trainer, pl_module) -> None:
+    def on_fit_start(self, trainer: L.Trainer, pl_module: PopulationAgent) -> None:
         if self.resume_state is not None:
             restore_state(self.run, self.resume_state)
             # Resumed at or inside a fit: the checkpoint's RNG state is the pre-fit one.
@@ -202,24 +169,22 @@ class RunCheckpointer(Callback):
             self._next = (steps // self.every + 1) * self.every
             self.resume_state = None
 
-    def on_train_start(self, trainer, pl_module) -> None:
+    def on_train_start(self, trainer, pl_module: PopulationAgent) -> None:
         self._schedule(pl_module)
 
-    def _schedule(self, pl_module) -> None:
-        pause_at = getattr(pl_module, "pause_at", None)
-        if pause_at is not None:  # the agent ends a batch exactly at the next checkpoint step
-            pause_at(self._next)
+    def _schedule(self, agent: PopulationAgent) -> None:
+        agent.pause_at(self._next)  # the agent ends a batch exactly at the next checkpoint step
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+    def on_train_batch_end(self, trainer, pl_module: PopulationAgent, outputs, batch, batch_idx) -> None:
         if pl_module.env_step_count >= self._next:
             self.save()
             self._next = (pl_module.env_step_count // self.every + 1) * self.every
             self._schedule(pl_module)
 
-    def on_train_end(self, trainer, pl_module) -> None:
+    def on_train_end(self, trainer, pl_module: PopulationAgent) -> None:
         self.save()
 
-    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+    def on_exception(self, trainer, pl_module: PopulationAgent, exception: BaseException) -> None:
         # Lightning calls this, then re-raises the same exception object out of trainer.fit.
         if isinstance(exception, NonFiniteError) and exception.checkpoint is None:
             exception.checkpoint = self.last_good

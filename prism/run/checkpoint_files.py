@@ -13,8 +13,8 @@ reported in one warning line and the previous one is used; ``--resume`` renames 
 ``*.damaged`` (:func:`set_aside`: nothing is deleted, and the next save cannot rotate it over the good one).
 With no loadable checkpoint left, a :class:`~prism.config.ConfigError` names the file.
 
-This module knows files, not runs: what goes into a checkpoint is :mod:`prism.loop.checkpoint`, resuming is
-:func:`prism.loop.run.resume_run`.
+This module knows files, not runs: what goes into a checkpoint is :mod:`prism.run.checkpoint`, resuming is
+:func:`prism.run.fit.resume_run`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from prism.config import ConfigError
-from prism.loop.layout import CHECKPOINT_DIR
+from prism.run.layout import CHECKPOINT_DIR
 
 LAST = "last.pt"
 PREVIOUS = "previous.pt"

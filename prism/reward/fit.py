@@ -1,8 +1,8 @@
-"""Fitting the ReSymNet ensemble (docs/method.md §4): :func:`fit_reward_model` drives a Lightning ``Trainer`` over
-:class:`~prism.reward.training.RewardModelModule` and returns the fitted :class:`RewardEnsemble`.
+"""Fitting the ReSymNet ensemble (docs/method.md §4): :func:`fit_resymnet_model` drives a Lightning ``Trainer`` over
+:class:`~prism.reward.trajectory_sum_module.TrajectorySumModule` and returns the fitted :class:`ReSymNetRewardModel`.
 
 How the K members are trained together yet each as if alone, and the two batch layouts (``layout``), is
-described in :mod:`prism.reward.training`. The driver itself, :func:`fit_trajectory_sums`, is shared with
+described in :mod:`prism.reward.trajectory_sum_module`. The driver itself, :func:`fit_trajectory_sums`, is shared with
 every reward model fitted on segment sums the same way (RRD, :mod:`prism.reward.rrd`): a :class:`FitRecipe`
 says what differs (network and optimiser, batch, input columns, loss).
 """
@@ -14,23 +14,23 @@ import io
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import fsspec  # (lightning's own dependency: it reads checkpoint paths through fsspec)
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
-from torch import Tensor
 
 from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
 from prism.reward.fit_loggers import log_fit_summary
-from prism.reward.losses import pearson_correlation
-from prism.reward.resymnet import RewardEnsemble
-from prism.reward.training import RewardModelModule, segment_errors
+from prism.reward.fitter import FitSummary, FittedReward
+from prism.reward.quality import score_validation
+from prism.reward.resymnet import ReSymNetRewardModel
+from prism.reward.trajectory_sum_module import TrajectorySumModule
 
 
 @dataclass(frozen=True)
@@ -53,19 +53,18 @@ class FitRecipe:
     """The randomized loss's K (None: eq. 1 over whole segments)."""
     stratified: bool
     """The randomized loss's sample is stratified (``reward.sampling``), not uniform without replacement."""
-    module: Callable[[int, list[int], str], RewardModelModule]
+    module: Callable[[int, list[int], str], TrajectorySumModule]
     """``module(in_features, member_seeds, log_prefix)``: the LightningModule that fits the network(s)."""
-    model: Callable[[RewardModelModule, TrajectorySumDataModule], torch.nn.Module]
+    model: Callable[[TrajectorySumModule, TrajectorySumDataModule], torch.nn.Module]
     """``model(fitted_module, datamodule)``: the fitted reward model on the CPU (with the datamodule's scaler
-    where it standardises), whose ``.net`` is the module's network and ``n_members`` its count (read by
-    :func:`evaluate_segments`)."""
+    where it standardises), whose ``.net`` is the module's network."""
 
 
 def resymnet_recipe(config: RewardConfig) -> FitRecipe:
     """ReSymNet's fit (docs/method.md §4): K residual networks, AdamW, standardised ``[s, a, r_dense]``."""
 
-    def ensemble(module: RewardModelModule, dm: TrajectorySumDataModule) -> RewardEnsemble:
-        model = RewardEnsemble(module.net.cpu(), use_dense_features=dm.use_dense_features)
+    def ensemble(module: TrajectorySumModule, dm: TrajectorySumDataModule) -> ReSymNetRewardModel:
+        model = ReSymNetRewardModel(module.net.cpu(), use_dense_features=dm.use_dense_features)
         model.set_scaler(dm.feature_mean, dm.feature_scale)
         return model
 
@@ -77,7 +76,7 @@ def resymnet_recipe(config: RewardConfig) -> FitRecipe:
         standardise=True,
         sampled_steps=config.sampled_steps if config.loss == "randomized" else None,
         stratified=config.sampling == "stratified",
-        module=lambda in_features, seeds, prefix: RewardModelModule(in_features, config, seeds, prefix),
+        module=lambda in_features, seeds, prefix: TrajectorySumModule(in_features, config, seeds, prefix),
         model=ensemble,
     )
 
@@ -85,25 +84,6 @@ def resymnet_recipe(config: RewardConfig) -> FitRecipe:
 def member_seeds(seed: int, n_members: int) -> list[int]:
     """Initialisation seed of each member, derived from the fit seed."""
     return [int(seed) * 1_000_003 + 7 * (k + 1) for k in range(n_members)]
-
-
-@dataclass
-class FitSummary:
-    """What a reward fit did, for logs and reports."""
-
-    epochs_run: list[int]
-    best_epoch: list[int]
-    best_val_loss: list[float]
-    val_correlation: float
-    """Pearson correlation of the ensemble's per-step prediction with the true sparse reward (validation steps)."""
-    val_segment_rel_error: float
-    """Mean over validation segments of ``|Σ r̂ − R| / max(|R|, 1e-8)``."""
-    wall_time_s: float
-    seconds_per_epoch: float
-    """Median wall time of one epoch (training + validation), set-up and final evaluation excluded."""
-    n_train_segments: int
-    n_val_segments: int
-    val_segments: Tensor = field(repr=False)
 
 
 def bf16_supported(device: str | torch.device) -> bool:
@@ -145,40 +125,63 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def evaluate_segments(model: torch.nn.Module, dm: TrajectorySumDataModule) -> dict[str, Tensor]:
-    """Per-member validation MSE ``[K]``, ensemble per-step correlation and segment sums on ``dm``'s split.
+def fit_trainer(
+    device: torch.device,
+    config: RewardConfig,
+    logger: Logger | bool | None,
+    callbacks: Sequence[Callback],
+) -> L.Trainer:
+    """The Trainer of a reward fit (lone or stacked): ``config.max_epochs`` on ``device`` at
+    ``config.precision``, no checkpoints, no progress bar or model summary, no sanity validation; every
+    scalar is logged per epoch (the modules log against the epoch)."""
+    return L.Trainer(
+        accelerator="gpu" if device.type == "cuda" else device.type,
+        devices=[device.index or 0] if device.type == "cuda" else 1,
+        max_epochs=config.max_epochs,
+        precision=config.precision,
+        logger=logger if logger is not None else False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+        callbacks=list(callbacks),
+    )
 
-    ``model`` is a fitted reward model with ``.net`` (``net(x, dropout=False) -> [K, N]``) and ``n_members``
-    (:class:`RewardEnsemble`, :class:`~prism.reward.rrd.RRDRewardModel`). ``dm``'s batches are already
-    standardised (where it standardises), so the model's network is applied directly.
-    """
-    sse = torch.zeros(model.n_members)
-    preds, truths, sums_all, targets_all = [], [], [], []
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        for b in dm.val_dataloader():
-            pred = model.net(b.features.to(device), dropout=False).cpu()
-            errors, sums = segment_errors(pred, b)
-            sse += errors
-            preds.append(pred.mean(0))
-            truths.append(b.true_sparse)
-            sums_all.append(sums.mean(0))
-            targets_all.append(b.targets)
-    sums_t, targets_t = torch.cat(sums_all), torch.cat(targets_all)
-    return {
-        "val_loss": sse / targets_t.shape[0],
-        "correlation": pearson_correlation(torch.cat(preds), torch.cat(truths)),
-        "segment_sums": sums_t,
-        "targets": targets_t,
-    }
+
+def summarise_fit(
+    model: torch.nn.Module,
+    store: SegmentStore,
+    dm: TrajectorySumDataModule,
+    module: TrajectorySumModule,
+    networks: slice,
+    *,
+    wall_time_s: float,
+) -> FitSummary:
+    """The :class:`FitSummary` of a fitted ``model`` (on the CPU) whose networks are ``module``'s ``networks``
+    (all of a lone fit's; one store's slice of a stacked fit's): the validation split of ``dm`` scored once."""
+    validation, expert = score_validation(model, store, dm.val_segments)
+    epoch_seconds = module.epoch_seconds
+    return FitSummary(
+        epochs_run=module.epochs_run[networks].tolist(),
+        best_epoch=module.best_epoch[networks].tolist(),
+        best_val_loss=module.best_val_loss[networks].tolist(),
+        wall_time_s=wall_time_s,
+        seconds_per_epoch=float(torch.tensor(epoch_seconds).median()) if epoch_seconds else 0.0,
+        n_train_segments=int(dm.train_segments.shape[0]),
+        n_val_segments=int(dm.val_segments.shape[0]),
+        validation=validation,
+        validation_expert=expert,
+        val_segments=dm.val_segments.clone(),
+    )
 
 
 class FitSnapshots(Callback):
     """Hands ``on_snapshot`` the fit's state at the end of an epoch once ``every_s`` seconds have passed since
     the fit (or the last snapshot) began (0: every epoch), never at the last epoch (the fit is about to
     return). A snapshot is bytes: Lightning's checkpoint of the fit (weights, optimiser and scheduler, loop
-    progress, the data module's shuffle streams) with :class:`RewardModelModule`'s own state, plus the fit's
-    wall seconds so far; :func:`fit_reward_model` ``resume=`` goes on from it."""
+    progress, the data module's shuffle streams) with :class:`TrajectorySumModule`'s own state, plus the fit's
+    wall seconds so far; :func:`fit_resymnet_model` ``resume=`` goes on from it."""
 
     def __init__(self, on_snapshot: Callable[[bytes], None], every_s: float, carried_s: float = 0.0):
         self.on_snapshot = on_snapshot
@@ -208,6 +211,11 @@ def snapshot_wall_s(snapshot: bytes | None) -> float:
     return float(torch.load(io.BytesIO(snapshot), weights_only=False)["prism_fit_wall_s"])
 
 
+def snapshot_epoch(snapshot: bytes) -> int:
+    """The (0-based) epoch at whose end ``snapshot`` was taken."""
+    return int(torch.load(io.BytesIO(snapshot), weights_only=False)["epoch"])
+
+
 def in_memory_file(data: bytes) -> str:
     """``data`` as a file of fsspec's in-memory file system; returns its ``memory://`` path."""
     path = f"memory://prism-fit/{uuid.uuid4().hex}.ckpt"
@@ -216,7 +224,7 @@ def in_memory_file(data: bytes) -> str:
     return path
 
 
-def fit_reward_model(
+def fit_resymnet_model(
     store: SegmentStore,
     config: RewardConfig,
     logger: Logger | None = None,
@@ -229,8 +237,8 @@ def fit_reward_model(
     on_snapshot: Callable[[bytes], None] | None = None,
     snapshot_every_s: float = 600.0,
     resume: bytes | None = None,
-    init: RewardEnsemble | None = None,
-) -> RewardEnsemble:
+    init: ReSymNetRewardModel | None = None,
+) -> FittedReward:
     """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode):
     :func:`fit_trajectory_sums` with :func:`resymnet_recipe`; the arguments are that function's."""
     return fit_trajectory_sums(
@@ -255,13 +263,14 @@ def fit_trajectory_sums(
     snapshot_every_s: float = 600.0,
     resume: bytes | None = None,
     init: torch.nn.Module | None = None,
-) -> torch.nn.Module:
+) -> FittedReward:
     """Fit a fresh reward model (``recipe``) on every segment in ``store`` and return it (on CPU, eval mode).
 
     Runs its own Lightning ``Trainer`` (no checkpoints, no progress bar) on a :class:`TrajectorySumDataModule`
     with the seeded 80/20 split; deterministic given ``seed`` (and the thread count, ``config.threads``). The
-    returned model (``recipe.model``; ReSymNet's :class:`RewardEnsemble`) holds the training-split scaler as
-    buffers, every member at its best validation epoch, and a :class:`FitSummary` in ``fit_summary``. Metrics
+    returned model (``recipe.model``; ReSymNet's :class:`ReSymNetRewardModel`) holds the training-split scaler as
+    buffers, every member at its best validation epoch; it comes with its :class:`FitSummary` (a
+    :class:`~prism.reward.fitter.FittedReward`, ``model, summary = fit_trajectory_sums(...)``). Metrics
     go to ``logger`` under ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run), all against the epoch;
     give each fit a logger of its own (the run gives cycle c's fit ``tb/reward_fit/cycle<c>/version_<n>``).
 
@@ -284,7 +293,7 @@ def fit_trajectory_sums(
     config.validate()
     check_precision(config.precision, device)
     if layout not in ("auto", "ragged", "padded"):
-        raise ValueError(f"fit_reward_model: layout must be auto, ragged or padded, got {layout!r}")
+        raise ValueError(f"fit_resymnet_model: layout must be auto, ragged or padded, got {layout!r}")
     device = torch.device(device)
     if layout == "auto":
         layout = "ragged" if device.type == "cpu" else "padded"
@@ -306,7 +315,7 @@ def fit_trajectory_sums(
     )
     if recipe.use_dense_features and not dm.use_dense_features:
         raise ValueError(
-            "fit_reward_model: use_dense_features=True but the store holds no dense-reward columns"
+            "fit_resymnet_model: use_dense_features=True but the store holds no dense-reward columns"
         )
     dm.setup("fit")
     # fork_rng: the fit seeds torch's global RNG (dropout masks come from it) without disturbing the caller's
@@ -329,19 +338,7 @@ def fit_trajectory_sums(
             # Lightning resumes from a path (read through fsspec): the snapshot's bytes go to fsspec's
             # in-memory file system, not to a temporary file that a killed process would leave behind.
             ckpt_path = in_memory_file(resume)
-        trainer = L.Trainer(
-            accelerator="gpu" if device.type == "cuda" else device.type,
-            devices=[device.index or 0] if device.type == "cuda" else 1,
-            max_epochs=config.max_epochs,
-            precision=config.precision,
-            logger=logger if logger is not None else False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
-            log_every_n_steps=1,
-            callbacks=callbacks,
-        )
+        trainer = fit_trainer(device, config, logger, callbacks)
         try:
             trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
         finally:
@@ -350,22 +347,9 @@ def fit_trajectory_sums(
                 fsspec.filesystem("memory").rm(ckpt_path)
     model = recipe.model(module, dm)
     model.eval()
-    report = evaluate_segments(model, dm)
-    rel = (
-        (report["segment_sums"] - report["targets"]).abs() / report["targets"].abs().clamp_min(1e-8)
-    ).mean()
-    model.fit_summary = FitSummary(
-        epochs_run=module.epochs_run.tolist(),
-        best_epoch=module.best_epoch.tolist(),
-        best_val_loss=module.best_val_loss.tolist(),
-        val_correlation=float(report["correlation"]),
-        val_segment_rel_error=float(rel),
-        wall_time_s=carried_s + time.perf_counter() - start,
-        seconds_per_epoch=float(torch.tensor(module.epoch_seconds).median()) if module.epoch_seconds else 0.0,
-        n_train_segments=int(dm.train_segments.shape[0]),
-        n_val_segments=int(dm.val_segments.shape[0]),
-        val_segments=dm.val_segments.clone(),
+    summary = summarise_fit(
+        model, store, dm, module, slice(None), wall_time_s=carried_s + time.perf_counter() - start
     )
     if logger is not None:
-        log_fit_summary(logger, model.fit_summary, log_prefix)
-    return model
+        log_fit_summary(logger, summary, log_prefix)
+    return FittedReward(model, summary)

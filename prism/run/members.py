@@ -1,5 +1,5 @@
-"""The shapes of a built run, shared by the run builder (:mod:`prism.loop.run`) and the output writers
-(:mod:`prism.loop.outputs`): a run's members, the :class:`Run` itself and where each member writes.
+"""The shapes of a built run, shared by the run builder (:mod:`prism.run.fit`) and the output writers
+(:mod:`prism.run.outputs`): a run's members, the :class:`Run` itself and where each member writes.
 
 Both modules import this one and neither imports the other, so the loop package has no import circle, not
 even one hidden under ``TYPE_CHECKING``.
@@ -18,7 +18,7 @@ from prism.config import RunConfig
 from prism.envs import EnvSpec
 from prism.evaluation.callback import EvaluationCallback
 from prism.loop.phases import PrismLoopCallback
-from prism.loop.run_clock import RunClock
+from prism.run.clock import RunClock
 
 __all__ = ["Member", "Run", "member_config", "member_run_dirs"]
 
@@ -48,7 +48,7 @@ class Run:
     members: list[Member]
     trainer: L.Trainer
     clock: RunClock = field(default_factory=RunClock)
-    """The run's training time, this process's and across its processes (:mod:`prism.loop.run_clock`)."""
+    """The run's training time, this process's and across its processes (:mod:`prism.run.clock`)."""
 
     @property
     def population(self) -> bool:

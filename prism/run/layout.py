@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 CONFIG_FILE = "config.yaml"
 """The run folder's config (written by ``prism fit``, read by ``--resume`` and ``prism evaluate``)."""
 CHECKPOINT_DIR = "checkpoints"
-"""The folder of a run's whole-run checkpoints (:mod:`prism.loop.checkpoint_io`)."""
+"""The folder of a run's whole-run checkpoints (:mod:`prism.run.checkpoint_files`)."""
 SUMMARY_JSON = "summary.json"
 """A finished single run's (or population member's) summary."""
 SUMMARY_CSV = "summary.csv"

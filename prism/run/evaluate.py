@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prism.config import RunConfig
 from prism.errors import ConfigError
-from prism.loop.layout import run_config_file, trained_run_folder
+from prism.run.layout import run_config_file, trained_run_folder
 
 EVALUATION_PROTOCOLS = ("final", "periodic")
 """``prism evaluate --protocol``: the final protocol (``eval.final``: the paper's 100 weights × 5 episodes,
@@ -72,8 +72,8 @@ def evaluate_run(
     # Imported only now: a bad request is refused above in a fraction of a second, before torch and Lightning.
     from prism.evaluation.records import append_csv, eval_row
     from prism.evaluation.rollout import evaluate_agent
-    from prism.loop.checkpoint_io import is_untrained, load_agent_weights
-    from prism.loop.run import _quiet, build_run
+    from prism.run.checkpoint_files import is_untrained, load_agent_weights
+    from prism.run.fit import _quiet, build_run
 
     _quiet()
     # The folder may have been moved or copied since training: read the checkpoints that are here.

@@ -1,4 +1,5 @@
-"""How much per-step information uniform R/T redistribution carries, per env (issue R's report).
+"""``prism uniform-credit``: how much per-step information uniform R/T redistribution carries, per env (issue R's
+report; README quotes it).
 
 The uniform arm pays every step of an episode its return spread evenly, R/T. Pooled over the steps of many
 episodes, the Pearson correlation of that reward with the hidden per-step reward r_t is the correlation ratio
@@ -8,8 +9,8 @@ its episode mean is the variance of that mean). The tool prints both, computed i
 of a uniform random policy: the store every first reward fit (cycle 1) learns from, so the numbers sit beside
 that fit's validation Pearson (``summary.json`` ``reward_fits``).
 
-    python tools/uniform_credit.py                              # the four MuJoCo tasks, the report's numbers
-    python tools/uniform_credit.py --envs mo-swimmer-v5 --episodes 20
+    prism uniform-credit                                   # the four MuJoCo tasks, the report's numbers
+    prism uniform-credit --envs mo-swimmer-v5 --episodes 20
 
 Where episodes end when the robot falls (hopper, walker2d), R/T carries survival: short episodes pay less
 per step. Where every episode lasts 1000 steps (halfcheetah, swimmer), almost all of r_t's variance lies
@@ -58,8 +59,13 @@ def uniform_pearson(episodes: list[np.ndarray]) -> tuple[float, float]:
     return pearson, float(np.sqrt(between))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    """``prism uniform-credit [--envs ENV ...] [--episodes N] [--seed S]``: one line per env."""
+    parser = argparse.ArgumentParser(
+        prog="prism uniform-credit",
+        description="Pearson of uniform R/T redistribution with the hidden per-step reward (and the "
+        "correlation ratio eta, computed independently), on uniform random episodes of each env.",
+    )
     parser.add_argument("--envs", nargs="+", default=list(DEFAULT_EPISODES))
     parser.add_argument("--episodes", type=int, default=None, help="per env (default: 300 short, 60 long)")
     parser.add_argument("--seed", type=int, default=0)
@@ -77,7 +83,4 @@ def main(argv: list[str] | None = None) -> None:
             f"[{time.perf_counter() - start:.0f} s]",
             flush=True,
         )
-
-
-if __name__ == "__main__":
-    main()
+    return 0
