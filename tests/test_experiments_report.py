@@ -292,6 +292,34 @@ def test_rliable_aggregate_of_the_study_matches_brute_force(study):
     assert "Aggregate over mo-walker2d-v5, mo-hopper-v5, computed with rliable" in markdown
 
 
+def test_a_named_aggregate_covers_only_the_envs_its_arms_ran_in_and_matches_brute_force(study):
+    # table1-study's rrd aggregate: e-rrd ran on walker2d and swimmer only, so hopper (which the main aggregate
+    # uses) stays out, and swimmer, with no runs in this study, is left out by the >= 2 runs rule.
+    _, _, results, markdown = study
+    arms = ("e-oracle", "e-baseline", "e-prism", "e-uniform", "e-rrd")
+    normalised = {
+        arm: (np.array(HV[("walker", arm)]) / np.mean(HV[("walker", "e-oracle")]))[:, None] for arm in arms
+    }
+    rows = list(csv.DictReader((results / "aggregate_rrd.csv").open()))
+    iqm = {r["x"]: float(r["value"]) for r in rows if r["statistic"] == "iqm"}
+    assert iqm == pytest.approx({arm: _brute_iqm(matrix) for arm, matrix in normalised.items()})
+    improvements = {
+        (r["x"], r["y"]): float(r["value"]) for r in rows if r["statistic"] == "probability_of_improvement"
+    }
+    pairs = (("e-prism", "e-rrd"), ("e-rrd", "e-uniform"), ("e-rrd", "e-baseline"))
+    assert improvements == pytest.approx(
+        {(x, y): _brute_improvement(normalised[x], normalised[y]) for x, y in pairs}
+    )
+    assert (
+        "Aggregate of e-oracle, e-baseline, e-prism, e-uniform, e-rrd over mo-walker2d-v5, computed"
+        in markdown
+    )
+    assert "Figure: `aggregate_rrd.png`" in markdown and (results / "aggregate_rrd.png").stat().st_size > 0
+    # the main aggregate is untouched by it: still over both envs, without e-rrd
+    main = {r["x"] for r in csv.DictReader((results / "aggregate.csv").open()) if r["statistic"] == "iqm"}
+    assert "e-rrd" not in main
+
+
 def test_a_missing_rliable_is_one_line_naming_the_extra_and_writes_nothing(
     study, tmp_path, capsys, monkeypatch
 ):

@@ -116,6 +116,15 @@ class Aggregate:
     arms: tuple[str, ...]
     improvements: tuple[tuple[str, str], ...]
     """(X, Y) pairs: the probability of improvement P(X > Y) is reported for each."""
+    envs: tuple[str, ...] = ()
+    """The envs it may use (empty: the preset's); of those, it uses the ones where every arm has ≥ 2 runs."""
+    name: str = ""
+    """"" for the preset's main aggregate (``aggregate.csv``, ``aggregate.png``); a further aggregate over the
+    envs some arm ran in (e.g. ``rrd``) writes ``aggregate_<name>.csv`` and ``aggregate_<name>.png``."""
+
+    @property
+    def file_stem(self) -> str:
+        return f"aggregate_{self.name}" if self.name else "aggregate"
 
 
 @dataclass(frozen=True)
@@ -177,8 +186,14 @@ class Preset:
     """Arms of an env read from another grid's folder (they must be among that env's arms)."""
     aggregate: Aggregate | None = None
     """The cross-env rliable aggregate of the report (None: none)."""
+    more_aggregates: tuple[Aggregate, ...] = ()
+    """Further named aggregates, each over its own arms and envs (e.g. a peer arm run in only some envs)."""
     take_off: TakeOff | None = None
     """The report's take-off count and objective curves (None: none)."""
+
+    def aggregates(self) -> tuple[Aggregate, ...]:
+        """The report's aggregates: the main one (if any), then the named ones."""
+        return ((self.aggregate,) if self.aggregate else ()) + self.more_aggregates
 
     def methods_for(self, env: str) -> tuple[str, ...]:
         """The arms of ``env``: its own list where ``env_methods`` has one, else ``methods``; only those also

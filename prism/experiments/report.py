@@ -11,7 +11,7 @@ from pathlib import Path
 from prism.experiments import stats
 from prism.experiments.collect import collect, copy_run_files, paper_values
 from prism.experiments.fits import fit_rows, fit_table
-from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Cell, Preset
+from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
 from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, ratio_table, thin_ratio_note
@@ -26,33 +26,30 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-def _aggregate(preset: Preset, table: Table) -> AggregateResult | None:
-    if preset.aggregate is None:
-        return None
-    arms = (*preset.aggregate.arms, preset.aggregate.normaliser)
+def _aggregate(preset: Preset, spec: Aggregate, table: Table) -> AggregateResult | None:
+    envs = spec.envs or preset.envs
+    arms = (*spec.arms, spec.normaliser)
     finals = {
-        (env, arm): table[(env, arm)]["final_hv"]
-        for env in preset.envs
-        for arm in arms
-        if (env, arm) in table
+        (env, arm): table[(env, arm)]["final_hv"] for env in envs for arm in arms if (env, arm) in table
     }
-    return stats.aggregate(finals, preset.envs, preset.aggregate, resamples=stats.AGGREGATE_RESAMPLES)
+    return stats.aggregate(finals, envs, spec, resamples=stats.AGGREGATE_RESAMPLES)
 
 
-def aggregate_lines(preset: Preset, result: AggregateResult | None) -> tuple[list[str], list[dict]]:
+def aggregate_lines(spec: Aggregate, result: AggregateResult | None) -> tuple[list[str], list[dict]]:
     """The aggregate's markdown section and its CSV rows."""
-    spec = preset.aggregate
-    if spec is None:
-        return [], []
+    # A named aggregate (over the envs some arm ran in) says which arms it holds; the main one holds the grid's.
+    of_arms = f" of {', '.join(spec.arms)}" if spec.name else ""
     if result is None:
-        return ["(no env has at least 2 finished runs of every aggregated arm yet: no aggregate)"], []
+        return [
+            f"(no env has at least 2 finished runs of every aggregated arm yet: no aggregate{of_arms})"
+        ], []
     envs = ", ".join(ENV_FILES.get(e, e) for e in result.envs)
     lines = [
-        f"Aggregate over {envs}, computed with rliable (Agarwal et al. 2021): each run's final HV divided by the "
+        f"Aggregate{of_arms} over {envs}, computed with rliable (Agarwal et al. 2021): each run's final HV divided by the "
         f"mean final HV of {spec.normaliser} in its env; the interquartile mean (IQM) over runs × envs, and the "
         "probability of improvement P(X > Y) (per env the fraction of run pairs with X > Y, ties ½, averaged "
         f"over envs), each with a stratified bootstrap 95% CI ({stats.AGGREGATE_RESAMPLES} resamples of the runs "
-        "within each env). Figure: `aggregate.png`.",
+        f"within each env). Figure: `{spec.file_stem}.png`.",
         "",
         "| arm | runs per env | IQM of normalised final HV | 95% CI |",
         "|---|---|---|---|",
@@ -106,7 +103,7 @@ def write_report(
     The aggregate is computed first: a missing optional dependency stops the report before anything is
     written."""
     table = collect(cells, out)
-    result = _aggregate(preset, table)
+    aggregates = [(spec, _aggregate(preset, spec, table)) for spec in preset.aggregates()]
     paper = paper_values(preset.backbone)
     results.mkdir(parents=True, exist_ok=True)
     lines, csv_rows = arm_table(preset, table, paper)
@@ -161,11 +158,11 @@ def write_report(
             f"Learning curves of that return: `{preset.take_off.objective}_curves.png`.",
             "",
         ]
-    agg_lines, agg_rows = aggregate_lines(preset, result)
-    if agg_rows:
-        _write_csv(results / "aggregate.csv", agg_rows)
-        plot_aggregate(result, preset.aggregate.normaliser, results / "aggregate.png")
-    if agg_lines:
+    for spec, result in aggregates:
+        agg_lines, agg_rows = aggregate_lines(spec, result)
+        if agg_rows:
+            _write_csv(results / f"{spec.file_stem}.csv", agg_rows)
+            plot_aggregate(result, spec.normaliser, results / f"{spec.file_stem}.png")
         sections += [*agg_lines, ""]
     joined = sorted({(j.label, j.runs) for j in preset.joined})
     if joined:
