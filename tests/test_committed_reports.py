@@ -1,6 +1,7 @@
 """Every committed study report recomputes from its committed run files with the command it prints: each text
-file the report writes (table.md, table.csv, ratios.csv, fits.csv, aggregate.csv, a named aggregate's
-aggregate_<name>.csv) comes out byte for byte as committed. Figures are left out (their pixels depend on matplotlib's version, not on prism)."""
+file the report writes (table.md, table.csv, ratios.csv, fits.csv, takeoff.csv, aggregate.csv, a named
+aggregate's aggregate_<name>.csv) comes out byte for byte as committed. Figures are left out (their pixels
+depend on matplotlib's version, not on prism)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,16 @@ import pytest
 from prism.experiments import cli, report
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDIES = ("protocol-study", "reward-budget", "table1-study")
-TEXT_FILES = ("table.md", "table.csv", "ratios.csv", "fits.csv", "aggregate.csv", "aggregate_rrd.csv")
+STUDIES = ("protocol-study", "reward-budget", "table1-study", "halfcheetah-paper")
+TEXT_FILES = (
+    "table.md",
+    "table.csv",
+    "ratios.csv",
+    "fits.csv",
+    "takeoff.csv",
+    "aggregate.csv",
+    "aggregate_rrd.csv",
+)
 
 
 def _without_results_path(text: str) -> str:
