@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from prism.experiments.grid import TakeOff
-from prism.experiments.presets import PRESETS
+from prism.experiments.presets import HALFCHEETAH_PAPER_ARMS, PRESETS
 from prism.experiments.takeoff import final_returns, take_off_section
 
 
@@ -53,7 +53,11 @@ def test_take_off_counts_the_seeds_above_the_threshold_here_and_in_the_reference
 def test_the_halfcheetah_paper_preset_runs_halfcheetah_only_and_joins_the_rest_at_their_budget():
     preset = PRESETS["halfcheetah-paper"]
     own = [c for c in preset.cells() if c.source is None]
-    assert {c.env for c in own} == {"halfcheetah"} and len(own) == 20
+    assert {c.env for c in own} == {"halfcheetah"} and len(own) == 25
+    # e-prism-paper runs on halfcheetah only: the joined envs hold the four arms their studies ran
+    assert {c.method for c in preset.cells() if c.source is not None} == set(HALFCHEETAH_PAPER_ARMS)
+    paper = preset.arm("e-prism-paper").overrides
+    assert {"loop.initial_episodes=1000", "loop.expert_episodes=1000", "reward.loss=randomized"} <= set(paper)
     assert {c.env for c in preset.cells() if c.source is not None} == {"walker", "swimmer", "hopper"}
     assert "loop.steps_per_cycle=100000" in preset.overrides_for("halfcheetah")
     assert not any(o.startswith("loop.steps_per_cycle=25000") for o in preset.overrides_for("halfcheetah"))

@@ -289,7 +289,7 @@ PRESETS = {
     ),
     "halfcheetah-paper": Preset(
         envs=("halfcheetah", "walker", "swimmer", "hopper"),
-        methods=HALFCHEETAH_PAPER_ARMS,
+        methods=(*HALFCHEETAH_PAPER_ARMS, "e-prism-paper"),
         seeds=tuple(range(5)),
         # table1-study's halfcheetah settings with the paper's RL budget: 2 cycles × M = 100 000 steps
         # (the replay buffer, 200 000, then holds every transition of the run, as at 2 × 25 000).
@@ -303,6 +303,28 @@ PRESETS = {
             Arm("e-baseline", "baseline", "equal", per_seed=True),
             Arm("e-uniform", "uniform", "equal", per_seed=True),
             Arm("e-prism", "prism", "equal", per_seed=True),
+            # The paper's reward-model budget (N = E = 1000, ≤ 1000 epochs, patience 20), affordable with the
+            # cheaper fit (randomized loss, K = 64, bias-corrected), which passed its swimmer gate (table1-study's
+            # e-prism-fast / e-prism).
+            Arm(
+                "e-prism-paper",
+                "prism",
+                "equal",
+                (
+                    "loop.initial_episodes=1000",
+                    "loop.expert_episodes=1000",
+                    "reward.max_epochs=1000",
+                    "reward.loss=randomized",
+                ),
+                per_seed=True,
+            ),
+        ),
+        # Only halfcheetah runs e-prism-paper; the other envs are the four arms read from their studies.
+        env_methods=(
+            ("halfcheetah", (*HALFCHEETAH_PAPER_ARMS, "e-prism-paper")),
+            ("walker", HALFCHEETAH_PAPER_ARMS),
+            ("swimmer", HALFCHEETAH_PAPER_ARMS),
+            ("hopper", HALFCHEETAH_PAPER_ARMS),
         ),
         # The other three envs of the four-env aggregate, read from their studies at 2 × 25 000 steps: the
         # aggregate is table1-study's with halfcheetah's 100 000-step arms in place of its 25 000-step ones.
@@ -325,13 +347,18 @@ PRESETS = {
             Ratio("e-uniform", "e-oracle", "equal budget"),
             Ratio("e-prism", "e-uniform", "ReSymNet vs uniform R/T, equal budget"),
             Ratio("e-baseline", "e-oracle", "does the sparse baseline collapse?"),
+            Ratio("e-prism-paper", "e-oracle", "the paper's reward-model budget, equal RL budget"),
+            Ratio(
+                "e-prism-paper", "e-prism", "N = E = 1000 with the cheaper fit vs N = 250, E = 50 with eq. 1"
+            ),
         ),
         description=(
             "Halfcheetah at the paper's RL budget: mo-halfcheetah-v5, 2 cycles × M = 100 000 RL steps, "
             "the equal-budget protocol, final evaluation 100 weights × 5 episodes, 5 seeds per arm (one process "
             "per seed). Every other setting is table1-study's for halfcheetah: E = 50 expert episodes, N = 250 "
             "random episodes, ReSymNet (sum loss) ≤ 100 fit epochs with patience 20, λ from conf/halfcheetah.yaml, "
-            "periodic evaluation every 5 000 steps on 10 weights × 2 episodes. mo-walker2d-v5 and mo-swimmer-v5 "
+            "periodic evaluation every 5 000 steps on 10 weights × 2 episodes; e-prism-paper is e-prism with the paper's "
+            "N = E = 1000 and ≤ 1000 fit epochs, fitted with the randomized loss (K = 64, bias-corrected). mo-walker2d-v5 and mo-swimmer-v5 "
             "(table1-study) and mo-hopper-v5 (protocol-study) are joined at their 2 × 25 000 steps for the "
             "four-env aggregate, not rerun."
         ),
