@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 import fsspec  # (lightning's own dependency: it reads checkpoint paths through fsspec)
 import lightning as L
@@ -31,6 +32,9 @@ from prism.reward.fitter import FitSummary, FittedReward
 from prism.reward.quality import score_validation
 from prism.reward.resymnet import ReSymNetRewardModel
 from prism.reward.trajectory_sum_module import TrajectorySumModule
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @dataclass(frozen=True)
@@ -224,28 +228,31 @@ def in_memory_file(data: bytes) -> str:
     return path
 
 
+class FitOptions(TypedDict, total=False):
+    """The keyword options of :func:`fit_trajectory_sums` that a model's fit (:func:`fit_resymnet_model`,
+    :func:`prism.reward.rrd.fit_rrd_model`) passes on unchanged."""
+
+    log_prefix: str
+    device: str | torch.device
+    layout: str
+    callbacks: Sequence[Callback]
+    on_snapshot: Callable[[bytes], None] | None
+    snapshot_every_s: float
+    resume: bytes | None
+    init: torch.nn.Module | None
+
+
 def fit_resymnet_model(
     store: SegmentStore,
     config: RewardConfig,
     logger: Logger | None = None,
     seed: int = 0,
-    *,
-    log_prefix: str = "reward_fit",
-    device: str | torch.device = "cpu",
-    layout: str = "auto",
-    callbacks: Sequence[Callback] = (),
-    on_snapshot: Callable[[bytes], None] | None = None,
-    snapshot_every_s: float = 600.0,
-    resume: bytes | None = None,
-    init: ReSymNetRewardModel | None = None,
+    **options: Unpack[FitOptions],
 ) -> FittedReward:
     """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode):
-    :func:`fit_trajectory_sums` with :func:`resymnet_recipe`; the arguments are that function's."""
-    return fit_trajectory_sums(
-        store, config, resymnet_recipe(config), logger, seed, log_prefix=log_prefix, device=device,
-        layout=layout, callbacks=callbacks, on_snapshot=on_snapshot, snapshot_every_s=snapshot_every_s,
-        resume=resume, init=init,
-    )  # fmt: skip
+    :func:`fit_trajectory_sums` with :func:`resymnet_recipe`; the arguments are that function's (``init``: a
+    :class:`ReSymNetRewardModel`)."""
+    return fit_trajectory_sums(store, config, resymnet_recipe(config), logger, seed, **options)
 
 
 def fit_trajectory_sums(

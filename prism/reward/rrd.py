@@ -20,12 +20,11 @@ diagnostic hand it a step's raw data (:func:`prism.data.features.build_features`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 from torch import Tensor, nn
 
@@ -33,9 +32,12 @@ from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
 from prism.reward.batched import BatchedLinear
 from prism.reward.config import RewardConfig
-from prism.reward.fit import FitRecipe, fit_trajectory_sums
+from prism.reward.fit import FitOptions, FitRecipe, fit_trajectory_sums
 from prism.reward.fitter import FittedReward
 from prism.reward.trajectory_sum_module import TrajectorySumModule
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class RRDNetwork(nn.Module):
@@ -202,26 +204,17 @@ def fit_rrd_model(
     config: RewardConfig,
     logger: Logger | None = None,
     seed: int = 0,
-    *,
-    log_prefix: str = "reward_fit",
-    device: str | torch.device = "cpu",
-    layout: str = "auto",
-    callbacks: Sequence[Callback] = (),
-    on_snapshot: Callable[[bytes], None] | None = None,
-    snapshot_every_s: float = 600.0,
-    resume: bytes | None = None,
-    init: RRDRewardModel | None = None,
+    **options: Unpack[FitOptions],
 ) -> FittedReward:
     """Fit a fresh RRD model on every segment of ``store`` (which must keep next observations): the shared
     driver :func:`~prism.reward.fit.fit_trajectory_sums` with :func:`rrd_recipe`; the arguments are that
-    function's (snapshots and ``resume`` inside a fit, ``init`` for ``reward.warm_start``)."""
+    function's (snapshots and ``resume`` inside a fit, ``init``, an :class:`RRDRewardModel`, for
+    ``reward.warm_start``)."""
     if not store.has_next_obs:
         raise ValueError(
             "reward.name: rrd reads each step's next observation, but this segment store keeps none "
             "(collect into SegmentStore(..., next_obs=True))"
         )
     return fit_trajectory_sums(
-        store, config, rrd_recipe(config, store.obs_dim, store.act_dim), logger, seed, log_prefix=log_prefix,
-        device=device, layout=layout, callbacks=callbacks, on_snapshot=on_snapshot,
-        snapshot_every_s=snapshot_every_s, resume=resume, init=init,
-    )  # fmt: skip
+        store, config, rrd_recipe(config, store.obs_dim, store.act_dim), logger, seed, **options
+    )
