@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from prism import __version__
 from prism._warnings import silence_library_noise
-from prism.errors import ConfigError
+from prism.errors import ConfigError, caused_by_interrupt
 
 USAGE_ERROR = 2
 NON_FINITE = 3
@@ -343,6 +343,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return NON_FINITE
     except KeyboardInterrupt as err:
         print(_interrupted_line(err), file=sys.stderr)
+        return INTERRUPTED
+    except Exception as err:
+        # Ctrl-C inside an import that turns it into another error (mujoco's "initialization failed")
+        if debug or not caused_by_interrupt(err):
+            raise
+        print("prism: interrupted", file=sys.stderr)
         return INTERRUPTED
     return 0
 

@@ -31,6 +31,23 @@ class RunInterrupted(KeyboardInterrupt):
         self.removed = removed
 
 
+def caused_by_interrupt(err: BaseException) -> bool:
+    """Whether ``err`` comes from a Ctrl-C: a :class:`KeyboardInterrupt`, or an exception raised because of one.
+
+    A Ctrl-C while a C extension initialises (``import mujoco``, at a run's first MuJoCo env) does not arrive as
+    a KeyboardInterrupt: mujoco raises ``ImportError: initialization failed`` from it, and gymnasium turns that
+    into ``DependencyNotInstalled: MuJoCo is not installed``. The interrupt is still on the exception's chain
+    (``__cause__`` / ``__context__``)."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 class NonFiniteError(RuntimeError):
     """A training quantity (a loss term, a shaped reward, a parameter) became NaN or ±inf.
 

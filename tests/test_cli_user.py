@@ -272,6 +272,58 @@ def test_ctrl_c_before_the_run_wrote_anything_leaves_no_empty_folder(tmp_path, m
     assert kept.is_dir() and "; run the same command" in capsys.readouterr().err
 
 
+def test_ctrl_c_inside_import_mujoco_is_an_interrupt_too(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the run's first MuJoCo env imports mujoco (a ~1 s window before config.yaml is written):
+    mujoco turns the KeyboardInterrupt into ``ImportError: initialization failed`` and gymnasium that into
+    ``DependencyNotInstalled: MuJoCo is not installed``. It used to end in that 63-line traceback, exit 1,
+    and an empty run folder that --resume refused ("has no config.yaml")."""
+    from gymnasium.error import DependencyNotInstalled
+
+    from prism.cli import main
+
+    def importing_mujoco(*args, **kwargs):  # the chain a real SIGINT inside `import mujoco` leaves
+        try:
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as interrupt:
+                raise ImportError("initialization failed") from interrupt
+        except ImportError as err:
+            raise DependencyNotInstalled(
+                'MuJoCo is not installed, run `pip install "gymnasium[mujoco]"`'
+            ) from err
+
+    monkeypatch.setattr("prism.run.fit.resolved_values", importing_mujoco)
+    run_dir = tmp_path / "run"
+    assert main(["fit", "--config", str(CONF / "quickstart.yaml"), *toy_run(), f"run_dir={run_dir}"]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"prism: interrupted before the run wrote anything; {run_dir} removed; run the same command to start it"
+    ]
+    assert not run_dir.exists()
+    # the same error without a Ctrl-C behind it is not taken for one
+    monkeypatch.setattr(
+        "prism.run.fit.resolved_values",
+        lambda *a, **k: (_ for _ in ()).throw(DependencyNotInstalled("MuJoCo is not installed")),
+    )
+    with pytest.raises(DependencyNotInstalled):
+        main(["fit", "--config", str(CONF / "quickstart.yaml"), *toy_run(), f"run_dir={run_dir}"])
+
+
+def test_caused_by_interrupt_follows_the_exception_chain():
+    from prism.errors import caused_by_interrupt
+
+    def chained(outer: Exception) -> Exception:
+        try:
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                raise outer  # noqa: B904 (implicit __context__, as mujoco's import leaves it)
+        except Exception as err:
+            return err
+
+    assert caused_by_interrupt(KeyboardInterrupt()) and caused_by_interrupt(chained(ImportError("x")))
+    assert not caused_by_interrupt(ImportError("x")) and not caused_by_interrupt(ValueError("y"))
+
+
 def test_ctrl_c_names_the_resume_command_and_resume_then_runs_the_whole_run(tmp_path, monkeypatch, capsys):
     from prism.cli import main
 

@@ -36,7 +36,7 @@ from prism.config import (
 from prism.config.methods import run_label
 from prism.devices import make_deterministic
 from prism.envs import make_env
-from prism.errors import RunInterrupted
+from prism.errors import RunInterrupted, caused_by_interrupt
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import truncate_eval_csv
@@ -256,7 +256,11 @@ def fit_run(
         with run_dir_lock(run_dir, key="run_dir"):
             prepare_run_dir(run_dir, overwrite=overwrite)
             return _train_new(config, run_dir, progress)
-    except KeyboardInterrupt:
+    except BaseException as err:
+        # A Ctrl-C, or an error raised because of one (during `import mujoco` it becomes "MuJoCo is not
+        # installed"): said as an interrupt, the folder left resumable or removed, never an empty one.
+        if not caused_by_interrupt(err):
+            raise
         if (run_dir / CONFIG_FILE).is_file():
             raise RunInterrupted(run_dir, resumable=True) from None
         # Stopped before the run wrote its config.yaml: nothing of it is there, and an empty folder would only
