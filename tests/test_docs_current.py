@@ -53,3 +53,21 @@ def test_early_grid_reports_say_their_per_run_files_are_gone(grid):
     assert "**The per-run files are gone.**" in report
     assert "no longer exist on any machine" in " ".join(report.split())
     assert not (ROOT / "docs" / "results" / grid / "runs").exists()
+
+
+def test_no_tracker_labels_in_the_readme_and_docs():
+    """A reader of the repository cannot look up the tracker's letter labels ("issue R", "issue AC"; issue 50,
+    item 11): README, docs/*.md and the results folders' markdown say what they mean instead."""
+    label = re.compile(r"\bissue [A-Z]{1,2}\b")
+    files = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "docs").glob("results/*/*.md")),
+    ]
+    hits = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in files
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if label.search(line)
+    ]
+    assert len(files) > 10 and hits == []
