@@ -184,3 +184,20 @@ def test_a_population_members_evaluation_is_its_member_folders_and_not_member_0s
     np.testing.assert_array_equal(
         member_0.returns, prism.load_run(population_dir / "seed0").evaluate().returns
     )
+
+
+def test_a_sampled_action_is_drawn_from_its_own_members_policy(population_dir):
+    """``act(..., deterministic=False, member=m)`` keeps member m's draw of the population's joint sample: with
+    the same torch seed, members 0 and 1 draw different actions (the same action would be one member's twice)."""
+    pop = prism.load_run(population_dir)
+    obs = np.full((4, pop.spec.obs_dim), 0.1, dtype=np.float32)
+    weight = [1.0 / pop.spec.n_objectives] * pop.spec.n_objectives
+    draws = {}
+    for member in (0, 1):
+        torch.manual_seed(7)
+        draws[member] = pop.act(obs, weight, deterministic=False, member=member)
+    assert draws[0].shape == draws[1].shape == (4, pop.spec.act_dim)
+    assert not np.allclose(draws[0], draws[1])
+    folder = prism.load_run(population_dir / "seed1")  # (loading builds networks: it draws from torch's RNG)
+    torch.manual_seed(7)  # and the draw is the member's whatever folder it is loaded from
+    np.testing.assert_array_equal(folder.act(obs, weight, deterministic=False), draws[1])

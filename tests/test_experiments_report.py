@@ -436,3 +436,33 @@ def test_the_smoke_report_says_why_its_ratios_are_empty_and_names_the_objectives
 def test_a_report_whose_arms_have_two_seeds_or_more_has_no_such_note(study):
     markdown = study[3]
     assert "fewer than 2 finished seeds" not in markdown
+
+
+def test_an_aggregate_over_named_envs_leaves_out_the_other_envs_its_arms_ran_in(monkeypatch):
+    """``Aggregate.envs`` bounds the envs an aggregate may use even where its arms have runs elsewhere: the
+    report's aggregate over ``("a",)`` is the brute-force one of env a alone, and without ``envs`` it takes the
+    preset's (a and b)."""
+    from types import SimpleNamespace
+
+    from prism.experiments.grid import Aggregate
+    from prism.experiments.report import _aggregate
+
+    monkeypatch.setattr(stats, "AGGREGATE_RESAMPLES", 100)
+    hv = {
+        ("a", "oracle"): [10.0, 10.0, 10.0, 10.0],
+        ("a", "prism"): [12.0, 3.0, 9.0, 30.0],
+        ("b", "oracle"): [2.0, 2.0, 2.0, 2.0],
+        ("b", "prism"): [8.0, 8.0, 6.0, 9.0],  # far above its oracle: it would lift a's numbers
+    }
+    table = {key: {"final_hv": values} for key, values in hv.items()}
+    preset = SimpleNamespace(envs=("a", "b"))
+    only_a = Aggregate("oracle", ("oracle", "prism"), (("prism", "oracle"),), envs=("a",), name="a_only")
+    result = _aggregate(preset, only_a, table)
+    assert result.envs == ("a",) and result.runs == {"oracle": 4, "prism": 4}
+    prism_a = np.array(hv[("a", "prism")])[:, None] / 10.0
+    assert result.iqm["prism"].value == pytest.approx(_brute_iqm(prism_a))
+    assert result.improvement[("prism", "oracle")].value == pytest.approx(
+        _brute_improvement(prism_a, np.ones((4, 1)))
+    )
+    both = _aggregate(preset, dataclasses.replace(only_a, envs=(), name=""), table)
+    assert both.envs == ("a", "b") and both.iqm["prism"].value != result.iqm["prism"].value

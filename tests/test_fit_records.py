@@ -105,3 +105,35 @@ def test_segment_errors_are_scored_against_signed_targets_by_brute_force():
     assert quality.segment_sum_mse == pytest.approx(sum(e * e for e in errors) / len(errors), rel=1e-6)
     relative = [abs(e) / max(abs(t), 1e-8) for e, t in zip(errors, targets, strict=True)]
     assert quality.segment_rel_error == pytest.approx(sum(relative) / len(relative), rel=1e-6)
+
+
+def test_a_fits_scalars_are_its_epochs_run_mean_and_its_best_epoch_mean_each_its_own():
+    """``fit_scalars`` of a fit whose members stopped after their best epoch: reward/epochs_run_mean is the
+    mean of the summary's ``epochs_run``, reward/best_epoch_mean that of ``best_epoch``, each from its own list."""
+    from prism.loop.fit_phase import fit_scalars
+    from prism.reward.fitter import FitSummary, FittedReward
+    from prism.reward.quality import RewardQuality
+
+    quality = RewardQuality(
+        segments=2, episodes=2, steps=9, segment_sum_mse=0.1, segment_rel_error=0.2, pearson=0.5,
+        pearson_non_final=0.4, terminal_steps=0, mean_predicted_terminal=None, mean_true_terminal=None,
+        mean_predicted_other=0.1, mean_true_other=0.2,
+    )  # fmt: skip
+    summary = FitSummary(
+        epochs_run=[24, 28, 32], best_epoch=[3, 7, 11], best_val_loss=[0.5, 0.25, 1.5], wall_time_s=12.5,
+        seconds_per_epoch=0.4, n_train_segments=8, n_val_segments=2, validation=quality,
+        validation_expert=None, val_segments=torch.tensor([3, 8]),
+    )  # fmt: skip
+    record = {
+        "store": {"segments": 10, "train": {"segments": 8}, "validation": {"segments": 2}},
+        "best_epoch": summary.best_epoch,
+        "epochs_run": summary.epochs_run,
+        "validation": quality.to_dict(),
+        "validation_expert": None,
+    }
+    scalars = fit_scalars(FittedReward(None, summary), record)
+    assert scalars["reward/epochs_run_mean"] == 28.0
+    assert scalars["reward/best_epoch_mean"] == 7.0
+    assert scalars["reward/best_val_loss_mean"] == pytest.approx(0.75)
+    assert scalars["reward/fit_time_s"] == 12.5 and scalars["reward/train_segments"] == 8.0
+    assert scalars["reward/val_correlation"] == 0.5 == scalars["reward/val_pearson"]

@@ -304,3 +304,30 @@ def test_the_stratified_sample_draws_every_step_with_probability_k_over_t_and_sp
     for est in estimates.values():
         assert abs(est.mean() - ramp.sum()) < 4 * est.std() / draws**0.5
     assert estimates[True].var() < 0.05 * estimates[False].var()
+
+
+def test_the_configs_sampling_reaches_resymnets_fit():
+    """``reward.sampling`` is what ReSymNet's randomized fit draws its K steps with: the fit's data module
+    samples stratified when the config says so (uniform otherwise, and nothing under eq. 1), and the two
+    samplings train on other steps, so other weights, from the same seed."""
+    from lightning.pytorch.callbacks import Callback
+
+    class Sampling(Callback):  # what the fit's own data module was built with
+        def on_train_start(self, trainer, pl_module):
+            self.seen = (trainer.datamodule.sampled_steps, trainer.datamodule.stratified)
+
+    store = synthetic_store(40, seed=3, max_length=12)
+    fits = {}
+    for loss, sampling, expected in (
+        ("randomized", "stratified", (4, True)),
+        ("randomized", "uniform", (4, False)),
+        ("sum", "stratified", (None, True)),  # (the flag is inert without a sample)
+    ):
+        config = RewardConfig(
+            **{**SMALL, "max_epochs": 2}, loss=loss, sampled_steps=4, sampling=sampling, bias_correction=False
+        )
+        seen = Sampling()
+        fits[loss, sampling] = fit_resymnet_model(store, config, seed=2, callbacks=[seen])
+        assert seen.seen == expected, (loss, sampling)
+    stratified, uniform = fits["randomized", "stratified"], fits["randomized", "uniform"]
+    assert not torch.equal(stratified.model.net.inp.weight, uniform.model.net.inp.weight)

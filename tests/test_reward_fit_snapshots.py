@@ -264,3 +264,35 @@ def test_a_population_stopped_inside_its_stacked_fit_resumes_to_the_uninterrupte
         assert set(resumed) == set(whole) >= FIT_TIMING
         for tag in set(whole) - FIT_TIMING:
             assert resumed[tag] == whole[tag], (seed, tag)
+
+
+def test_a_snapshot_taken_inside_a_resumed_fit_counts_the_time_before_the_resume(monkeypatch):
+    """A fit's wall time adds on across resumes: a snapshot of a fit resumed from an earlier snapshot holds that
+    one's seconds plus its own, so a fit stopped twice still reports its whole time (a fake clock, 100 s an
+    epoch, makes the seconds exact)."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.callbacks import Callback
+
+    import prism.reward.fit as fit_module
+    from prism.reward.fit import snapshot_wall_s
+
+    clock = [0.0]
+    monkeypatch.setattr(fit_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    class Tick(Callback):  # every epoch takes 100 s on the fit's clock
+        def on_train_epoch_start(self, trainer, pl_module):
+            clock[0] += 100.0
+
+    first: list[bytes] = []
+    whole = _fit("ragged", on_snapshot=first.append, snapshot_every_s=0, callbacks=[Tick()])
+    assert [snapshot_wall_s(s) for s in first] == [100.0 * (e + 1) for e in range(len(first))]
+    second: list[bytes] = []
+    resumed = _fit(
+        "ragged", resume=first[1], on_snapshot=second.append, snapshot_every_s=0, callbacks=[Tick()]
+    )
+    assert snapshot_wall_s(second[0]) == 300.0  # 200 s before the resume, then epoch 2's 100 s
+    assert [snapshot_wall_s(s) for s in second] == [snapshot_wall_s(s) for s in first[2:]]
+    assert resumed.summary.wall_time_s == whole.summary.wall_time_s
+    again = _fit("ragged", resume=second[0], callbacks=[Tick()])  # resumed twice: still the whole time
+    assert again.summary.wall_time_s == whole.summary.wall_time_s

@@ -333,3 +333,24 @@ def test_an_rrd_population_stopped_inside_a_members_fit_resumes_to_the_uninterru
     members = [prism.load_run(whole_run, member=m).reward_model for m in (0, 1)]
     assert all(type(m) is RRDRewardModel for m in members)
     assert not torch.equal(members[0].net.fc1.weight, members[1].net.fc1.weight)
+
+
+def test_an_rrd_fit_batches_reward_rrd_batch_size_segments_not_resymnets_batch_size():
+    """RRD's batch is ``reward.rrd.batch_size`` segments (the released code's 4 episodes), whatever ReSymNet's
+    ``reward.batch_size`` says: an epoch over the training split takes ⌈segments / rrd.batch_size⌉ steps."""
+    from lightning.pytorch.callbacks import Callback
+
+    class Batches(Callback):
+        def __init__(self):
+            self.count = 0
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.count += 1
+
+    store = _drifting_store(30, seed=2)
+    rrd = RRDConfig(hidden=16, batch_size=3)
+    config = RewardConfig(name="rrd", sampled_steps=8, max_epochs=1, patience=1, batch_size=64, rrd=rrd)
+    batches = Batches()
+    _, summary = fit_rrd_model(store, config, seed=0, callbacks=[batches])
+    assert summary.n_train_segments > 3 * 2
+    assert batches.count == math.ceil(summary.n_train_segments / 3)
