@@ -225,7 +225,9 @@ def test_bias_correction_defaults_to_each_models_own_form_however_the_method_is_
     assert load_config(["conf/walker.yaml"], ["reward.loss=randomized"]).reward.bias_corrected
     # the default is on, so stratified sampling needs it off: refused where the randomized loss runs (saying
     # what to add), accepted under eq. 1 (where neither applies) and once it is off
-    with pytest.raises(ConfigError, match=r"^reward.bias_correction: .*\(add reward.bias_correction=false\)$"):
+    with pytest.raises(
+        ConfigError, match=r"^reward.bias_correction: .*\(add reward.bias_correction=false\)$"
+    ):
         load_config(["conf/walker.yaml"], ["reward.loss=randomized", "reward.sampling=stratified"])
     assert load_config(["conf/walker.yaml"], ["reward.sampling=stratified"]).reward.loss == "sum"
     assert not RewardConfig(loss="randomized", sampling="stratified", bias_correction=False).bias_corrected

@@ -190,15 +190,15 @@ class RewardConfig:
             f"be one of {', '.join(FIT_SAMPLINGS)}",
             self.sampling,
         )
-        if (self.loss == "randomized" or self.name == "rrd") and self.bias_corrected:
-            # The correction is the variance of a uniform sample without replacement (another for strata); on
-            # by default for ReSymNet, so the message says what to set.
-            if self.sampling != "uniform":
-                state = "true" if self.bias_correction else "null, on for this model"
-                raise ValueError(
-                    f"reward.bias_correction: must be false with reward.sampling=stratified, got {state} "
-                    "(add reward.bias_correction=false)"
-                )
+        # The correction is the variance of a uniform sample without replacement (another for strata); on by
+        # default for ReSymNet, so the message says what to set.
+        sampled = self.loss == "randomized" or self.name == "rrd"
+        if sampled and self.bias_corrected and self.sampling != "uniform":
+            state = "true" if self.bias_correction else "null, on for this model"
+            raise ValueError(
+                f"reward.bias_correction: must be false with reward.sampling=stratified, got {state} "
+                "(add reward.bias_correction=false)"
+            )
         checks.require(
             "reward.precision", self.precision in FIT_PRECISIONS, f"be one of {', '.join(FIT_PRECISIONS)}",
             self.precision,
