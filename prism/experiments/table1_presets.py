@@ -13,6 +13,14 @@ from prism.experiments.scales import (
     TABLE1_STUDY_RUNS,
 )
 
+# The equal-budget comparisons both Table 1 studies report first (each preset adds its own after them).
+EQUAL_BUDGET_RATIOS = (
+    Ratio("e-prism", "e-oracle", "equal budget"),
+    Ratio("e-prism", "e-baseline", "equal budget"),
+    Ratio("e-uniform", "e-oracle", "equal budget"),
+    Ratio("e-prism", "e-uniform", "ReSymNet vs uniform R/T, equal budget"),
+)
+
 TABLE1_STUDY = Preset(
     envs=("walker", "halfcheetah", "swimmer", "hopper"),
     methods=(
@@ -83,10 +91,7 @@ TABLE1_STUDY = Preset(
         ),
     ),
     ratios=(
-        Ratio("e-prism", "e-oracle", "equal budget"),
-        Ratio("e-prism", "e-baseline", "equal budget"),
-        Ratio("e-uniform", "e-oracle", "equal budget"),
-        Ratio("e-prism", "e-uniform", "ReSymNet vs uniform R/T, equal budget"),
+        *EQUAL_BUDGET_RATIOS,
         Ratio("r-prism", "r-oracle", "released protocol"),
         Ratio("e-prism-fast", "e-prism", "the cheaper fit's gate (≥ 0.98)"),
         Ratio("e-prism", "e-rrd", "ReSymNet vs RRD, equal budget"),
@@ -160,10 +165,7 @@ HALFCHEETAH_PAPER = Preset(
     ),
     take_off=TakeOff("halfcheetah", "forward", 500.0, TABLE1_STUDY_RUNS, "table1-study's 2 × 25 000 steps"),
     ratios=(
-        Ratio("e-prism", "e-oracle", "equal budget"),
-        Ratio("e-prism", "e-baseline", "equal budget"),
-        Ratio("e-uniform", "e-oracle", "equal budget"),
-        Ratio("e-prism", "e-uniform", "ReSymNet vs uniform R/T, equal budget"),
+        *EQUAL_BUDGET_RATIOS,
         Ratio("e-baseline", "e-oracle", "does the sparse baseline collapse?"),
         Ratio("e-prism-paper", "e-oracle", "the paper's reward-model budget, equal RL budget"),
         Ratio("e-prism-paper", "e-prism", "N = E = 1000 with the cheaper fit vs N = 250, E = 50 with eq. 1"),
