@@ -201,3 +201,28 @@ def test_a_sampled_action_is_drawn_from_its_own_members_policy(population_dir):
     folder = prism.load_run(population_dir / "seed1")  # (loading builds networks: it draws from torch's RNG)
     torch.manual_seed(7)  # and the draw is the member's whatever folder it is loaded from
     np.testing.assert_array_equal(folder.act(obs, weight, deterministic=False), draws[1])
+
+
+def test_a_population_members_reward_model_is_its_own(population_dir):
+    """``load_run(pop, member=1).reward_model`` is member 1's fitted model (the one its ``seed1/`` folder
+    loads), not member 0's, and ``shaped_reward(member=m)`` scores with member m's model."""
+    pop_0, pop_1 = prism.load_run(population_dir), prism.load_run(population_dir, member=1)
+    folder_1 = prism.load_run(population_dir / "seed1")
+
+    def weights(run):
+        return {k: v.clone() for k, v in run.reward_model.state_dict().items()}
+
+    own, alone, other = weights(pop_1), weights(folder_1), weights(pop_0)
+    assert own.keys() == alone.keys() == other.keys()
+    assert all(torch.equal(own[k], alone[k]) for k in own)
+    assert not all(torch.equal(own[k], other[k]) for k in own)
+    rng = np.random.default_rng(1)
+    arrays = {
+        "obs": rng.normal(size=(16, pop_0.spec.obs_dim)).astype(np.float32),
+        "action": rng.uniform(-1, 1, size=(16, pop_0.spec.act_dim)).astype(np.float32),
+        "reward": rng.normal(size=(16, pop_0.spec.n_objectives)).astype(np.float32),
+    }
+    np.testing.assert_allclose(
+        pop_0.shaped_reward(arrays, member=1), folder_1.shaped_reward(arrays), rtol=1e-6
+    )
+    assert not np.allclose(pop_0.shaped_reward(arrays, member=1), pop_0.shaped_reward(arrays, member=0))

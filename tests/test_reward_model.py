@@ -303,3 +303,28 @@ def test_the_ragged_fit_backpropagates_one_member_at_a_time():
 
     one, three = peak_saved_bytes(1), peak_saved_bytes(3)
     assert one > 0 and three < 1.5 * one, (one, three)
+
+
+def test_fit_options_are_exactly_the_shared_drivers_keyword_options():
+    """FitOptions types the ``**options`` that fit_resymnet_model and fit_rrd_model pass on to
+    fit_trajectory_sums unchanged: a keyword option added to (or retyped in) the driver must appear in it too,
+    and the two fits keep the driver's positional arguments and defaults."""
+    import inspect
+    import typing
+
+    from prism.reward.fit import FitOptions, fit_resymnet_model, fit_trajectory_sums
+    from prism.reward.rrd import fit_rrd_model
+
+    driver = inspect.signature(fit_trajectory_sums).parameters
+    keyword_only = [name for name, p in driver.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    option_types = typing.get_type_hints(FitOptions)
+    driver_types = typing.get_type_hints(fit_trajectory_sums)
+    assert sorted(option_types) == sorted(keyword_only)
+    assert {name: driver_types[name] for name in keyword_only} == option_types
+    shared = [name for name, p in driver.items() if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    shared.remove("recipe")  # each fit supplies its own recipe
+    for fit in (fit_resymnet_model, fit_rrd_model):
+        params = inspect.signature(fit).parameters
+        assert [n for n, p in params.items() if p.kind is inspect.Parameter.VAR_KEYWORD] == ["options"]
+        assert [n for n, p in params.items() if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] == shared
+        assert all(params[name].default == driver[name].default for name in shared)
