@@ -1,5 +1,5 @@
 """The report's reward-fit diagnostics: per env, arm and refinement cycle, what each run's ``summary.json``
-``reward_fits`` records (issue R item 1; fields in :mod:`prism.loop.fit_phase` and
+``reward_fits`` records (fields in :mod:`prism.loop.fit_phase` and
 :class:`prism.reward.quality.RewardQuality`), over the seeds.
 
 Runs written before ``reward_fits`` existed have none: their arm gets one row of "—". Only arms whose method

@@ -1,4 +1,4 @@
-"""How well a fitted reward model prices a set of stored segments (issue R item 1; docs/method.md §4–§5).
+"""How well a fitted reward model prices a set of stored segments (docs/method.md §4–§5).
 
 :func:`score_segments` compares a model's per-step prediction of the sparse channel with the *true* per-step
 sparse reward the store keeps for diagnostics (never a training target). Besides the segment-sum error the
