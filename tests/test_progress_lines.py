@@ -206,3 +206,37 @@ def test_a_slow_rl_phase_writes_a_line_at_least_every_30_seconds():
     steps = [int(m) for m in re.findall(r"RL: (\d+)/600 env steps", log.getvalue())]
     assert steps == sorted(steps) and len(set(steps)) == len(steps)  # each line says where RL is now
     assert "phase=rl cycle=1/1" in lines[0] and "steps/s" in lines[0]
+
+
+def test_a_cycles_rl_rate_is_its_own_not_diluted_by_the_refit_before_it():
+    """The steps/s of an RL line is the current RL phase's: after 10 minutes of reward fit between two RL
+    phases of 100 env steps/s each, the second phase's lines say ~100, not the run-long average (~3)."""
+    now = [0.0]
+    log = io.StringIO()
+    progress = LineProgress(log, every=500, every_s=1e9, timer=lambda: now[0])
+    state = SimpleNamespace(phase="rl", cycle=0)
+    loop = SimpleNamespace(state=state, settings=SimpleNamespace(cycles=2), total_env_steps=2000)
+    bar = PhaseProgressBar(loop, progress=progress)
+    module = SimpleNamespace(env_step_count=0)
+    progress.clock = lambda: module.env_step_count
+    progress.total_steps = 2000
+    bar.on_train_start(None, module)
+
+    def rl_steps(first: int, last: int) -> None:
+        for step in range(first, last + 1):
+            now[0] += 0.01
+            module.env_step_count = step
+            bar.on_train_batch_end(None, module, None, None, 0)
+
+    rl_steps(1, 1000)
+    state.phase = "fit"  # the cycle-2 refit: 600 s without an env step
+    progress.set_phase("fit", 0, 2, 1000)
+    now[0] += 600.0
+    state.phase, state.cycle = "rl", 1
+    rl_steps(1001, 2000)
+    rates = {
+        int(step): float(rate)
+        for step, rate in re.findall(r"RL: (\d+)/2000 env steps \(\d+%\), (\d+) steps/s", log.getvalue())
+    }
+    assert {500, 1000, 1500, 2000} <= rates.keys()
+    assert all(95 <= rates[step] <= 105 for step in (500, 1000, 1500, 2000)), rates

@@ -12,8 +12,8 @@ Every line starts with the wall time since the run started, ``[h:mm:ss]``:
 - RL writes ``RL (cycle c/C): start at env step s/S`` when a cycle's RL phase starts, ``RL (cycle c/C): end
   at env step s/S, <n> env steps in <t>s`` when it ends, and every ``every`` env steps (1000) or ``every_s``
   seconds (30), whichever comes first, the RL bar's numbers: ``RL: s/S env steps (p%), <rate> steps/s,
-  phase=… cycle=c/C`` (the seconds bound keeps a slow backbone, GPI-PD's 20 updates per env step, from
-  staying silent for minutes).
+  phase=… cycle=c/C`` (the rate is the current RL phase's, its periodic evaluations included; the seconds
+  bound keeps a slow backbone, GPI-PD's 20 updates per env step, from staying silent for minutes).
 
 Each line is flushed at once, so a log shows where a run is while it runs.
 """
@@ -74,6 +74,11 @@ class _RLLines(_CountingBar):
     def due(self) -> bool:
         """Whether ``every_s`` seconds passed since the last line (the caller then refreshes the count)."""
         return self.progress.timer() - self._last_time >= self.every_s
+
+    def restart_rate(self, step: int | None) -> None:
+        """Measure the steps/s of the lines from here (an RL phase starts at env step ``step``; ``None``: the
+        count at the next refresh): a cycle's rate is its own, not diluted by the reward fit before it."""
+        self._start_step, self._start_time = step, self.progress.timer()
 
     def refresh(self) -> None:
         if self._start_step is None:
@@ -192,6 +197,8 @@ class LineProgress(Progress):
             if phase == "rl" and self._rl_since is None:
                 self.line(f"RL (cycle {cycle + 1}/{cycles}): start at env step {self._steps()}")
                 self._rl_since = (self.clock() if self.clock is not None else 0, time.perf_counter())
+                if isinstance(self.main, _RLLines):
+                    self.main.restart_rate(self.clock() if self.clock is not None else None)
             self._loop_phase = phase
         super().set_phase(phase, cycle, cycles, steps=steps)
 
