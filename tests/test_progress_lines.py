@@ -240,3 +240,14 @@ def test_a_cycles_rl_rate_is_its_own_not_diluted_by_the_refit_before_it():
     }
     assert {500, 1000, 1500, 2000} <= rates.keys()
     assert all(95 <= rates[step] <= 105 for step in (500, 1000, 1500, 2000)), rates
+    # the phase's end line times it on the same clock: 1000 steps in 10 s
+    assert "RL (cycle 1/2): end at env step 1000/2000, 1000 env steps in 10.0s" in log.getvalue()
+
+
+def test_a_phase_change_keeps_the_step_count_it_is_given_without_a_clock():
+    """Ending an RL phase without a clock (nothing tells its env steps) still shows the count ``set_phase``
+    was given, not 0."""
+    progress = LineProgress(io.StringIO(), timer=lambda: 0.0)
+    progress.set_phase("rl", 0, 2, steps=0)
+    progress.set_phase("fit", 0, 2, steps=500)
+    assert progress.steps == 500

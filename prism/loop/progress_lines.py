@@ -186,19 +186,19 @@ class LineProgress(Progress):
     def set_phase(self, phase: str, cycle: int, cycles: int, steps: int | None = None) -> None:
         if phase not in _OWN_LINES:
             rl_ends = self._loop_phase == "rl" and (phase != "rl" or cycle != self.cycle)
+            clock_step = self.clock() if self.clock is not None else None
             if rl_ends and self._rl_since is not None:
-                steps = self.clock() if self.clock is not None else 0
                 start, since = self._rl_since
                 self.line(
                     f"RL (cycle {self.cycle + 1}/{self.cycles}): end at env step {self._steps()}, "
-                    f"{steps - start} env steps in {time.perf_counter() - since:.1f}s"
+                    f"{(clock_step or 0) - start} env steps in {self.timer() - since:.1f}s"
                 )
                 self._rl_since = None
             if phase == "rl" and self._rl_since is None:
                 self.line(f"RL (cycle {cycle + 1}/{cycles}): start at env step {self._steps()}")
-                self._rl_since = (self.clock() if self.clock is not None else 0, time.perf_counter())
+                self._rl_since = (clock_step or 0, self.timer())
                 if isinstance(self.main, _RLLines):
-                    self.main.restart_rate(self.clock() if self.clock is not None else None)
+                    self.main.restart_rate(clock_step)
             self._loop_phase = phase
         super().set_phase(phase, cycle, cycles, steps=steps)
 
