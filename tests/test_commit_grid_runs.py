@@ -2,7 +2,8 @@
 
 The script runs for real in a scratch git repository holding it; the prism it calls for --report is a stand-in
 (``$PRISM``) that writes a table.md and a ratios.csv naming the runs it found, as ``prism reproduce
---report-only`` writes the report from the committed runs."""
+--report-only`` writes the report from the committed runs. A test makes it do something once, before or after
+it reads the runs, with a docs/results/before.sh or after.sh that it sources (and removes)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ while [ $# -gt 0 ]; do
   shift
 done
 echo "$*" >> "$results/../calls.log"
+once() { [ -f "$results/../$1" ] && mv "$results/../$1" "$results/../$1.done" && . "$results/../$1.done"; true; }
+once before.sh
 runs=$(cd "$out" && find . -name summary.json | sort | tr '\n' ' ')
 echo "report of $runs" > "$results/table.md"
 echo "runs,$runs" > "$results/ratios.csv"
+once after.sh
 """
 
 RUN_FILES = ("config.yaml", "eval.csv", "front.csv", "summary.json")
@@ -129,3 +133,55 @@ def test_unknown_option_and_missing_preset_are_refused_in_one_line(repo):
         assert result.returncode == 2
         assert len(result.stderr.strip().splitlines()) == 1 and named in result.stderr
     assert _git("log", "--oneline", cwd=repo).count("\n") == 0
+
+
+def _hook(repo: Path, when: str, script: str) -> None:
+    (repo / "docs" / "results" / f"{when}.sh").write_text(script)
+
+
+def test_a_rerun_naming_the_preset_redoes_a_report_step_that_failed(repo):
+    _make_run(repo, "study", "seed0", finished=True)
+    _hook(repo, "before", "exit 1\n")
+    failed = _run(repo, "--report", "study")
+    assert failed.returncode != 0
+    assert len(_committed(repo)) == len(RUN_FILES)  # the runs were committed before the report failed
+    assert not (repo / "docs/results/study/table.md").exists()
+    again = _run(repo, "--report", "study")
+    assert again.returncode == 0, again.stderr
+    assert "nothing new" in again.stdout
+    assert sorted(_committed(repo)) == ["docs/results/study/ratios.csv", "docs/results/study/table.md"]
+    assert "seed0/summary.json" in (repo / "docs/results/study/table.md").read_text()
+    # once the committed report is current, a third run commits nothing
+    head = _git("rev-parse", "HEAD", cwd=repo)
+    third = _run(repo, "--report", "study")
+    assert third.returncode == 0 and "report unchanged" in third.stdout
+    assert _git("rev-parse", "HEAD", cwd=repo) == head
+
+
+@pytest.mark.parametrize("when", ["between the commits", "during the report"])
+def test_a_run_finishing_while_the_report_is_made_joins_the_reports_commit(repo, when):
+    """One that finishes right after the runs commit (a git post-commit hook finishes it) is in the report; one
+    that finishes after the report read the runs makes the report be made again to hold it. Either way the report
+    commit holds the run's files, so the committed report recomputes from committed runs."""
+    _make_run(repo, "study", "seed0", finished=True)
+    late = "docs/results/study/runs/swimmer/e-prism/seed9"
+    finish = "".join(f"mkdir -p {late}; echo late > {late}/{f}\n" for f in RUN_FILES)
+    if when == "between the commits":
+        hook = repo / ".git" / "hooks" / "post-commit"
+        hook.write_text(f'#!/usr/bin/env bash\nrm -- "$0"\n{finish}')
+        hook.chmod(0o755)
+    else:
+        _hook(repo, "after", finish)
+    result = _run(repo, "--report", "study")
+    assert result.returncode == 0, result.stderr
+    assert sorted(_committed(repo, "HEAD~1")) == sorted(
+        f"docs/results/study/runs/swimmer/e-prism/seed0/{f}" for f in RUN_FILES
+    )
+    assert sorted(_committed(repo)) == sorted(
+        ["docs/results/study/ratios.csv", "docs/results/study/table.md"] + [f"{late}/{f}" for f in RUN_FILES]
+    )
+    assert "study/runs/swimmer/e-prism/seed9" in _git("log", "-1", "--format=%s", cwd=repo)
+    assert "seed9/summary.json" in (repo / "docs/results/study/table.md").read_text()
+    assert late not in _git("status", "--porcelain", cwd=repo)
+    calls = (repo / "docs/results/calls.log").read_text().count("\n")
+    assert calls == (1 if when == "between the commits" else 2)
