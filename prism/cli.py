@@ -279,6 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from prism.errors import NonFiniteError
 
     try:
+        if args.command in ("fit", "render", "evaluate"):
+            from prism.render import check_mujoco_gl
+
+            # Before any run folder is made: MuJoCo reads MUJOCO_GL only at a run's first MuJoCo env.
+            check_mujoco_gl()
         if args.command in ("fit", "config"):
             files, overrides = _files_and_overrides(args.config, args.overrides)
             resume = getattr(args, "resume", None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import os
+import platform
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -27,7 +28,16 @@ import numpy as np
 
 from prism.errors import ConfigError
 
-__all__ = ["Clip", "RenderResult", "choose_gl_backend", "default_weights", "parse_weights", "render_run"]
+__all__ = [
+    "MUJOCO_GL_OFF",
+    "Clip",
+    "RenderResult",
+    "check_mujoco_gl",
+    "choose_gl_backend",
+    "default_weights",
+    "parse_weights",
+    "render_run",
+]
 
 GL_BACKENDS = ("egl", "osmesa")
 """Headless OpenGL backends tried in order when ``MUJOCO_GL`` names none."""
@@ -67,13 +77,48 @@ def _probe(backend: str) -> bool:
     return done.returncode == 0
 
 
+MUJOCO_GL_OFF = ("disable", "disabled", "off", "false", "0")
+"""``MUJOCO_GL`` values with which MuJoCo imports without any OpenGL (training needs none)."""
+
+
+def _mujoco_gl_backends() -> tuple[str, ...]:
+    """The OpenGL backends ``MUJOCO_GL`` may name on this platform (mujoco 3.x's list)."""
+    platform_backends = {"Linux": ("egl", "osmesa", "glx"), "Windows": ("wgl",), "Darwin": ("cgl",)}
+    return (*platform_backends.get(platform.system(), ()), "glfw")
+
+
+def check_mujoco_gl() -> None:
+    """Refuse, in one line naming it, a ``MUJOCO_GL`` that MuJoCo itself rejects.
+
+    ``import mujoco`` accepts a backend of this platform, a value that turns OpenGL off (:data:`MUJOCO_GL_OFF`)
+    or on at its default (``enable``, ``on``, ``true``, ``1``, empty), and raises ``RuntimeError: invalid value
+    for environment variable MUJOCO_GL`` on anything else. It reads the variable at its first import, at a run's
+    first MuJoCo env, deep inside a fit that has already made its run folder: a typo there ended in a traceback
+    and an empty folder. The CLI checks first."""
+    value = os.environ.get("MUJOCO_GL", "")
+    accepted = (*MUJOCO_GL_OFF, "", "enable", "enabled", "on", "true", "1", *_mujoco_gl_backends())
+    if value.strip().lower() not in accepted:
+        raise ConfigError(
+            f"MUJOCO_GL: {value!r} is not a value MuJoCo accepts; name a backend "
+            f"({', '.join(_mujoco_gl_backends())}), 'disable' for none, or unset it"
+        )
+
+
 def choose_gl_backend() -> str:
     """The OpenGL backend MuJoCo renders with, set in ``MUJOCO_GL`` (and ``PYOPENGL_PLATFORM``) for this process.
 
     A backend already named in ``MUJOCO_GL`` is kept (and checked); otherwise EGL, then OSMesa. Raises
     :class:`~prism.errors.ConfigError` naming what to install when none renders; when the backend the user
-    named fails, the line also says which other backend renders here (``try MUJOCO_GL=egl``)."""
-    requested = os.environ.get("MUJOCO_GL", "").lower()
+    named fails, the line also says which other backend renders here (``try MUJOCO_GL=egl``). A value MuJoCo
+    rejects (:func:`check_mujoco_gl`) or one that turns its rendering off (``disable``) is refused rather than
+    silently replaced: the user asked for something rendering cannot honour."""
+    check_mujoco_gl()
+    requested = os.environ.get("MUJOCO_GL", "").strip().lower()
+    if requested in MUJOCO_GL_OFF:
+        raise ConfigError(
+            f"MUJOCO_GL: {os.environ['MUJOCO_GL']!r} turns MuJoCo's rendering off; unset it to let prism pick "
+            f"({', then '.join(GL_BACKENDS)}), or name a backend ({', '.join(_KNOWN_GL)})"
+        )
     candidates = (requested,) if requested in _KNOWN_GL else GL_BACKENDS
     for backend in candidates:
         if _probe(backend):

@@ -189,6 +189,60 @@ def test_a_named_backend_that_cannot_render_says_what_to_install_and_what_works_
 
 
 @pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("bogus", "is not a value MuJoCo accepts; name a backend (egl, osmesa, glx, glfw), 'disable' for none, "
+         "or unset it"),
+        ("egI", "is not a value MuJoCo accepts; name a backend (egl, osmesa, glx, glfw), 'disable' for none, "
+         "or unset it"),
+        ("disable", "turns MuJoCo's rendering off; unset it to let prism pick (egl, then osmesa), or name a "
+         "backend (egl, osmesa, glfw)"),
+        ("Off", "turns MuJoCo's rendering off; unset it to let prism pick (egl, then osmesa), or name a "
+         "backend (egl, osmesa, glfw)"),
+    ],
+)  # fmt: skip
+def test_a_mujoco_gl_render_cannot_honour_is_refused_in_one_line_not_replaced(
+    hopper_run, tmp_path, monkeypatch, capsys, value, says
+):
+    """``MUJOCO_GL=bogus prism render RUN`` used to try EGL, then OSMesa, as if MUJOCO_GL were unset."""
+    if sys.platform != "linux":
+        pytest.skip("the backends listed are Linux's")
+    monkeypatch.setenv("MUJOCO_GL", value)
+
+    def no_probe(backend):
+        raise AssertionError(f"probed {backend} although MUJOCO_GL={value}")
+
+    monkeypatch.setattr(render, "_probe", no_probe)
+    out = tmp_path / "x.gif"
+    assert main(["render", str(hopper_run), "--out", str(out)]) == USAGE_ERROR
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"prism: error: MUJOCO_GL: '{value}' {says}"
+    assert not out.exists() and os.environ["MUJOCO_GL"] == value
+
+
+def test_a_mujoco_gl_mujoco_rejects_stops_a_fit_before_its_run_folder(tmp_path, monkeypatch, capsys):
+    """``import mujoco`` raises on such a value at the run's first MuJoCo env: that was a traceback, exit 1, and
+    an empty run folder. A subprocess checks that MuJoCo itself rejects the value, so the check is MuJoCo's rule."""
+    rejected = subprocess.run(
+        [sys.executable, "-c", "import mujoco"],
+        env={**os.environ, "MUJOCO_GL": "egI"},
+        capture_output=True,
+        text=True,
+    )
+    assert rejected.returncode != 0 and "invalid value for environment variable MUJOCO_GL" in rejected.stderr
+    monkeypatch.setenv("MUJOCO_GL", "egI")
+    run_dir = tmp_path / "run"
+    assert main(["fit", "--config", str(CONF / "quickstart.yaml"), f"run_dir={run_dir}"]) == USAGE_ERROR
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("prism: error: MUJOCO_GL: 'egI' is not a value MuJoCo accepts")
+    assert not run_dir.exists()
+    # every value MuJoCo accepts passes the check (it does not render, so 'disable' is fine for a fit)
+    for accepted in ("", "disable", "egl", "osmesa", "glfw", "on"):
+        monkeypatch.setenv("MUJOCO_GL", accepted)
+        render.check_mujoco_gl()
+
+
+@pytest.mark.parametrize(
     "error",
     [
         AttributeError("'NoneType' object has no attribute 'glGetError'"),  # PyOpenGL without libOSMesa
