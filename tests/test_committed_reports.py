@@ -1,16 +1,24 @@
 """Every committed study report recomputes from its committed run files with the command it prints: each text
 file the report writes (table.md, table.csv, ratios.csv, fits.csv, takeoff.csv, aggregate.csv, a named
 aggregate's aggregate_<name>.csv) comes out byte for byte as committed. Figures are left out (their pixels
-depend on matplotlib's version, not on prism)."""
+depend on matplotlib's version, not on prism).
+
+"Committed" is HEAD's tree: the reports and run files are exported with ``git archive`` and the report is made
+from that copy (the package's repository root pointed at it), so a grid run that has just finished in the
+working tree, not yet committed, does not fail the test while a grid is running. Outside a git checkout the
+working tree is used."""
 
 from __future__ import annotations
 
+import io
 import re
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from prism.experiments import cli, report
+from prism.experiments import cli, grid, report
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ("protocol-study", "reward-budget", "table1-study", "halfcheetah-paper")
@@ -30,10 +38,30 @@ def _without_results_path(text: str) -> str:
     return re.sub(r"--results \S+`", "--results RESULTS`", text)
 
 
+@pytest.fixture(scope="module")
+def committed_root(tmp_path_factory) -> Path:
+    """A copy of HEAD's docs/results in a folder that stands for the repository root (ROOT outside git)."""
+    try:
+        archive = subprocess.run(
+            ["git", "archive", "HEAD", "docs/results"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return ROOT
+    root = tmp_path_factory.mktemp("head")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
 @pytest.mark.parametrize("study", STUDIES)
-def test_a_committed_study_report_recomputes_byte_for_byte(study, tmp_path, monkeypatch, capsys):
+def test_a_committed_study_report_recomputes_byte_for_byte(
+    study, committed_root, tmp_path, monkeypatch, capsys
+):
     pytest.importorskip("rliable")
-    committed = ROOT / "docs" / "results" / study
+    # the report finds joined arms' and reference runs under the repository root, and prints paths relative to it
+    monkeypatch.setattr(grid, "ROOT", committed_root)
+    monkeypatch.setattr(cli, "ROOT", committed_root)
+    committed = committed_root / "docs" / "results" / study
     monkeypatch.setattr(report, "plot", lambda *args, **kwargs: None)
     monkeypatch.setattr(report, "plot_aggregate", lambda *args, **kwargs: None)
     argv = ["--preset", study, "--report-only", "--out", str(committed / "runs"), "--results", str(tmp_path)]
