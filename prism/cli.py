@@ -280,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command in ("fit", "render", "evaluate"):
-            from prism.render import check_mujoco_gl
+            from prism.gl_backend import check_mujoco_gl
 
             # Before any run folder is made: MuJoCo reads MUJOCO_GL only at a run's first MuJoCo env.
             check_mujoco_gl()

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import prism.gl_backend as gl_backend
 import prism.render as render
 from prism.cli import USAGE_ERROR, main
 from prism.errors import ConfigError
@@ -133,7 +134,7 @@ def test_weights_and_size_options_are_parsed_or_refused_in_one_line():
 def test_no_gl_backend_is_one_line_naming_what_to_install_exit_2(hopper_run, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("MUJOCO_GL", raising=False)
     tried = []
-    monkeypatch.setattr(render, "_probe", lambda backend: tried.append(backend) or False)
+    monkeypatch.setattr(gl_backend, "_probe", lambda backend: tried.append(backend) or False)
     out = tmp_path / "x.gif"
     assert main(["render", str(hopper_run), "--out", str(out)]) == USAGE_ERROR
     err = capsys.readouterr().err.strip().splitlines()
@@ -174,18 +175,18 @@ def test_an_env_without_frames_is_refused(tmp_path, monkeypatch, capsys):
 # ---- every GL backend failure is one line (issue 50, item 1) --------------------------------------------
 def test_a_named_backend_that_cannot_render_says_what_to_install_and_what_works_here(monkeypatch):
     monkeypatch.setenv("MUJOCO_GL", "osmesa")
-    monkeypatch.setattr(render, "_probe", lambda backend: backend == "egl")
+    monkeypatch.setattr(gl_backend, "_probe", lambda backend: backend == "egl")
     with pytest.raises(ConfigError) as info:
-        render.choose_gl_backend()
+        gl_backend.choose_gl_backend()
     assert str(info.value) == (
         "MUJOCO_GL: MuJoCo cannot render with osmesa here; install OSMesa (Debian/Ubuntu: apt install "
         "libosmesa6), or try MUJOCO_GL=egl (it renders on this machine)"
     )
     monkeypatch.setenv("MUJOCO_GL", "glfw")
-    monkeypatch.setattr(render, "_probe", lambda backend: False)
+    monkeypatch.setattr(gl_backend, "_probe", lambda backend: False)
     with pytest.raises(ConfigError, match=r"^MUJOCO_GL: MuJoCo cannot render with glfw here; install a display "
                        r"and GLFW \(pip install glfw\), or try MUJOCO_GL=egl after installing Mesa's EGL"):  # fmt: skip
-        render.choose_gl_backend()
+        gl_backend.choose_gl_backend()
 
 
 @pytest.mark.parametrize(
@@ -212,7 +213,7 @@ def test_a_mujoco_gl_render_cannot_honour_is_refused_in_one_line_not_replaced(
     def no_probe(backend):
         raise AssertionError(f"probed {backend} although MUJOCO_GL={value}")
 
-    monkeypatch.setattr(render, "_probe", no_probe)
+    monkeypatch.setattr(gl_backend, "_probe", no_probe)
     out = tmp_path / "x.gif"
     assert main(["render", str(hopper_run), "--out", str(out)]) == USAGE_ERROR
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -239,7 +240,7 @@ def test_a_mujoco_gl_mujoco_rejects_stops_a_fit_before_its_run_folder(tmp_path, 
     # every value MuJoCo accepts passes the check (it does not render, so 'disable' is fine for a fit)
     for accepted in ("", "disable", "egl", "osmesa", "glfw", "on"):
         monkeypatch.setenv("MUJOCO_GL", accepted)
-        render.check_mujoco_gl()
+        gl_backend.check_mujoco_gl()
 
 
 @pytest.mark.parametrize(
@@ -269,7 +270,7 @@ def test_a_gl_failure_while_rendering_is_one_line_exit_2(hopper_run, tmp_path, m
     )
     assert line.endswith("install OSMesa (Debian/Ubuntu: apt install libosmesa6), or try MUJOCO_GL=egl")
     assert not out.exists()
-    assert not render.is_gl_failure(ValueError("a bug of ours stays a traceback"))
+    assert not gl_backend.is_gl_failure(ValueError("a bug of ours stays a traceback"))
 
 
 @pytest.mark.slow  # a subprocess per backend (~10 s each)
@@ -294,7 +295,7 @@ def test_prism_render_with_a_backend_this_machine_lacks_is_one_line(hopper_run, 
         str(out),
     ]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    if render._probe(backend):  # this machine has it after all
+    if gl_backend._probe(backend):  # this machine has it after all
         assert result.returncode == 0 and out.is_file(), result.stderr[-2000:]
         return
     assert result.returncode == USAGE_ERROR, result.stderr[-2000:]

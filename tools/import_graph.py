@@ -49,7 +49,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.config", "prism.plugins", "prism.catalogue"),
     ("prism.loop",),  # the PRISM loop: phases, the fit phase, loop state, progress, diagnostics
     ("prism.run",),  # a run's plumbing: build/fit/resume/evaluate, checkpoints, folders, lock, clock, outputs
-    ("prism.api", "prism.render"),  # using a trained run from Python, and watching it
+    ("prism.api", "prism.render", "prism.gl_backend"),  # using a trained run from Python, and watching it
     ("prism.experiments",),
     ("prism.cli",),
 ]
