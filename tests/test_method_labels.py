@@ -7,6 +7,7 @@ ReSymNet with λ = 0, uniform / random = their redistributions.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -161,12 +162,28 @@ def test_every_preset_arm_resolves_to_its_own_label_and_a_method_that_agrees(tmp
     assert checked >= 20
 
 
+def _committed_run_configs() -> list[Path]:
+    """The config.yaml of every committed, finished run folder: git's tracked files (a run still going, or one
+    finished and not yet committed, is not the repository's), every one on disk outside git."""
+    pattern = "docs/results/*/runs/*/*/seed*/config.yaml"
+    try:
+        tracked = subprocess.run(
+            ["git", "ls-files", "--", pattern],
+            cwd=RESULTS.parents[1],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        paths = [RESULTS.parents[1] / name for name in tracked]
+    except (OSError, subprocess.CalledProcessError):
+        paths = list(RESULTS.glob("*/runs/*/*/seed*/config.yaml"))
+    return sorted(p for p in paths if (p.parent / "summary.json").is_file())
+
+
 def test_every_committed_run_folder_still_loads_with_its_arm_as_label():
     """Run folders written before the split carry the arm in ``method`` (``method: e-prism``): loaded as a run
     record, the arm becomes the label and the method is derived from the keys."""
-    finished = sorted(
-        p for p in RESULTS.glob("*/runs/*/*/seed*/config.yaml") if (p.parent / "summary.json").is_file()
-    )
+    finished = _committed_run_configs()
     configs = list(
         {p.parent.parent: p for p in reversed(finished)}.values()
     )  # one per arm folder: its first seed
