@@ -28,6 +28,7 @@ TEXT_FILES = (
     "ratios.csv",
     "fits.csv",
     "takeoff.csv",
+    "takeoff_tests.csv",
     "aggregate.csv",
     "aggregate_rrd.csv",
 )

@@ -1,15 +1,20 @@
 """The halfcheetah-paper report's take-off count: the seeds of each arm whose final mean undiscounted forward
-return exceeds the threshold, here and in the reference study's runs, against a count done by hand."""
+return exceeds the threshold, here and in the reference study's runs, against a count done by hand; and the
+rates compared (exact CIs, Fisher's test) against brute-force binomial and hypergeometric sums."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
+
+import pytest
 
 from prism.experiments.grid import TakeOff
 from prism.experiments.presets import HALFCHEETAH_PAPER_ARMS, PRESETS
-from prism.experiments.takeoff import final_returns, take_off_section
+from prism.experiments.stats import fisher_exact_p, rate_interval
+from prism.experiments.takeoff import final_returns, take_off_section, take_off_tests
 
 
 def _run(folder: Path, forward: list[float]) -> None:
@@ -62,3 +67,71 @@ def test_the_halfcheetah_paper_preset_runs_halfcheetah_only_and_joins_the_rest_a
     assert "loop.steps_per_cycle=100000" in preset.overrides_for("halfcheetah")
     assert not any(o.startswith("loop.steps_per_cycle=25000") for o in preset.overrides_for("halfcheetah"))
     assert preset.take_off.reference_folder().is_dir()
+
+
+# ---- take-off rates compared: exact CIs and Fisher's test, against brute-force sums -------------------------
+def _binomial_tail(k: int, n: int, p: float, upper: bool) -> float:
+    """P(X >= k) (upper) or P(X <= k) of X ~ Binomial(n, p), summed term by term."""
+    terms = range(k, n + 1) if upper else range(0, k + 1)
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in terms)
+
+
+def _fisher_brute_force(kx: int, nx: int, ky: int, ny: int) -> float:
+    """Two-sided Fisher p by enumerating every table with the seen margins: the summed hypergeometric
+    probability of the tables no more likely than the seen one (a 1e-7 relative slack for ties)."""
+    total, hits = nx + ny, kx + ky
+
+    def prob(a: int) -> float:
+        return math.comb(nx, a) * math.comb(ny, hits - a) / math.comb(total, hits)
+
+    seen = prob(kx)
+    support = range(max(0, hits - ny), min(nx, hits) + 1)
+    return min(1.0, sum(prob(a) for a in support if prob(a) <= seen * (1 + 1e-7)))
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 5), (1, 5), (2, 5), (5, 5), (3, 10)])
+def test_the_take_off_rate_interval_is_the_exact_clopper_pearson_one(k, n):
+    low, high = rate_interval(k, n)
+    # each end is the rate at which the count seen (or one further out) has probability 2.5 %
+    assert low == 0.0 if k == 0 else _binomial_tail(k, n, low, upper=True) == pytest.approx(0.025, abs=1e-9)
+    assert (
+        high == 1.0 if k == n else _binomial_tail(k, n, high, upper=False) == pytest.approx(0.025, abs=1e-9)
+    )
+    assert low < k / n < high or k in (0, n)
+    assert all(math.isnan(v) for v in rate_interval(0, 0))
+
+
+@pytest.mark.parametrize(
+    ("kx", "nx", "ky", "ny"), [(1, 5, 0, 5), (2, 5, 0, 5), (5, 5, 0, 5), (3, 7, 1, 9), (0, 4, 0, 6)]
+)
+def test_fishers_two_sided_p_is_the_sum_over_tables_no_more_likely_than_the_seen_one(kx, nx, ky, ny):
+    assert fisher_exact_p(kx, nx, ky, ny) == pytest.approx(_fisher_brute_force(kx, nx, ky, ny), rel=1e-12)
+    assert fisher_exact_p(kx, nx, ky, ny) == pytest.approx(fisher_exact_p(ky, ny, kx, nx), rel=1e-12)
+    assert math.isnan(fisher_exact_p(1, 5, 0, 0))
+
+
+def test_take_off_tests_compare_the_ratio_pairs_counts_and_leave_arms_without_runs_out():
+    spec = TakeOff("halfcheetah", "forward", 500.0, None, "")
+    preset = dataclasses.replace(PRESETS["halfcheetah-paper"], take_off=spec)
+    key = "final_undiscounted_return_forward"
+    table = {
+        ("halfcheetah", "e-oracle"): {key: [900.0, 3.0, 2.0, 1.0, 0.0]},
+        ("halfcheetah", "e-baseline"): {key: [0.0] * 5},
+        ("halfcheetah", "e-prism"): {key: [1100.0, 600.0, 501.0, 499.0, 8.0]},  # 499: not above
+        ("halfcheetah", "e-uniform"): {key: [0.0] * 5},
+    }
+    lines, rows = take_off_tests(preset, table)
+    by_pair = {(r["x"], r["y"]): r for r in rows}
+    assert set(by_pair) == {(r.numerator, r.denominator) for r in preset.ratio_rows()}
+    prism_vs_baseline = by_pair[("e-prism", "e-baseline")]
+    assert (prism_vs_baseline["took_off_x"], prism_vs_baseline["runs_x"]) == (3, 5)
+    assert (prism_vs_baseline["took_off_y"], prism_vs_baseline["runs_y"]) == (0, 5)
+    assert prism_vs_baseline["p_fisher"] == pytest.approx(_fisher_brute_force(3, 5, 0, 5))
+    low, high = rate_interval(3, 5)
+    assert f"| e-prism vs e-baseline | 3 of 5 [{low:.2f}, {high:.2f}] | 0 of 5 [0.00, 0.52] | 0.17 |" in lines
+    # e-prism-paper has no runs: its pairs say "—" and their p is NaN
+    paper = by_pair[("e-prism-paper", "e-prism")]
+    assert paper["runs_x"] == 0 and math.isnan(paper["p_fisher"])
+    assert any(
+        line.startswith("| e-prism-paper vs e-prism | — |") and line.endswith("| — |") for line in lines
+    )

@@ -15,7 +15,7 @@ from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cel
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
 from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, ratio_table, thin_ratio_note
-from prism.experiments.takeoff import take_off_section
+from prism.experiments.takeoff import take_off_section, take_off_tests
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -152,9 +152,13 @@ def write_report(
     take_off_lines, take_off_rows = take_off_section(preset, table)
     if take_off_rows:
         _write_csv(results / "takeoff.csv", take_off_rows)
+        test_lines, test_rows = take_off_tests(preset, table)
+        if test_rows:
+            _write_csv(results / "takeoff_tests.csv", test_rows)
         sections += [
             *take_off_lines,
             "",
+            *((*test_lines, "") if test_rows else ()),
             f"Learning curves of that return: `{preset.take_off.objective}_curves.png`.",
             "",
         ]

@@ -51,6 +51,30 @@ def compare(a: list[float], b: list[float], *, resamples: int = 10_000, seed: in
     return {"ratio": float(x.mean() / y.mean()), "p_welch": p, "ci_low": float(low), "ci_high": float(high)}
 
 
+def rate_interval(successes: int, trials: int) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) 95 % CI of a success rate ``successes / trials``: the rates p at which
+    seeing ``successes`` or more (for the lower end), or as few (for the upper end), has probability 2.5 %.
+    NaNs without trials."""
+    from scipy import stats
+
+    if trials == 0:
+        return math.nan, math.nan
+    interval = stats.binomtest(successes, trials).proportion_ci(confidence_level=0.95, method="exact")
+    return float(interval.low), float(interval.high)
+
+
+def fisher_exact_p(successes_x: int, trials_x: int, successes_y: int, trials_y: int) -> float:
+    """Two-sided p of Fisher's exact test that two arms share one success rate (e.g. the seeds that took off):
+    with the margins fixed, the hypergeometric probability of every 2 × 2 table no more likely than the one
+    seen. NaN when an arm has no trials."""
+    from scipy import stats
+
+    if trials_x == 0 or trials_y == 0:
+        return math.nan
+    table = [[successes_x, trials_x - successes_x], [successes_y, trials_y - successes_y]]
+    return float(stats.fisher_exact(table, alternative="two-sided").pvalue)
+
+
 def _rliable():
     """rliable's ``library`` and ``metrics`` modules, or a one-line error naming the extra that installs it."""
     try:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from prism.experiments.collect import read_eval, split_rows
 from prism.experiments.grid import ENV_FILES, Preset, TakeOff
+from prism.experiments.stats import fisher_exact_p, rate_interval
 from prism.experiments.tables import Table
 
 
@@ -78,4 +79,62 @@ def take_off_section(preset: Preset, table: Table) -> tuple[list[str], list[dict
     return lines, rows
 
 
-__all__ = ["final_returns", "take_off_section"]
+def _counts(table: Table, spec: TakeOff, arm: str) -> tuple[int, int]:
+    """(seeds that took off, finished seeds) of ``arm`` on the take-off env."""
+    entry = table.get((spec.env, arm))
+    values = list(entry.get(f"final_undiscounted_return_{spec.objective}", [])) if entry else []
+    return sum(v > spec.threshold for v in values), len(values)
+
+
+def _rate(took_off: int, runs: int) -> str:
+    if runs == 0:
+        return "—"
+    low, high = rate_interval(took_off, runs)
+    return f"{took_off} of {runs} [{low:.2f}, {high:.2f}]"
+
+
+def take_off_tests(preset: Preset, table: Table) -> tuple[list[str], list[dict]]:
+    """Whether one arm takes off more often than another: for each of the preset's ratio pairs on the take-off
+    env, both counts with their exact (Clopper–Pearson) 95 % CIs and the two-sided p of Fisher's exact test
+    that the two arms share one take-off rate. Markdown lines and CSV rows (one per pair)."""
+    spec: TakeOff | None = preset.take_off
+    if spec is None:
+        return [], []
+    arms = set(preset.methods_for(spec.env))
+    pairs = [
+        (r.numerator, r.denominator) for r in preset.ratio_rows() if {r.numerator, r.denominator} <= arms
+    ]
+    lines = [
+        "Take-off rates compared, for each ratio pair: each arm's count with its exact (Clopper–Pearson) 95% CI "
+        "of the rate, and the two-sided p of Fisher's exact test that both arms share one rate:",
+        "",
+        "| X vs Y | X took off | Y took off | Fisher p |",
+        "|---|---|---|---|",
+    ]
+    rows = []
+    for x, y in dict.fromkeys(pairs):  # a pair named twice is tested once
+        (kx, nx), (ky, ny) = _counts(table, spec, x), _counts(table, spec, y)
+        p = fisher_exact_p(kx, nx, ky, ny)
+        lines.append(
+            f"| {x} vs {y} | {_rate(kx, nx)} | {_rate(ky, ny)} | {'—' if nx == 0 or ny == 0 else f'{p:.2f}'} |"
+        )
+        (lx, hx), (ly, hy) = rate_interval(kx, nx), rate_interval(ky, ny)
+        rows.append(
+            {
+                "x": x,
+                "y": y,
+                "took_off_x": kx,
+                "runs_x": nx,
+                "ci_low_x": lx,
+                "ci_high_x": hx,
+                "took_off_y": ky,
+                "runs_y": ny,
+                "ci_low_y": ly,
+                "ci_high_y": hy,
+                "p_fisher": p,
+            }
+        )
+    return lines, rows
+
+
+__all__ = ["final_returns", "take_off_section", "take_off_tests"]
