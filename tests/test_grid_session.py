@@ -1,4 +1,4 @@
-"""tools/grid_session.sh, the per-session grid driver (issue R): which runs a lane picks before its deadline,
+"""tools/grid_session.sh, the per-session grid driver (issue 27): which runs a lane picks before its deadline,
 that it skips finished and held run folders, that it runs each pick with its output in the run's log and stops
 on a run that leaves no summary.json, and its one-line refusals of bad input.
 
@@ -35,6 +35,10 @@ dir=${dir#run_dir=}
 mkdir -p "$dir"
 echo "fake fit of $dir"
 [ -n "${FAKE_FIT_FAIL:-}" ] && exit 3
+if [ -n "${FAKE_FIT_EDITS:-}" ]; then  # edit the file in place (same inode), as an editor or a checkout might
+  { printf '# a line added while the grid runs, which shifts every byte after it\n'; cat "$FAKE_FIT_EDITS"; } > "$FAKE_FIT_EDITS.new"
+  cat "$FAKE_FIT_EDITS.new" > "$FAKE_FIT_EDITS"
+fi
 echo '{}' > "$dir/summary.json"
 """
 
@@ -176,3 +180,17 @@ def test_a_worktree_at_another_commit_is_refused(grid):
     assert done.returncode == 2
     assert "is not at" in done.stderr and later in done.stderr
     assert not grid["runs"].exists()
+
+
+def test_a_session_goes_on_unharmed_when_its_script_is_edited_while_it_runs(grid):
+    """bash reads a script as it goes; the grid's lasts hours, and its file in the main checkout may be edited
+    meanwhile. Each fit here rewrites the script in place, one line longer: the session still runs every
+    pick and ends as planned, because the script is parsed whole before it runs."""
+    script = grid["main"] / "tools" / "grid_session.sh"
+    done = _session(grid, "+10 min", GRID_MINUTES="e-prism=1 e-uniform=1", FAKE_FIT_EDITS=str(script))
+    assert script.read_text().count("a line added while the grid runs") == 6  # one edit per fit
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert _starts(done.stdout) == [("e-prism", s) for s in range(3)] + [("e-uniform", s) for s in range(3)]
+    assert done.stdout.count("ended, rc=0") == 6
+    assert done.stdout.rstrip().endswith("done, status 0")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One working session of the table1-study grid (issue R), sized to end before the session does:
+# One working session of the table1-study grid (issue 27), sized to end before the session does:
 #
 #     nohup bash tools/grid_session.sh COMMIT DEADLINE > grid-session.log 2>&1 &
 #     bash tools/grid_session.sh f41171b "+165 min" --dry-run        # the plan, nothing run
@@ -28,6 +28,9 @@
 # finished runs and runs that another process holds are never picked.
 # Commit finished runs with tools/commit_grid_runs.sh.
 set -uo pipefail
+# The whole script is one { … } block, so bash parses all of it before running any: a session runs for hours,
+# and an edit of this file meanwhile (an editor, a checkout) would otherwise be read from the middle of a line.
+{
 commit=${1:?usage: bash tools/grid_session.sh COMMIT DEADLINE [--dry-run]}
 deadline_text=${2:?usage: bash tools/grid_session.sh COMMIT DEADLINE [--dry-run]}
 dry=0
@@ -124,3 +127,4 @@ done
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 echo "grid_session: $(date -u +%FT%TZ) done, status $status"
 exit $status
+}
