@@ -1,4 +1,4 @@
-"""Brute-force references for the reward-fit quality records (issue R item 1): plain Python loops over episodes.
+"""Brute-force references for the reward-fit quality records (issue 27 item 1): plain Python loops over episodes.
 
 Used by test_fit_records.py (the quality function and the store) and test_loop.py (the records of a whole run).
 """

@@ -1,4 +1,4 @@
-"""Any multi-objective gymnasium env runs (issue I): derived specs, user symmetry tables, one-line errors.
+"""Any multi-objective gymnasium env runs (issue 11): derived specs, user symmetry tables, one-line errors.
 
 Two envs prism does not ship: ``mo-hopper-2obj-v5`` (MuJoCo) and ``mo-mountaincarcontinuous-v0`` (classic
 control, pure Python); ``mo-humanoid-v5`` for actions outside [−1, 1]; small envs defined here for the

@@ -1,4 +1,4 @@
-"""Issue I: damaged checkpoints and non-finite values.
+"""Issue 11: damaged checkpoints and non-finite values.
 
 A damaged ``last.pt`` falls back to ``previous.pt`` with one warning line (resume stays byte-identical);
 with no loadable checkpoint left the CLI exits 2 naming the file; a finished run is left alone. A NaN/inf

@@ -55,17 +55,20 @@ def test_early_grid_reports_say_their_per_run_files_are_gone(grid):
     assert not (ROOT / "docs" / "results" / grid / "runs").exists()
 
 
-def test_no_tracker_labels_in_the_readme_docs_and_package():
-    """A reader of the repository cannot look up the tracker's letter labels ("issue R", "issue AC"; issue 50,
-    item 11): README, docs/*.md, the results folders' markdown, and the package's docstrings and help (what
-    ``help()`` and ``--help`` show) and the shipped configs say what they mean instead."""
-    label = re.compile(r"\bissue [A-Z]{1,2}\b")
+def test_no_tracker_labels_in_the_readme_docs_package_tests_and_tools():
+    """A reader of the repository cannot look up the tracker's letter labels (the word issue followed by one or
+    two capitals; issue 50, item 11): README, docs/*.md, the results folders' markdown, the package's
+    docstrings and help (what ``help()`` and ``--help`` show), the shipped configs, the tests and the tools say
+    what they mean, or the issue's number, instead. (CHANGELOG keeps its history as written.)"""
+    label = re.compile(r"\b[Ii]ssue [A-Z]{1,2}\b")
     files = [
         ROOT / "README.md",
         *sorted((ROOT / "docs").glob("*.md")),
         *sorted((ROOT / "docs").glob("results/*/*.md")),
         *sorted((ROOT / "prism").rglob("*.py")),
         *sorted((ROOT / "conf").rglob("*.yaml")),
+        *sorted((ROOT / "tests").rglob("*.py")),
+        *sorted(p for p in (ROOT / "tools").rglob("*") if p.is_file() and p.suffix in {".py", ".sh"}),
     ]
     hits = [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()}"

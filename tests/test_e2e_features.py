@@ -1,4 +1,4 @@
-"""End-to-end tests of shipped features through ``prism fit`` (issue I: gaps in the tests).
+"""End-to-end tests of shipped features through ``prism fit`` (issue 11: gaps in the tests).
 
 Every test runs the real CLI / run builder in-process on the toy env with tiny budgets and asserts on what the
 run wrote or built: resume of the segment-holding shapers, ``--overwrite``, ``front.csv`` / ``summary.json``,

@@ -1,4 +1,4 @@
-"""Issue R item 1: every reward fit's quality on record (summary.json ``reward_fits``, TensorBoard ``reward/``);
+"""Issue 27 item 1: every reward fit's quality on record (summary.json ``reward_fits``, TensorBoard ``reward/``);
 the end-to-end check of the records of a real run is in test_loop.py (it shares that file's toy PRISM run).
 
 Each number is checked against a brute-force computation: plain Python loops over the episodes, with the

@@ -1,4 +1,4 @@
-"""GPI-PD's Dyna wiring (issue K): model fits and rollouts on schedule, the real/model split of each update's
+"""GPI-PD's Dyna wiring (issue 12): model fits and rollouts on schedule, the real/model split of each update's
 batch, ``dyna/`` scalars through ``prism fit``, and determinism of a whole run."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GPI-PD's Dyna part (issue K): the probabilistic ensemble dynamics model and its uncertainty-filtered rollouts.
+"""GPI-PD's Dyna part (issue 12): the probabilistic ensemble dynamics model and its uncertainty-filtered rollouts.
 
 The ensemble is fitted once (module fixture, small MLPs) on a known linear system ``s' = A s + B a + noise``,
 ``r = C s`` and checked against the system itself; the formulas are checked against independent forms."""

@@ -1,4 +1,4 @@
-"""GPI-PD with every reward method overlay (issue K): the shaper and relabel hooks reach real transitions and
+"""GPI-PD with every reward method overlay (issue 12): the shaper and relabel hooks reach real transitions and
 model rollouts alike, and SymReg follows the method's λ."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A resumed GPI-PD run is bit-exact (issue K): PER priorities, GPI-LS state, the GPI-LS eval env and the Dyna
+"""A resumed GPI-PD run is bit-exact (issue 12): PER priorities, GPI-LS state, the GPI-LS eval env and the Dyna
 state all travel in the checkpoint's runtime state.
 
 In process: an agent trained to step T1 is checkpointed (weights, optimisers, runtime state, global RNGs; written

@@ -1,4 +1,4 @@
-"""GPI-PD's weights against morl-baselines' semantics (issue K): updates double their batch with the iteration's
+"""GPI-PD's weights against morl-baselines' semantics (issue 12): updates double their batch with the iteration's
 weight set M (not only the CCS support), GPI scores every candidate action under every support critic, and model
 rollouts start from ``dynamics_rollout_batch_size`` states drawn with replacement."""
 

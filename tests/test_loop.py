@@ -151,7 +151,7 @@ def test_oracle_has_no_reward_model_and_same_budget(tmp_path):
 
 
 def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run):
-    """Issue R item 1 on the 3-cycle toy PRISM run: summary.json lists 3 fits; each record's validation numbers
+    """Issue 27 item 1 on the 3-cycle toy PRISM run: summary.json lists 3 fits; each record's validation numbers
     and each refit's new-episode numbers (scored by the *previous* fit's model) equal loops over the stored
     episodes (tests/fit_quality_reference.py)."""
     run, run_dir, fitted, _ = prism_run

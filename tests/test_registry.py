@@ -1,4 +1,4 @@
-"""Plug-in registries and config groups (issue J): one registry entry per plug-in, `agent.name` selects the
+"""Plug-in registries and config groups (issue 13): one registry entry per plug-in, `agent.name` selects the
 backbone's own keys, validation once per dataclass, and the worked examples of docs/ARCHITECTURE.md run."""
 
 from __future__ import annotations

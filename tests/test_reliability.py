@@ -1,4 +1,4 @@
-"""Reliability tier: kill -9 and resume, determinism, and one-line errors for bad input (issue F)."""
+"""Reliability tier: kill -9 and resume, determinism, and one-line errors for bad input (issue 7)."""
 
 from __future__ import annotations
 

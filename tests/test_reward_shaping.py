@@ -215,7 +215,7 @@ def _record_env_steps(agent):
     return steps
 
 
-@pytest.mark.parametrize("channel", [2, -1])  # hopper's control cost (issue W: every other test shapes 0)
+@pytest.mark.parametrize("channel", [2, -1])  # hopper's control cost (issue 31: every other test shapes 0)
 def test_resymnet_shaping_of_a_non_zero_channel_through_the_agent(tmp_path, channel):
     """The agent's replay holds r̂(h_t) in the configured channel, h_t = [s_t, a_t, the other channels' true
     rewards], and the emitted (true) dense rewards in the others — checked step by step against values

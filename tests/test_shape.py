@@ -1,4 +1,4 @@
-"""The codebase's shape (issue J): no import cycles, no imports from a higher layer, small modules, and the data
+"""The codebase's shape (issue 13): no import cycles, no imports from a higher layer, small modules, and the data
 layer independent of the reward layer. Checked with ``tools/import_graph.py`` (ast only, nothing imported)."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_checker_counts_import_module_with_a_literal_name(tmp_path):
 
 
 def test_checker_reports_a_cycle_closed_by_a_type_checking_import(tmp_path, capsys):
-    # prism/config.py imported prism/protocols.py, which imported RunConfig back for annotations only (issue W).
+    # prism/config.py imported prism/protocols.py, which imported RunConfig back for annotations only (issue 31).
     pkg = tmp_path / "prism" / "config"
     pkg.mkdir(parents=True)
     (pkg.parent / "__init__.py").write_text("")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One run of a study grid on the device machine (GPU), from the grid's own commit, its files then filed into
-# the grid's folder here. Made for issue R's N = 1000 sensitivity seeds. On one CPU core such a seed takes
+# the grid's folder here. Made for issue 27's N = 1000 sensitivity seeds. On one CPU core such a seed takes
 # ~7-8 h, which no session holds. On an H200 a halfcheetah N = 1000 seed's first cycle took 4 min (random
 # episodes 68-91 s, a 100-epoch fit 45-60 s, 25 000 RL steps 50-69 s), so a whole seed is ~8 min.
 #

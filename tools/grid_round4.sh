@@ -10,7 +10,7 @@
 # survived. Commit each finished run's config.yaml, eval.csv, front.csv and summary.json as they land (tb/,
 # logs and checkpoints are ignored).
 #
-# Queue, in order: table1-study on walker2d; reward-budget (issue U's hopper arm); table1-study on halfcheetah,
+# Queue, in order: table1-study on walker2d; reward-budget (issue 28's hopper arm); table1-study on halfcheetah,
 # then swimmer. One run at a time, pinned to CPU 0 (GRID_CPUS), leaving the other core to the developer.
 set -uo pipefail
 commit=${1:?usage: bash tools/grid_round4.sh COMMIT}

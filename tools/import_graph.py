@@ -1,4 +1,4 @@
-"""Check the shape of prism's import graph: cycles and layer violations (issue J).
+"""Check the shape of prism's import graph: cycles and layer violations (issue 13).
 
 Reads every module under ``prism/`` with :mod:`ast` (nothing is imported), collects its imports of other
 prism modules — module-level and function-local alike, since a function-local import only postpones a
@@ -10,7 +10,7 @@ are imports by another spelling — and prints
 - every import of a module from a higher layer (the layer list is :data:`LAYERS`, bottom to top).
 
 Imports under ``if TYPE_CHECKING:`` never run, but a reader (and a type checker) still sees them: a cycle that
-closes only through one is reported too, as a type-only cycle (issue W), and they count for the layers.
+closes only through one is reported too, as a type-only cycle (issue 31), and they count for the layers.
 Importing ``prism.a.b`` makes an edge to ``prism.a.b`` only (not to the package ``prism.a`` that Python
 also initialises), the usual convention of import checkers.
 
