@@ -116,7 +116,7 @@ def take_off_tests(preset: Preset, table: Table) -> tuple[list[str], list[dict]]
         (kx, nx), (ky, ny) = _counts(table, spec, x), _counts(table, spec, y)
         p = fisher_exact_p(kx, nx, ky, ny)
         lines.append(
-            f"| {x} vs {y} | {_rate(kx, nx)} | {_rate(ky, ny)} | {'—' if nx == 0 or ny == 0 else f'{p:.2f}'} |"
+            f"| {x} vs {y} | {_rate(kx, nx)} | {_rate(ky, ny)} | {'—' if nx == 0 or ny == 0 else f'{p:.3f}'} |"
         )
         (lx, hx), (ly, hy) = rate_interval(kx, nx), rate_interval(ky, ny)
         rows.append(
