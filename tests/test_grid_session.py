@@ -35,7 +35,7 @@ dir=${dir#run_dir=}
 mkdir -p "$dir"
 echo "fake fit of $dir"
 [ -n "${FAKE_FIT_FAIL:-}" ] && exit 3
-if [ -n "${FAKE_FIT_EDITS:-}" ]; then  # edit the file in place (same inode), as an editor or a checkout might
+if [ -n "${FAKE_FIT_EDITS:-}" ]; then  # edit the file in place (same inode), as an editor or a script might
   { printf '# a line added while the grid runs, which shifts every byte after it\n'; cat "$FAKE_FIT_EDITS"; } > "$FAKE_FIT_EDITS.new"
   cat "$FAKE_FIT_EDITS.new" > "$FAKE_FIT_EDITS"
 fi

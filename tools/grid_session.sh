@@ -29,7 +29,7 @@
 # Commit finished runs with tools/commit_grid_runs.sh.
 set -uo pipefail
 # The whole script is one { … } block, so bash parses all of it before running any: a session runs for hours,
-# and an edit of this file meanwhile (an editor, a checkout) would otherwise be read from the middle of a line.
+# and an edit of this file in place meanwhile (an editor, a script) would otherwise be read from the middle of a line.
 {
 commit=${1:?usage: bash tools/grid_session.sh COMMIT DEADLINE [--dry-run]}
 deadline_text=${2:?usage: bash tools/grid_session.sh COMMIT DEADLINE [--dry-run]}
