@@ -22,6 +22,13 @@ def final_returns(runs: Path, env: str, arm: str, objective: str) -> list[tuple[
     return sorted(out)
 
 
+def _final_values(table: Table, spec: TakeOff, arm: str) -> list[float]:
+    """Every finished seed's final mean undiscounted ``spec.objective`` return of ``arm`` on the take-off env."""
+    entry = table.get((spec.env, arm))
+    key = f"final_undiscounted_return_{spec.objective}"
+    return list(entry[key]) if entry and key in entry else []
+
+
 def _count(values: list[float], threshold: float) -> str:
     if not values:
         return "—"
@@ -37,7 +44,6 @@ def take_off_section(preset: Preset, table: Table) -> tuple[list[str], list[dict
     spec: TakeOff | None = preset.take_off
     if spec is None:
         return [], []
-    key = f"final_undiscounted_return_{spec.objective}"
     reference = spec.reference_folder()
     label = spec.reference_label or (str(spec.reference_runs) if reference else "")
     lines = [
@@ -53,8 +59,7 @@ def take_off_section(preset: Preset, table: Table) -> tuple[list[str], list[dict
     ]
     rows = []
     for arm in preset.methods_for(spec.env):
-        entry = table.get((spec.env, arm))
-        values = list(entry[key]) if entry and key in entry else []
+        values = _final_values(table, spec, arm)
         line = f"| {arm} | {_count(values, spec.threshold)} | {_listing(values)} |"
         rows.append(
             {
@@ -81,16 +86,12 @@ def take_off_section(preset: Preset, table: Table) -> tuple[list[str], list[dict
 
 def _counts(table: Table, spec: TakeOff, arm: str) -> tuple[int, int]:
     """(seeds that took off, finished seeds) of ``arm`` on the take-off env."""
-    entry = table.get((spec.env, arm))
-    values = list(entry.get(f"final_undiscounted_return_{spec.objective}", [])) if entry else []
+    values = _final_values(table, spec, arm)
     return sum(v > spec.threshold for v in values), len(values)
 
 
-def _rate(took_off: int, runs: int) -> str:
-    if runs == 0:
-        return "—"
-    low, high = rate_interval(took_off, runs)
-    return f"{took_off} of {runs} [{low:.2f}, {high:.2f}]"
+def _rate(took_off: int, runs: int, interval: tuple[float, float]) -> str:
+    return "—" if runs == 0 else f"{took_off} of {runs} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
 def take_off_tests(preset: Preset, table: Table) -> tuple[list[str], list[dict]]:
@@ -115,10 +116,9 @@ def take_off_tests(preset: Preset, table: Table) -> tuple[list[str], list[dict]]
     for x, y in dict.fromkeys(pairs):  # a pair named twice is tested once
         (kx, nx), (ky, ny) = _counts(table, spec, x), _counts(table, spec, y)
         p = fisher_exact_p(kx, nx, ky, ny)
-        lines.append(
-            f"| {x} vs {y} | {_rate(kx, nx)} | {_rate(ky, ny)} | {'—' if nx == 0 or ny == 0 else f'{p:.3f}'} |"
-        )
         (lx, hx), (ly, hy) = rate_interval(kx, nx), rate_interval(ky, ny)
+        shown_p = "—" if nx == 0 or ny == 0 else f"{p:.3f}"
+        lines.append(f"| {x} vs {y} | {_rate(kx, nx, (lx, hx))} | {_rate(ky, ny, (ly, hy))} | {shown_p} |")
         rows.append(
             {
                 "x": x,
