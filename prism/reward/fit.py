@@ -32,6 +32,7 @@ from prism.reward.fitter import FitSummary, FittedReward
 from prism.reward.quality import score_validation
 from prism.reward.resymnet import ReSymNetRewardModel
 from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.run import interrupt
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -347,7 +348,7 @@ def fit_trajectory_sums(
             ckpt_path = in_memory_file(resume)
         trainer = fit_trainer(device, config, logger, callbacks)
         try:
-            trainer.fit(module, datamodule=dm, ckpt_path=ckpt_path)
+            interrupt.fit(trainer, module, datamodule=dm, ckpt_path=ckpt_path)
         finally:
             module._close_noise()  # the dropout worker, should the fit stop on an exception
             if ckpt_path is not None:

@@ -55,6 +55,7 @@ from prism.reward.member_adamw import MemberAdamW
 from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 from prism.reward.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
 from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.run import interrupt
 
 
 class StackedRewardModule(TrajectorySumModule):
@@ -277,7 +278,7 @@ def fit_reward_models_stacked(
         # A snapshot goes to Lightning through fsspec's in-memory file system (no temporary file to leave).
         ckpt_path = None if resume is None else in_memory_file(resume)
         try:
-            trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+            interrupt.fit(trainer, module, datamodule=data, ckpt_path=ckpt_path)
         finally:
             if ckpt_path is not None:
                 fsspec.filesystem("memory").rm(ckpt_path)

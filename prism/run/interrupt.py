@@ -8,6 +8,12 @@ way out), so all that is missing is the right signal to the caller. :func:`fit` 
 ``SystemExit`` back into ``KeyboardInterrupt``; ``prism fit`` answers that with ``prism: interrupted`` and
 exit code 130 (128 + SIGINT, the shell's convention). This also covers a Ctrl-C during a reward fit, whose
 own Trainer exits inside the run's.
+
+A ``KeyboardInterrupt`` raised by the handler can be lost: Python runs a signal handler between any two
+bytecodes of the main thread, and if those belong to a weakref callback or a ``__del__`` (run by the garbage
+collector in the middle of anything), the exception is printed as "Exception ignored in ..." and dropped.
+The flag outlives it: a callback checks it at the start of every training batch and raises the interrupt
+again there, so a Ctrl-C always stops the fit within one batch (one env step).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from __future__ import annotations
 import signal
 import threading
 from typing import Any
+
+from lightning.pytorch.callbacks import Callback
 
 
 class _SigintFlag:
@@ -28,13 +36,30 @@ class _SigintFlag:
         raise KeyboardInterrupt
 
 
+class _RaiseAfterALostInterrupt(Callback):
+    """Raises ``KeyboardInterrupt`` at a batch start once the SIGINT flag is set (see the module docstring)."""
+
+    def __init__(self, flag: _SigintFlag) -> None:
+        self.flag = flag
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if self.flag.seen:
+            raise KeyboardInterrupt
+
+
 def fit(trainer: Any, module: Any, **kwargs: Any) -> None:
     """``trainer.fit(module, **kwargs)``; a Ctrl-C (SIGINT) during it raises ``KeyboardInterrupt`` here."""
     if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
         trainer.fit(module, **kwargs)
         return
-    flag = _SigintFlag()
-    previous = signal.signal(signal.SIGINT, flag)
+    previous = signal.getsignal(signal.SIGINT)
+    # A fit inside a fit (a reward fit inside a run's RL fit) shares the outer flag: the inner Trainer turns the
+    # interrupt into SystemExit(1), this function turns that back into KeyboardInterrupt, the outer Trainer
+    # makes it SystemExit(1) again, and the outer call must know it was a Ctrl-C too.
+    flag = previous if isinstance(previous, _SigintFlag) else _SigintFlag()
+    checker = _RaiseAfterALostInterrupt(flag)
+    trainer.callbacks.insert(0, checker)  # first at each batch start: nothing of a stopped step runs
+    signal.signal(signal.SIGINT, flag)
     try:
         trainer.fit(module, **kwargs)
     except SystemExit:
@@ -43,3 +68,4 @@ def fit(trainer: Any, module: Any, **kwargs: Any) -> None:
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
+        trainer.callbacks.remove(checker)
