@@ -128,7 +128,9 @@ def test_take_off_tests_compare_the_ratio_pairs_counts_and_leave_arms_without_ru
     assert (prism_vs_baseline["took_off_y"], prism_vs_baseline["runs_y"]) == (0, 5)
     assert prism_vs_baseline["p_fisher"] == pytest.approx(_fisher_brute_force(3, 5, 0, 5))
     low, high = rate_interval(3, 5)
-    assert f"| e-prism vs e-baseline | 3 of 5 [{low:.2f}, {high:.2f}] | 0 of 5 [0.00, 0.52] | 0.167 |" in lines
+    assert (
+        f"| e-prism vs e-baseline | 3 of 5 [{low:.2f}, {high:.2f}] | 0 of 5 [0.00, 0.52] | 0.167 |" in lines
+    )
     # e-prism-paper has no runs: its pairs say "—" and their p is NaN
     paper = by_pair[("e-prism-paper", "e-prism")]
     assert paper["runs_x"] == 0 and math.isnan(paper["p_fisher"])

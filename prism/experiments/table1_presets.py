@@ -169,7 +169,9 @@ HALFCHEETAH_PAPER = Preset(
         Ratio("e-baseline", "e-oracle", "does the sparse baseline collapse?"),
         Ratio("e-prism-paper", "e-oracle", "the paper's reward-model budget, equal RL budget"),
         Ratio("e-prism-paper", "e-baseline", "the paper's reward-model budget, equal RL budget"),
-        Ratio("e-prism-paper", "e-uniform", "the paper's reward-model budget vs uniform R/T, equal RL budget"),
+        Ratio(
+            "e-prism-paper", "e-uniform", "the paper's reward-model budget vs uniform R/T, equal RL budget"
+        ),
         Ratio("e-prism-paper", "e-prism", "N = E = 1000 with the cheaper fit vs N = 250, E = 50 with eq. 1"),
     ),
     description=(
