@@ -51,7 +51,11 @@ Each option is ``loss[+bc][+strat][+bf16][+lrX][+patienceP][+refit|+warm][+polis
 rate / patience, ``+polishP`` then P epochs of eq. 1 from the
 fitted members on the same split, the learning rate going on from the first fit's schedule,
 ``:K`` sampled steps, default 64; ``@E`` caps that option's epochs, e.g. ``sum@3`` to time eq. 1's epochs
-without its hours). ``+refit`` / ``+warm``: after the cycle-0 fit, the cycle-1 refit on the random episodes
+without its hours). ``loss`` ``rrd`` is RRD's reward model instead (``reward.name: rrd``: its network on
+``[s, a, s']``, Adam at ``reward.rrd.lr``, 4 segments × K per batch, bias correction off unless ``+bc``; ``+lrX``
+sets ``reward.rrd.lr``), fitted on the same episodes collected again with their next observations, e.g.
+``rrd@100,rrd+bc@100,rrd+patience320@1600`` for RRD at table1-study's fit budget and at 16× its epochs (an
+RRD epoch samples K = 64 of a 1000-step episode's steps, ~1/16 of what an eq. 1 epoch reads). ``+refit`` / ``+warm``: after the cycle-0 fit, the cycle-1 refit on the random episodes
 plus the ``--expert-run`` episodes (then in training, so the expert Pearson is an in-sample number), from
 scratch or warm-started from the cycle-0 members (``reward.warm_start``); the line gives the refit's numbers.
 Every fit sees the same store and split seed; a line per fit gives s/epoch (median, training + validation),
@@ -82,8 +86,9 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.memory import release_freed_memory
-from prism.reward.config import RewardConfig
+from prism.reward.config import RewardConfig, RRDConfig
 from prism.reward.fit import fit_resymnet_model
+from prism.reward.rrd import fit_rrd_model
 from prism.reward.stacked import fit_reward_models_stacked
 
 # mo-hopper-v5: 11 observation, 3 action, 2 dense-reward columns (channel 0 sparse).
@@ -248,26 +253,40 @@ def _run_config(env: str):
     return load_config([str(Path(__file__).resolve().parents[1] / QUALITY_ENVS[env])], [])
 
 
-def _env_and_store(env: str):
-    """The env (sparse wrapper, the conf's channel and p_rel) and an empty store of its width."""
+def _env_and_store(env: str, next_obs: bool = False):
+    """The env (sparse wrapper, the conf's channel and p_rel) and an empty store of its width: ReSymNet's
+    ``[s, a, r_dense]``, or RRD's ``[s, a, s']`` (``next_obs``, no dense channel)."""
     from prism.config.validation import sparse_channel
 
     config = _run_config(env)
     spec = get_env_spec(config.env.id)
     channel = sparse_channel(config, spec)
     wrapped = make_env(spec, sparse_channel=channel, p_rel=config.env.p_rel, seed=0)
-    return config, spec, channel, wrapped, SegmentStore(spec.obs_dim, spec.act_dim, spec.n_objectives - 1)
+    n_dense = 0 if next_obs else spec.n_objectives - 1
+    return (
+        config,
+        spec,
+        channel,
+        wrapped,
+        SegmentStore(spec.obs_dim, spec.act_dim, n_dense, next_obs=next_obs),
+    )
 
 
-def quality_store(env: str, episodes: int, cache: Path | None, seed: int = 0) -> SegmentStore:
-    """Cycle 0's store: ``episodes`` uniform-random episodes through the env's sparse wrapper (cached)."""
-    path = None if cache is None else cache / f"{env}-random{episodes}-seed{seed}.pt"
+def quality_store(
+    env: str, episodes: int, cache: Path | None, seed: int = 0, next_obs: bool = False
+) -> SegmentStore:
+    """Cycle 0's store: ``episodes`` uniform-random episodes through the env's sparse wrapper (cached); with
+    ``next_obs``, RRD's (the same episodes: same seeds)."""
+    kind = "-next" if next_obs else ""
+    path = None if cache is None else cache / f"{env}-random{episodes}-seed{seed}{kind}.pt"
     if path is not None and path.exists():
         return SegmentStore.from_state_dict(torch.load(path, weights_only=True))
-    _, spec, channel, wrapped, store = _env_and_store(env)
+    _, spec, channel, wrapped, store = _env_and_store(env, next_obs)
     t0 = time.perf_counter()
     policy = uniform_random_policy(wrapped.action_space, seed=seed)
-    collect_episodes(wrapped, policy, episodes, store, sparse_channel=channel, seed=seed)
+    collect_episodes(
+        wrapped, policy, episodes, store, sparse_channel=channel, use_dense_features=not next_obs, seed=seed
+    )
     print(
         f"{env}: collected {episodes} random episodes, {len(store)} steps in {time.perf_counter() - t0:.0f}s"
     )
@@ -277,19 +296,30 @@ def quality_store(env: str, episodes: int, cache: Path | None, seed: int = 0) ->
     return store
 
 
-def expert_store(env: str, run_dir: str, episodes: int, cache: Path | None) -> SegmentStore:
+def expert_store(
+    env: str, run_dir: str, episodes: int, cache: Path | None, next_obs: bool = False
+) -> SegmentStore:
     """``episodes`` episodes of a trained run's expert policy (random preference per episode, as the loop
-    collects them), through the same wrapper (cached)."""
+    collects them), through the same wrapper (cached); ``next_obs`` as :func:`quality_store`."""
     from prism.api import load_run
 
-    path = None if cache is None else cache / f"{env}-expert{episodes}-{Path(run_dir).name}.pt"
+    kind = "-next" if next_obs else ""
+    path = None if cache is None else cache / f"{env}-expert{episodes}-{Path(run_dir).name}{kind}.pt"
     if path is not None and path.exists():
         return SegmentStore.from_state_dict(torch.load(path, weights_only=True))
-    _, _, channel, wrapped, store = _env_and_store(env)
+    _, _, channel, wrapped, store = _env_and_store(env, next_obs)
     run = load_run(run_dir)
     for e in range(episodes):
         policy = run.agent.expert_policy(seed=10_000 + e)
-        collect_episodes(wrapped, policy, 1, store, sparse_channel=channel, seed=10_000 + e)
+        collect_episodes(
+            wrapped,
+            policy,
+            1,
+            store,
+            sparse_channel=channel,
+            use_dense_features=not next_obs,
+            seed=10_000 + e,
+        )
     print(f"{env}: {episodes} episodes of {run_dir} (env steps {run.env_steps}), {len(store)} steps")
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -298,7 +328,8 @@ def expert_store(env: str, run_dir: str, episodes: int, cache: Path | None) -> S
 
 
 def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
-    """``loss[+bc][+bf16][:K][@E]`` → (RewardConfig keys, epoch cap or None)."""
+    """``loss[+bc][+bf16][:K][@E]`` → (RewardConfig keys, epoch cap or None). ``loss`` ``rrd`` is RRD's model
+    (``reward.name: rrd``, its own network, Adam and batch; ``+lrX`` sets ``reward.rrd.lr``)."""
     cap = None
     if "@" in text:
         text, cap_text = text.split("@", 1)
@@ -308,7 +339,12 @@ def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
         text, k_text = text.split(":", 1)
         k = int(k_text)
     parts = text.split("+")
-    keys = dict(base, loss=parts[0], bias_correction=False)  # (the plain form unless +bc)
+    if parts[0] == "rrd":  # RRD's own network and optimiser: only the fit's shared keys carry over
+        keys = dict(
+            name="rrd", max_epochs=base["max_epochs"], patience=base["patience"], bias_correction=False
+        )
+    else:
+        keys = dict(base, loss=parts[0], bias_correction=False)  # (the plain form unless +bc)
     for flag in parts[1:]:
         if flag == "bc":
             keys["bias_correction"] = True
@@ -319,7 +355,10 @@ def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
         elif flag in ("refit", "warm"):
             keys["_refit"] = flag
         elif flag.startswith("lr"):
-            keys["lr"] = float(flag[2:])
+            if keys.get("name") == "rrd":
+                keys["rrd"] = RRDConfig(lr=float(flag[2:]))
+            else:
+                keys["lr"] = float(flag[2:])
         elif flag.startswith("patience") and flag[8:].isdigit():
             keys["patience"] = int(flag[8:])
         elif flag.startswith("polish") and flag[6:].isdigit():
@@ -348,8 +387,17 @@ def bench_quality(args: argparse.Namespace) -> None:
             k: getattr(config.reward, k) for k in ("ensemble_size", "hidden", "dropout", "lr", "batch_size")
         }
         base.update(max_epochs=args.epochs, patience=args.patience)
+        options = args.options.split(",")
         store = quality_store(env, args.episodes, cache)
         held_out = expert_store(env, experts[env], args.expert_episodes, cache) if env in experts else None
+        if any(o.split("+")[0].split(":")[0].split("@")[0] == "rrd" for o in options):
+            # RRD reads [s, a, s']: the same episodes again (same seeds), with next observations
+            rrd_store = quality_store(env, args.episodes, cache, next_obs=True)
+            rrd_held_out = (
+                expert_store(env, experts[env], args.expert_episodes, cache, next_obs=True)
+                if env in experts
+                else None
+            )
         print(
             f"{env}: {store.num_segments} segments, {len(store)} steps; epochs<={args.epochs}, patience "
             f"{args.patience}, K={base['ensemble_size']}, hidden {base['hidden']}, batch {base['batch_size']}; "
@@ -358,17 +406,25 @@ def bench_quality(args: argparse.Namespace) -> None:
             flush=True,
         )
         summary: dict[str, list[tuple[float, ...]]] = {}
-        for option in args.options.split(","):
+        for option in options:
             keys, _ = parse_option(option, base)
             refit = keys.pop("_refit", None)
             polish = keys.pop("_polish", 0)
+            is_rrd = keys.get("name") == "rrd"
+            if is_rrd and (refit or polish):
+                raise SystemExit(
+                    f"bench_reward_fit: option '{option}': +refit, +warm and +polish are ReSymNet's"
+                )
+            fit_fn, store_here, held_here = (
+                (fit_rrd_model, rrd_store, rrd_held_out) if is_rrd else (fit_resymnet_model, store, held_out)
+            )
             if refit and held_out is None:
                 raise SystemExit(
                     f"bench_reward_fit: option '{option}' refits on expert episodes: give --expert-run"
                 )
             for seed in seeds:
                 t0 = time.perf_counter()
-                model, fit = fit_resymnet_model(store, RewardConfig(**keys), seed=seed)
+                model, fit = fit_fn(store_here, RewardConfig(**keys), seed=seed)
                 wall = time.perf_counter() - t0
                 if polish:
                     # The cheap fit, then P epochs of eq. 1 from its members (same split), the learning rate
@@ -394,9 +450,9 @@ def bench_quality(args: argparse.Namespace) -> None:
                     )  # fmt: skip
                     wall = time.perf_counter() - t0
                 expert = float("nan")
-                if held_out is not None:
+                if held_here is not None:
                     expert = float(
-                        pearson_correlation(model.predict(held_out.features), held_out.true_sparse)
+                        pearson_correlation(model.predict(held_here.features), held_here.true_sparse)
                     )
                 val_mse = statistics.mean(fit.best_val_loss)
                 print(
