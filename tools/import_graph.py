@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
         "prism.checks",
         "prism.devices",
         "prism.errors",
+        "prism.interrupt",
         "prism.memory",
         "prism.registry",
         "prism.seeding",

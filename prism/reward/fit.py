@@ -23,6 +23,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 
+from prism import interrupt
 from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
@@ -32,7 +33,6 @@ from prism.reward.fitter import FitSummary, FittedReward
 from prism.reward.quality import score_validation
 from prism.reward.resymnet import ReSymNetRewardModel
 from prism.reward.trajectory_sum_module import TrajectorySumModule
-from prism.run import interrupt
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

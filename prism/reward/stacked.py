@@ -33,6 +33,7 @@ from lightning.pytorch.loggers import Logger
 from torch import Tensor
 from torchmetrics import PearsonCorrCoef
 
+from prism import interrupt
 from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
@@ -55,7 +56,6 @@ from prism.reward.member_adamw import MemberAdamW
 from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 from prism.reward.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
 from prism.reward.trajectory_sum_module import TrajectorySumModule
-from prism.run import interrupt
 
 
 class StackedRewardModule(TrajectorySumModule):

@@ -8,7 +8,7 @@ evaluate`` do with a run folder.
   :mod:`~prism.run.checkpoint_files` (file names, atomic writes, the damaged-file fallback);
 - :mod:`~prism.run.continuation` (``--resume`` to more cycles), :mod:`~prism.run.lock` (one writer per run
   folder), :mod:`~prism.run.clock` (training time across a run's processes), :mod:`~prism.run.layout` (a run
-  folder's file names), :mod:`~prism.run.interrupt` (Ctrl-C → exit 130), :mod:`~prism.run.outputs` (the
+  folder's file names), :mod:`~prism.run.outputs` (the
   final files), :mod:`~prism.run.hparams` (TensorBoard's HParams tab).
 
 Importing this package imports none of them (nor Lightning): ``prism fit --resume`` and ``prism evaluate``

@@ -21,6 +21,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from prism import interrupt
 from prism._warnings import silence_library_noise
 from prism.config import (
     ConfigError,
@@ -44,7 +45,6 @@ from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.loop.progress import PhaseProgressBar, Progress
 from prism.loop.progress_lines import make_progress
 from prism.registry import AGENTS, REWARDS, RewardEntry
-from prism.run import interrupt
 from prism.run.checkpoint import attach_checkpointing
 from prism.run.checkpoint_files import load_checkpoint, resume_line, set_aside
 from prism.run.continuation import (
