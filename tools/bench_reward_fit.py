@@ -387,17 +387,31 @@ def bench_quality(args: argparse.Namespace) -> None:
             k: getattr(config.reward, k) for k in ("ensemble_size", "hidden", "dropout", "lr", "batch_size")
         }
         base.update(max_epochs=args.epochs, patience=args.patience)
-        options = args.options.split(",")
-        store = quality_store(env, args.episodes, cache)
-        held_out = expert_store(env, experts[env], args.expert_episodes, cache) if env in experts else None
-        if any(o.split("+")[0].split(":")[0].split("@")[0] == "rrd" for o in options):
-            # RRD reads [s, a, s']: the same episodes again (same seeds), with next observations
-            rrd_store = quality_store(env, args.episodes, cache, next_obs=True)
-            rrd_held_out = (
-                expert_store(env, experts[env], args.expert_episodes, cache, next_obs=True)
+        # Every option parsed and checked before anything is collected or fitted (a bad option fails at once).
+        parsed = []
+        for option in args.options.split(","):
+            keys, _ = parse_option(option, base)
+            refit, polish = keys.pop("_refit", None), keys.pop("_polish", 0)
+            is_rrd = keys.get("name") == "rrd"
+            if is_rrd and (refit or polish):
+                raise SystemExit(
+                    f"bench_reward_fit: option '{option}': +refit, +warm and +polish are ReSymNet's"
+                )
+            if refit and env not in experts:
+                raise SystemExit(
+                    f"bench_reward_fit: option '{option}' refits on expert episodes: give --expert-run"
+                )
+            parsed.append((option, keys, refit, polish, is_rrd))
+        # ReSymNet reads [s, a, r_dense], RRD [s, a, s']: each collects the same episodes (same seeds).
+        stores = {}
+        for is_rrd in sorted({entry[4] for entry in parsed}):
+            held = (
+                expert_store(env, experts[env], args.expert_episodes, cache, is_rrd)
                 if env in experts
                 else None
             )
+            stores[is_rrd] = (quality_store(env, args.episodes, cache, next_obs=is_rrd), held)
+        store, held_out = next(iter(stores.values()))
         print(
             f"{env}: {store.num_segments} segments, {len(store)} steps; epochs<={args.epochs}, patience "
             f"{args.patience}, K={base['ensemble_size']}, hidden {base['hidden']}, batch {base['batch_size']}; "
@@ -406,25 +420,12 @@ def bench_quality(args: argparse.Namespace) -> None:
             flush=True,
         )
         summary: dict[str, list[tuple[float, ...]]] = {}
-        for option in options:
-            keys, _ = parse_option(option, base)
-            refit = keys.pop("_refit", None)
-            polish = keys.pop("_polish", 0)
-            is_rrd = keys.get("name") == "rrd"
-            if is_rrd and (refit or polish):
-                raise SystemExit(
-                    f"bench_reward_fit: option '{option}': +refit, +warm and +polish are ReSymNet's"
-                )
-            fit_fn, store_here, held_here = (
-                (fit_rrd_model, rrd_store, rrd_held_out) if is_rrd else (fit_resymnet_model, store, held_out)
-            )
-            if refit and held_out is None:
-                raise SystemExit(
-                    f"bench_reward_fit: option '{option}' refits on expert episodes: give --expert-run"
-                )
+        for option, keys, refit, polish, is_rrd in parsed:
+            fit_fn = fit_rrd_model if is_rrd else fit_resymnet_model
+            store, held_out = stores[is_rrd]
             for seed in seeds:
                 t0 = time.perf_counter()
-                model, fit = fit_fn(store_here, RewardConfig(**keys), seed=seed)
+                model, fit = fit_fn(store, RewardConfig(**keys), seed=seed)
                 wall = time.perf_counter() - t0
                 if polish:
                     # The cheap fit, then P epochs of eq. 1 from its members (same split), the learning rate
@@ -450,9 +451,9 @@ def bench_quality(args: argparse.Namespace) -> None:
                     )  # fmt: skip
                     wall = time.perf_counter() - t0
                 expert = float("nan")
-                if held_here is not None:
+                if held_out is not None:
                     expert = float(
-                        pearson_correlation(model.predict(held_here.features), held_here.true_sparse)
+                        pearson_correlation(model.predict(held_out.features), held_out.true_sparse)
                     )
                 val_mse = statistics.mean(fit.best_val_loss)
                 print(
