@@ -46,9 +46,10 @@ through the sparse wrapper, the env's conf: hidden channel, p_rel), with the pap
     python tools/bench_reward_fit.py --quality --envs swimmer,halfcheetah --episodes 1000 --fit-seeds 0,1,2 \
         --options sum@3,randomized,randomized+bc --epochs 100 [--expert-run halfcheetah=RUN_DIR] [--stores DIR]
 
-Each option is ``loss[+bc][+strat][+bf16][+lrX][+patienceP][+refit|+warm][+polishP][:K][@E]`` (``+bc`` bias correction,
-``+strat`` ``reward.sampling: stratified``, ``+bf16`` bf16-mixed, ``+lrX`` / ``+patienceP`` that learning
-rate / patience, ``+polishP`` then P epochs of eq. 1 from the
+Each option is ``loss[+bc][+strat][+bf16][+lrX][+patienceP][+valV][+padded][+refit|+warm][+polishP][:K][@E]``
+(``+bc`` bias correction, ``+strat`` ``reward.sampling: stratified``, ``+bf16`` bf16-mixed, ``+lrX`` /
+``+patienceP`` that learning rate / patience, ``+valV`` ``reward.val_every: V``, ``+padded`` the padded batch
+layout (one batched pass of the K members) instead of the CPU's ragged one, ``+polishP`` then P epochs of eq. 1 from the
 fitted members on the same split, the learning rate going on from the first fit's schedule,
 ``:K`` sampled steps, default 64; ``@E`` caps that option's epochs, e.g. ``sum@3`` to time eq. 1's epochs
 without its hours). ``loss`` ``rrd`` is RRD's reward model instead (``reward.name: rrd``: its network on
@@ -363,6 +364,10 @@ def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
             keys["patience"] = int(flag[8:])
         elif flag.startswith("polish") and flag[6:].isdigit():
             keys["_polish"] = int(flag[6:])
+        elif flag.startswith("val") and flag[3:].isdigit():
+            keys["val_every"] = int(flag[3:])
+        elif flag == "padded":
+            keys["_layout"] = "padded"
         else:
             raise SystemExit(f"bench_reward_fit: --options: unknown flag '+{flag}' in '{text}'")
     if k is not None:
@@ -392,6 +397,7 @@ def bench_quality(args: argparse.Namespace) -> None:
         for option in args.options.split(","):
             keys, _ = parse_option(option, base)
             refit, polish = keys.pop("_refit", None), keys.pop("_polish", 0)
+            layout = keys.pop("_layout", "auto")
             is_rrd = keys.get("name") == "rrd"
             if is_rrd and (refit or polish):
                 raise SystemExit(
@@ -401,7 +407,7 @@ def bench_quality(args: argparse.Namespace) -> None:
                 raise SystemExit(
                     f"bench_reward_fit: option '{option}' refits on expert episodes: give --expert-run"
                 )
-            parsed.append((option, keys, refit, polish, is_rrd))
+            parsed.append((option, keys, refit, polish, is_rrd, layout))
         # ReSymNet reads [s, a, r_dense], RRD [s, a, s']: each collects the same episodes (same seeds).
         stores = {}
         for is_rrd in sorted({entry[4] for entry in parsed}):
@@ -420,12 +426,12 @@ def bench_quality(args: argparse.Namespace) -> None:
             flush=True,
         )
         summary: dict[str, list[tuple[float, ...]]] = {}
-        for option, keys, refit, polish, is_rrd in parsed:
+        for option, keys, refit, polish, is_rrd, layout in parsed:
             fit_fn = fit_rrd_model if is_rrd else fit_resymnet_model
             store, held_out = stores[is_rrd]
             for seed in seeds:
                 t0 = time.perf_counter()
-                model, fit = fit_fn(store, RewardConfig(**keys), seed=seed)
+                model, fit = fit_fn(store, RewardConfig(**keys), seed=seed, layout=layout)
                 wall = time.perf_counter() - t0
                 if polish:
                     # The cheap fit, then P epochs of eq. 1 from its members (same split), the learning rate
@@ -447,7 +453,7 @@ def bench_quality(args: argparse.Namespace) -> None:
                     t0 = time.perf_counter()
                     model, fit = fit_resymnet_model(
                         grown, RewardConfig(**keys, warm_start=refit == "warm"), seed=seed + 1,
-                        init=model if refit == "warm" else None,
+                        init=model if refit == "warm" else None, layout=layout,
                     )  # fmt: skip
                     wall = time.perf_counter() - t0
                 expert = float("nan")
@@ -461,7 +467,8 @@ def bench_quality(args: argparse.Namespace) -> None:
                     f"best {fit.best_epoch}, wall {wall / 60:.1f} min, val Pearson {fit.val_correlation:.3f}, "
                     f"val sum-MSE {val_mse:.4g}, expert Pearson "
                     + ("—" if held_out is None else f"{expert:.3f}")
-                    + f"; load={os.getloadavg()[0]:.2f}",
+                    + f"; CPU {fit.cpu_time_s:.0f} s (training {fit.train_cpu_s:.0f}, validation "
+                    f"{fit.validation_cpu_s:.0f}); load={os.getloadavg()[0]:.2f}",
                     flush=True,
                 )
                 summary.setdefault(option, []).append(

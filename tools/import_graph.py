@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
         "prism.errors",
         "prism.interrupt",
         "prism.memory",
+        "prism.phase_clock",
         "prism.registry",
         "prism.seeding",
         "prism.envs",

@@ -84,6 +84,11 @@ class PopulationAgent(Protocol):
         before every checkpoint, so a good checkpoint is never replaced by a broken state)."""
         ...
 
+    def divergence_steps(self) -> list[int | None]:
+        """Per member, the env step at which its critic loss was flagged as diverging (None: never;
+        :mod:`prism.agents.divergence`): ``summary.json``'s ``critic_divergence_step``."""
+        ...
+
     def runtime_state(self) -> dict[str, Any]:
         """Everything needed to continue bit for bit that is not a parameter or buffer (replay, envs
         mid-episode, samplers), as tensors and plain containers (loads with ``weights_only=True``)."""

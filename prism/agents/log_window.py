@@ -10,7 +10,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from prism.agents.divergence import warn
 from prism.errors import NonFiniteError, first_non_finite
+
+CRITIC_KEY = "train/critic"
+"""The logged training term the divergence watch reads (every built-in backbone logs its critic's TD loss so)."""
 
 
 class LogWindowMixin:
@@ -56,6 +60,20 @@ class LogWindowMixin:
         if bad is not None:
             raise NonFiniteError(*bad, env_step=self._steps)
 
+    def divergence_steps(self) -> list[int | None]:
+        """Per member, the env step its critic was flagged as diverging at (None: never)."""
+        return list(self.divergence.diverged_at)
+
+    def _watch_divergence(self, member: int, means: dict[str, float]) -> dict[str, float]:
+        """Feed the window's mean critic loss to the watch; on the window that first flags the member, warn
+        once and return the ``train/critic_diverged`` scalar."""
+        if CRITIC_KEY not in means:
+            return {}
+        if not self.divergence.observe(member, means[CRITIC_KEY], self._steps):
+            return {}
+        warn(self.divergence.warning(member, self.seeds[member], means[CRITIC_KEY]))
+        return {"train/critic_diverged": 1.0}
+
     # ---- logging --------------------------------------------------------------------------------------
     def _loggers(self) -> list[Any | None]:
         if self.member_loggers is not None:
@@ -80,6 +98,7 @@ class LogWindowMixin:
             metrics: dict[str, float] = {}
             if means is not None:
                 metrics.update(zip(self.train_keys, means[m]))
+                metrics.update(self._watch_divergence(m, metrics))
             if self._finished[m]:
                 returns = np.mean([r for r, _ in self._finished[m]], axis=0)
                 for name, value in zip(self.spec.objective_names, returns):

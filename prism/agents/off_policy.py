@@ -1,8 +1,7 @@
 """Env stepping and transition storage for off-policy backbones, for a population of S members.
 
-:class:`OffPolicyAgent` owns what every off-policy MORL backbone shares — in the spirit of SB3's
-``OffPolicyAlgorithm`` — so a backbone (e.g. :class:`prism.agents.capql.CAPQLAgent`) brings only its networks,
-optimisers, ``act`` and ``update``:
+:class:`OffPolicyAgent` owns what every off-policy MORL backbone shares (SB3's ``OffPolicyAlgorithm``'s
+part), so a backbone (:class:`prism.agents.capql.CAPQLModule`) brings only its networks, optimisers and update:
 
 - S envs (one per member), stepped together each env step with **one** batched policy forward;
 - per member: a reward shaper between env and replay, a replay ring, a training-preference stream, the
@@ -12,7 +11,7 @@ optimisers, ``act`` and ``update``:
   ``steps_per_batch`` (env step, update) iterations — fewer when a callback asked to see a step
   (:meth:`pause_at`) or the target is reached — so Lightning's per-batch cost is paid once per batch;
 - runtime state for checkpoints (:class:`~prism.agents.runtime_state.RuntimeStateMixin`) and the logging
-  window with its NaN/inf checks (:class:`~prism.agents.log_window.LogWindowMixin`).
+  window with its NaN/inf checks and critic-divergence watch (:class:`~prism.agents.log_window.LogWindowMixin`).
 
 Randomness, per member s with seed ``seeds[s]`` (streams from :func:`prism.seeding.derive_seed`): the env's
 resets, the random actions before ``learning_starts``, the release draws of its sparse wrapper (built by the
@@ -40,6 +39,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from prism.agents.builders import MemberEnvFactory, member_factory
+from prism.agents.divergence import DivergenceWatch
 from prism.agents.log_window import LogWindowMixin
 from prism.agents.preferences import cone_weights
 from prism.agents.runtime_state import RuntimeStateMixin
@@ -120,8 +120,8 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, StepTransferMixin, L.Lig
         self.steps_per_batch = max(1, steps_per_batch)
         self.target_env_steps = target_env_steps
         self.member_loggers: list[Any] | None = None
-        """Per member, a Lightning logger for its ``train/``, ``rollout/``, ``time/`` scalars (None: the
-        trainer's logger, for S = 1)."""
+        """Per member, the logger of its ``train/``, ``rollout/``, ``time/`` scalars (None: the trainer's)."""
+        self.divergence = DivergenceWatch(len(self.seeds))  # of train/critic (prism.agents.divergence)
 
         self.register_buffer("env_steps", torch.zeros((), dtype=torch.long))
         self._steps = 0  # python mirror of env_steps: control flow never reads the tensor

@@ -29,6 +29,7 @@ class RuntimeStateMixin:
             "episode_return": torch.from_numpy(self._episode_return.copy()),
             "episode_length": torch.from_numpy(self._episode_length.copy()),
             "n_updates": self._n_updates,
+            "divergence": self.divergence.state_dict(),
         }
 
     def load_runtime_state(self, state: dict[str, Any]) -> None:
@@ -54,3 +55,4 @@ class RuntimeStateMixin:
         self._episode_return = state["episode_return"].numpy().copy()
         self._episode_length = state["episode_length"].numpy().copy()
         self._n_updates = int(state["n_updates"])
+        self.divergence.load_state_dict(state.get("divergence"))  # absent before the watch: starts afresh

@@ -27,6 +27,7 @@ from prism.evaluation.records import append_csv, eval_row
 from prism.evaluation.result import EvalResult
 from prism.evaluation.rollout import evaluate_agent
 from prism.metrics.classes import evaluation_metrics
+from prism.phase_clock import PhaseClock
 
 __all__ = ["EvaluationCallback"]
 
@@ -97,6 +98,8 @@ class EvaluationCallback(Callback):
         self.metrics = evaluation_metrics(
             spec.ref_point, spec.n_objectives, cfg.eum_weights, cfg.vo_preferences, cfg.preference_seed
         )
+        self.phase_clock = PhaseClock()
+        """Times the evaluations (the run shares its own, :mod:`prism.phase_clock`)."""
         self.progress: Any | None = None
         """The run's terminal display (``prism.loop.progress.Progress``): a bar over each evaluation's
         episodes; None shows nothing."""
@@ -186,7 +189,8 @@ class EvaluationCallback(Callback):
         """Run one periodic evaluation now, record it and return it."""
         cfg = self.config
         env_steps = pl_module.env_step_count
-        result = self._rollout(pl_module, cfg)
+        with self.phase_clock.measure("eval_periodic"):
+            result = self._rollout(pl_module, cfg)
         self.last_result = result
         self._last_eval_step = env_steps
         self._next_eval = (env_steps // cfg.every + 1) * cfg.every
@@ -201,9 +205,10 @@ class EvaluationCallback(Callback):
         reusable = (
             cfg.final_equals_periodic() and self.last_result is not None and self._last_eval_step == env_steps
         )
-        result = (
-            self.last_result if reusable else self._rollout(pl_module, cfg.final_protocol(), "final_eval")
-        )
+        with self.phase_clock.measure("eval_final"):
+            result = (
+                self.last_result if reusable else self._rollout(pl_module, cfg.final_protocol(), "final_eval")
+            )
         assert result is not None
         if reusable and self.progress is not None:
             self.progress.note(

@@ -34,6 +34,7 @@ from prism.loop.fit_phase import fit_members, score_new_episodes
 from prism.loop.loop_state import PHASES, LoopSettings, LoopState
 from prism.loop.progress import Progress
 from prism.memory import release_freed_memory
+from prism.phase_clock import PhaseClock
 from prism.registry import REWARD_MODELS
 from prism.reward.fitter import RewardModel
 from prism.seeding import derive_seed
@@ -69,6 +70,8 @@ class PrismLoopCallback(Callback):
         :mod:`prism.loop.fit_phase`."""
         self.progress: Progress | None = None
         """The run's terminal display (:mod:`prism.loop.progress`), None: nothing shown."""
+        self.phase_clock = PhaseClock()
+        """Times the collections and fits (the run shares its own, :mod:`prism.phase_clock`)."""
 
     @property
     def store(self) -> SegmentStore | None:
@@ -285,14 +288,17 @@ class PrismLoopCallback(Callback):
             if phase == "init":
                 self._set_phase("collect_random" if s.needs_model else "rl", agent, trainer)
             elif phase == "collect_random":
-                self._collect(agent, trainer, random_policy=True)
+                with self.phase_clock.measure("collect_random"):
+                    self._collect(agent, trainer, random_policy=True)
                 self._set_phase("fit", agent, trainer)
             elif phase == "collect_expert":
-                self._collect(agent, trainer, random_policy=False)
+                with self.phase_clock.measure("collect_expert"):
+                    self._collect(agent, trainer, random_policy=False)
                 self.state.cycle += 1
                 self._set_phase("fit", agent, trainer)
             elif phase == "fit":
-                self._fit(agent, trainer)
+                with self.phase_clock.measure("fit"):
+                    self._fit(agent, trainer)
                 self._set_phase("rl", agent, trainer)
             else:  # rl or done
                 break

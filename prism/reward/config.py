@@ -83,6 +83,14 @@ class RewardConfig:
     """Upper bound on training epochs."""
     patience: int = 20
     """Epochs without a validation improvement before a member stops (its best weights are restored)."""
+    val_every: int = 1
+    """Validate every ``val_every``-th epoch (0-based epochs ``val_every − 1``, ``2·val_every − 1``, …) instead
+    of every epoch: a validation pass runs the ensemble over every step of the whole validation split, so on
+    long episodes with the randomized loss it costs more than the sampled training epoch (docs/benchmarks.md).
+    Early stopping stays on whole validation segments: a member's best epoch is the best *validated* epoch,
+    those are the weights restored, ``patience`` still counts epochs (a member stops at the first validation
+    ``patience`` or more epochs after its best), and the fit's reported validation scores the restored model
+    on the whole split. 1 (the paper's) by default."""
     val_fraction: float = 0.2
     """Fraction of segments held out for validation (split by segment, seeded)."""
     threads: int = 0
@@ -166,6 +174,7 @@ class RewardConfig:
         checks.positive("reward.batch_size", self.batch_size)
         checks.positive("reward.max_epochs", self.max_epochs)
         checks.positive("reward.patience", self.patience)
+        checks.positive("reward.val_every", self.val_every)
         checks.in_open_unit_interval("reward.val_fraction", self.val_fraction)
         checks.non_negative("reward.threads", self.threads)
         checks.require(

@@ -29,6 +29,7 @@ from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
 from prism.reward.fit_loggers import log_fit_summary
+from prism.reward.fit_timer import FitClock
 from prism.reward.fitter import FitSummary, FittedReward
 from prism.reward.quality import score_validation
 from prism.reward.resymnet import ReSymNetRewardModel
@@ -149,6 +150,7 @@ def fit_trainer(
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
+        check_val_every_n_epoch=config.val_every,  # (reward.val_every: early stopping on validated epochs)
         log_every_n_steps=1,
         callbacks=list(callbacks),
     )
@@ -162,10 +164,13 @@ def summarise_fit(
     networks: slice,
     *,
     wall_time_s: float,
+    clock: FitClock | None = None,
 ) -> FitSummary:
     """The :class:`FitSummary` of a fitted ``model`` (on the CPU) whose networks are ``module``'s ``networks``
-    (all of a lone fit's; one store's slice of a stacked fit's): the validation split of ``dm`` scored once."""
+    (all of a lone fit's; one store's slice of a stacked fit's): the validation split of ``dm`` scored once.
+    ``clock``: the fit's CPU clock, read after the scoring (its total includes it)."""
     validation, expert = score_validation(model, store, dm.val_segments)
+    cpu = clock.read() if clock is not None else None
     epoch_seconds = module.epoch_seconds
     return FitSummary(
         epochs_run=module.epochs_run[networks].tolist(),
@@ -178,6 +183,9 @@ def summarise_fit(
         validation=validation,
         validation_expert=expert,
         val_segments=dm.val_segments.clone(),
+        cpu_time_s=None if cpu is None else cpu[0],
+        train_cpu_s=None if cpu is None else cpu[1],
+        validation_cpu_s=None if cpu is None else cpu[2],
     )
 
 
@@ -188,10 +196,17 @@ class FitSnapshots(Callback):
     progress, the data module's shuffle streams) with :class:`TrajectorySumModule`'s own state, plus the fit's
     wall seconds so far; :func:`fit_resymnet_model` ``resume=`` goes on from it."""
 
-    def __init__(self, on_snapshot: Callable[[bytes], None], every_s: float, carried_s: float = 0.0):
+    def __init__(
+        self,
+        on_snapshot: Callable[[bytes], None],
+        every_s: float,
+        carried_s: float = 0.0,
+        clock: FitClock | None = None,
+    ):
         self.on_snapshot = on_snapshot
         self.every_s = float(every_s)
         self.carried_s = carried_s
+        self.clock = clock
         self._start = self._last = time.perf_counter()
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -203,6 +218,8 @@ class FitSnapshots(Callback):
             logger.save()  # logs on from the epoch after it; a kill must not lose what came before)
         checkpoint = trainer._checkpoint_connector.dump_checkpoint(weights_only=False)
         checkpoint["prism_fit_wall_s"] = self.carried_s + now - self._start
+        if self.clock is not None:
+            checkpoint["prism_fit_cpu_s"] = self.clock.read()[0]
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
         self.on_snapshot(buffer.getvalue())
@@ -329,9 +346,10 @@ def fit_trajectory_sums(
     # fork_rng: the fit seeds torch's global RNG (dropout masks come from it) without disturbing the caller's
     # stream, so a refit in the middle of an RL run leaves the agent's randomness as it was.
     carried_s = snapshot_wall_s(resume)
-    callbacks = list(callbacks)
+    clock = FitClock(resume)
+    callbacks = [*callbacks, clock.timer]
     if on_snapshot is not None:
-        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s))
+        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
     with (
         quiet_lightning(),
         torch.random.fork_rng(devices=[]),
@@ -356,7 +374,13 @@ def fit_trajectory_sums(
     model = recipe.model(module, dm)
     model.eval()
     summary = summarise_fit(
-        model, store, dm, module, slice(None), wall_time_s=carried_s + time.perf_counter() - start
+        model,
+        store,
+        dm,
+        module,
+        slice(None),
+        wall_time_s=carried_s + time.perf_counter() - start,
+        clock=clock,
     )
     if logger is not None:
         log_fit_summary(logger, summary, log_prefix)

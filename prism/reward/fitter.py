@@ -70,6 +70,12 @@ class FitSummary:
     """The same on the split's segments collected by a trained policy (None before the first expert collection)."""
     val_segments: Tensor = field(repr=False)
     """The store's segment indices in the validation split."""
+    cpu_time_s: float | None = None
+    """The fit's CPU seconds in all (a stacked fit's, shared by its stores), its final scoring included."""
+    train_cpu_s: float | None = None
+    """Of which in training epochs."""
+    validation_cpu_s: float | None = None
+    """Of which in the per-epoch validation passes (early stopping's loss on whole validation segments)."""
 
     @property
     def val_correlation(self) -> float:

@@ -50,6 +50,7 @@ from prism.reward.fit import (
     summarise_fit,
 )
 from prism.reward.fit_loggers import StoreRoutedLogger, log_fit_summary
+from prism.reward.fit_timer import FitClock
 from prism.reward.fitter import FittedReward
 from prism.reward.losses import segment_sums
 from prism.reward.member_adamw import MemberAdamW
@@ -269,9 +270,10 @@ def fit_reward_models_stacked(
     data = stacked_data(stores, config, seeds)
     logger = StoreRoutedLogger(loggers, config.ensemble_size) if loggers else False
     carried_s = snapshot_wall_s(resume)
-    callbacks = list(callbacks)
+    clock = FitClock(resume)
+    callbacks = [*callbacks, clock.timer]
     if on_snapshot is not None:
-        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s))
+        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
     with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
         module = StackedRewardModule(data.dms[0].in_features, config, seeds)
         trainer = fit_trainer(device, config, logger, callbacks)
@@ -289,7 +291,7 @@ def fit_reward_models_stacked(
     fitted = []
     for s, (model, store, dm) in enumerate(zip(models, stores, data.dms)):
         networks = slice(s * module.k, (s + 1) * module.k)
-        summary = summarise_fit(model, store, dm, module, networks, wall_time_s=elapsed)
+        summary = summarise_fit(model, store, dm, module, networks, wall_time_s=elapsed, clock=clock)
         if loggers:
             log_fit_summary(loggers[s], summary)
         fitted.append(FittedReward(model, summary))

@@ -81,6 +81,8 @@ def collect_state(run) -> dict[str, Any]:
         "rng": _global_rng_state(),
         # The run's time so far, across its processes (None once an older checkpoint made it unknown).
         "time": run.clock.state_dict(),
+        # Its time per phase so far, an open phase's included (a fit snapshot is saved inside the fit phase).
+        "phase_time": run.phases.state_dict(),
     }
 
 
@@ -102,6 +104,7 @@ def restore_state(run, state: dict[str, Any]) -> None:
         member.evaluation.load_state_dict(evaluation_state)
     _set_global_rng_state(state["rng"])
     run.clock.carry(state.get("time"))  # absent in checkpoints written before runs carried their time
+    run.phases.load_state_dict(state.get("phase_time"))  # absent before phase times: counted from zero
 
 
 class RunCheckpointer(Callback):

@@ -44,6 +44,7 @@ from prism.evaluation.records import truncate_eval_csv
 from prism.loop.phases import LoopSettings, PrismLoopCallback
 from prism.loop.progress import PhaseProgressBar, Progress
 from prism.loop.progress_lines import make_progress
+from prism.phase_clock import PhaseClock
 from prism.registry import AGENTS, REWARDS, RewardEntry
 from prism.run.checkpoint import attach_checkpointing
 from prism.run.checkpoint_files import load_checkpoint, resume_line, set_aside
@@ -174,6 +175,11 @@ def build_run(
             for member in members:
                 member.evaluation.progress = progress
         callbacks.append(PhaseProgressBar(loop, progress=progress))
+    # Where the run's time goes (summary.json's phase_times): the loop and the evaluations time their phases.
+    phases = PhaseClock()
+    loop.phase_clock = phases
+    for member in members:
+        member.evaluation.phase_clock = phases
     trainer = L.Trainer(
         accelerator=accelerator(config.device),
         devices=1,
@@ -187,7 +193,7 @@ def build_run(
         num_sanity_val_steps=0,
         log_every_n_steps=1,
     )
-    return Run(config, spec, run_dir, agent, loop, members, trainer)
+    return Run(config, spec, run_dir, agent, loop, members, trainer, phases=phases)
 
 
 def write_member_configs(run: Run) -> None:

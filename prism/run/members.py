@@ -18,6 +18,7 @@ from prism.config import RunConfig
 from prism.envs import EnvSpec
 from prism.evaluation.callback import EvaluationCallback
 from prism.loop.phases import PrismLoopCallback
+from prism.phase_clock import PhaseClock
 from prism.run.clock import RunClock
 
 __all__ = ["Member", "Run", "member_config", "member_run_dirs"]
@@ -49,6 +50,8 @@ class Run:
     trainer: L.Trainer
     clock: RunClock = field(default_factory=RunClock)
     """The run's training time, this process's and across its processes (:mod:`prism.run.clock`)."""
+    phases: PhaseClock = field(default_factory=PhaseClock)
+    """The run's time per phase (:mod:`prism.phase_clock`), shared with the loop and the evaluations."""
 
     @property
     def population(self) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 from prism._text import counted
 from prism.config.methods import run_label
 from prism.evaluation.records import eval_row
+from prism.phase_clock import phase_breakdown
 from prism.run.clock import RunTimes
 from prism.run.hparams import log_hparams
 from prism.run.layout import SUMMARY_CSV, SUMMARY_JSON
@@ -87,8 +88,12 @@ def _write_member_outputs(run: Run, member: Member, times: RunTimes) -> None:
         "wall_time_s": times.wall_s,
         "cpu_time_s": times.cpu_s,
         "wall_time_s_last_process": times.wall_s_this_process,
+        # Where that time went (prism.phase_clock): collections, fits, evaluations, and the rest (RL).
+        "phase_times": phase_breakdown(run.phases.state_dict(), times.cpu_s, times.wall_s),
         "final_protocol": final_protocol(member),
         "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},
+        # The env step at which the critic loss was flagged as diverging (None: never; prism.agents.divergence).
+        "critic_divergence_step": run.agent.divergence_steps()[member.index],
         # One record per reward fit (prism.loop.phases.fit_record): store sizes, epochs, and the model's
         # quality on its validation split and on the episodes collected just before it (empty without a model).
         "reward_fits": user_fit_records(run.loop.state.member_fits(member.index)),
