@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+from prism.experiments.costs import run_cost
 from prism.experiments.grid import METRICS, Cell
 
 PAPER = Path(__file__).resolve().parent / "paper_results.csv"
@@ -88,6 +89,9 @@ def collect(cells: list[Cell], out: Path) -> dict[tuple[str, str], dict[str, lis
             ]
         )
         entry["fits"].append(read_fit_records(run_dir))
+        entry.setdefault("costs", []).append(
+            run_cost(json.loads((run_dir / "summary.json").read_text() or "{}"))
+        )
     return table
 
 

@@ -149,6 +149,17 @@ class TakeOff:
 
 
 @dataclass(frozen=True)
+class CostGate:
+    """A bound on what an arm's seeds cost: the median CPU time of ``arm``'s seeds in ``env`` over that of
+    ``reference``'s must be at most ``max_ratio`` (the report says whether it holds; :mod:`prism.experiments.costs`)."""
+
+    env: str
+    arm: str
+    reference: str
+    max_ratio: float
+
+
+@dataclass(frozen=True)
 class Cell:
     """One run of a grid: (env, arm, seed); ``source`` is the folder of a joined arm's grid (None: this one's)."""
 
@@ -190,6 +201,10 @@ class Preset:
     """Further named aggregates, each over its own arms and envs (e.g. a peer arm run in only some envs)."""
     take_off: TakeOff | None = None
     """The report's take-off count and objective curves (None: none)."""
+    cost_table: bool = False
+    """The report has a table of each arm's CPU time per seed and phase (:mod:`prism.experiments.costs`)."""
+    cost_gates: tuple[CostGate, ...] = ()
+    """Bounds on arms' CPU time, each judged in the cost table."""
 
     def aggregates(self) -> tuple[Aggregate, ...]:
         """The report's aggregates: the main one (if any), then the named ones."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from prism.experiments import stats
 from prism.experiments.collect import collect, copy_run_files, paper_values
+from prism.experiments.costs import cost_section
 from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
@@ -149,6 +150,11 @@ def write_report(
             *fit_table(preset, table),
             "",
         ]
+    if preset.cost_table:
+        cost_lines, cost_rows = cost_section(preset, table)
+        if cost_rows:
+            _write_csv(results / "costs.csv", cost_rows)
+            sections += [*cost_lines, ""]
     take_off_lines, take_off_rows = take_off_section(preset, table)
     if take_off_rows:
         _write_csv(results / "takeoff.csv", take_off_rows)
