@@ -101,6 +101,14 @@ class JoinedArms:
     or absolute."""
     label: str
     """Where the runs come from, as the report says it (e.g. the other preset's name)."""
+    renamed: tuple[tuple[str, str], ...] = ()
+    """(arm here, its name there) for an arm read from a folder of another name (e.g. ``("a-prism",
+    "e-prism-fast")``: a reused run must have the config this grid would give it, apart from labels —
+    tests/test_ablation_study.py checks that); an arm not listed has the same name in both grids."""
+
+    def source_arm(self, arm: str) -> str:
+        """The folder name of this grid's ``arm`` in the other grid."""
+        return dict(self.renamed).get(arm, arm)
 
     def folder(self) -> Path:
         path = Path(self.runs)
@@ -167,9 +175,11 @@ class Cell:
     method: str
     seed: int
     source: Path | None = None
+    source_method: str | None = None
+    """The arm's folder name in ``source`` when it differs from ``method`` (a reused arm, :class:`JoinedArms`)."""
 
     def run_dir(self, out: Path) -> Path:
-        return (self.source or out) / self.env / self.method / f"seed{self.seed}"
+        return (self.source or out) / self.env / (self.source_method or self.method) / f"seed{self.seed}"
 
 
 @dataclass(frozen=True)
@@ -230,7 +240,10 @@ class Preset:
                     if self.arm(m).seeds is not None and s not in self.arm(m).seeds:
                         continue
                     join = self.joined_source(e, m)
-                    cells.append(Cell(e, m, s, join.folder() if join else None))
+                    source = join.source_arm(m) if join else None
+                    cells.append(
+                        Cell(e, m, s, join.folder() if join else None, source if source != m else None)
+                    )
         return cells
 
     def overrides_for(self, env: str) -> tuple[str, ...]:

@@ -1,9 +1,9 @@
 """The presets of this round's studies: ``fit-cost`` (issue 61: a PRISM seed's cost with the fast fit, and its
-swimmer gate)."""
+swimmer gate) and ``ablation-study`` (issue 62: the paper's ablation tables at study scale)."""
 
 from __future__ import annotations
 
-from prism.experiments.grid import Arm, CostGate, JoinedArms, Preset, Ratio
+from prism.experiments.grid import Aggregate, Arm, CostGate, JoinedArms, Preset, Ratio
 from prism.experiments.scales import CPU_MEDIUM_OVERRIDES, TABLE1_STUDY_RUNS
 
 FAST_FIT_OVERRIDES = ("reward.loss=randomized", "reward.val_every=5", "reward.warm_start=true")
@@ -37,3 +37,82 @@ FIT_COST = Preset(
     ),
 )
 """A PRISM seed with the fast fit, and its swimmer gate (docs/results/fit-cost)."""
+
+FIT_COST_RUNS = "docs/results/fit-cost/runs"
+"""fit-cost's committed run files (its swimmer e-prism-fastfit seeds are ablation-study's swimmer a-prism)."""
+
+ABLATION_ARMS = (
+    ("a-prism", "prism", ()),
+    ("a-wo-residual", "wo_residual", ()),
+    ("a-wo-dense", "wo_dense", ()),
+    ("a-wo-ensemble", "wo_ensemble", ()),
+    # The paper's "trained only on the first random episodes": one fit, never refit, and the same RL budget in
+    # one cycle (the overlay's M = 200 000 is the paper's budget; this grid's is 2 × 25 000).
+    ("a-wo-refinement", "wo_refinement", ("loop.cycles=1", "loop.steps_per_cycle=50000")),
+    ("a-wo-loss", "wo_loss", ()),
+)
+"""(arm, method overlay, overrides of its own) of the learned arms: each with the fast fit."""
+
+ABLATION_STUDY = Preset(
+    envs=("swimmer", "walker"),
+    methods=(
+        *(name for name, _, _ in ABLATION_ARMS),
+        "a-uniform",
+        "a-random",
+        "e-oracle",
+        "e-baseline",
+    ),
+    seeds=tuple(range(5)),
+    overrides=CPU_MEDIUM_OVERRIDES,
+    arms=(
+        *(
+            Arm(name, method, "equal", (*FAST_FIT_OVERRIDES, *extra), per_seed=True)
+            for name, method, extra in ABLATION_ARMS
+        ),
+        # No fit: the fast fit's keys would only make their configs differ from the reused runs'.
+        Arm("a-uniform", "uniform", "equal", per_seed=True),
+        Arm("a-random", "random", "equal", per_seed=True),
+        Arm("e-oracle", "oracle", "equal"),
+        Arm("e-baseline", "baseline", "equal"),
+    ),
+    joined=(
+        JoinedArms("swimmer", ("e-oracle", "e-baseline"), TABLE1_STUDY_RUNS, "table1-study"),
+        JoinedArms("walker", ("e-oracle", "e-baseline"), TABLE1_STUDY_RUNS, "table1-study"),
+        # Runs whose config is this grid's apart from labels (tests/test_ablation_study.py), read, not rerun.
+        JoinedArms(
+            "swimmer", ("a-prism",), FIT_COST_RUNS, "fit-cost", renamed=(("a-prism", "e-prism-fastfit"),)
+        ),
+        JoinedArms(
+            "walker", ("a-uniform",), TABLE1_STUDY_RUNS, "table1-study", renamed=(("a-uniform", "e-uniform"),)
+        ),
+    ),
+    ratios=(
+        *(Ratio(name, "a-prism", f"ablation: {name[2:]}") for name, _, _ in ABLATION_ARMS[1:]),
+        Ratio("a-uniform", "a-prism", "uniform R/T + SymReg"),
+        Ratio("a-random", "a-prism", "random redistribution + SymReg"),
+        Ratio("a-prism", "e-baseline", "PRISM with the fast fit vs the sparse baseline"),
+        Ratio("a-prism", "e-oracle", "PRISM with the fast fit vs the oracle"),
+    ),
+    aggregate=Aggregate(
+        normaliser="e-oracle",
+        arms=(*(name for name, _, _ in ABLATION_ARMS), "a-uniform", "a-random", "e-oracle", "e-baseline"),
+        improvements=tuple(
+            ("a-prism", other)
+            for other in (*(name for name, _, _ in ABLATION_ARMS[1:]), "a-uniform", "a-random", "e-baseline")
+        ),
+    ),
+    cost_table=True,
+    description=(
+        "The paper's ablation tables (its Table 2 and the ReSymNet table with uniform and random "
+        "redistribution) on mo-swimmer-v5 and mo-walker2d-v5 at table1-study's budget: 2 × 25 000 RL steps "
+        "(equal budget; w/o refinement: one cycle of 50 000), N = 1000 random and E = 50 expert episodes "
+        "(the paper's E = 1000 would double a refit's data), ReSymNet ≤ 100 fit epochs (patience 20) with the "
+        "fast fit (conf/fit/fast.yaml) for every learned arm, SymReg with each env's λ except w/o loss, final "
+        "evaluation 100 weights × 5 episodes, 5 seeds per arm. e-oracle and e-baseline are table1-study's (its "
+        "swimmer runs have N = 250 in their config, which methods without a reward model never collect; "
+        "every other setting equal, and on the CPU agent.cuda_graph auto is false); "
+        "swimmer's a-prism is fit-cost's e-prism-fastfit and walker2d's a-uniform table1-study's e-uniform "
+        "(same configs apart from labels), read, not rerun."
+    ),
+)
+"""The paper's ablations at study scale (docs/results/ablation-study)."""

@@ -34,7 +34,10 @@ def fmt(mean: float, se: float) -> str:
 def arm_label(preset: Preset, env: str, arm: str) -> str:
     """The arm's name in markdown: a joined arm says whose runs it reads (``e-oracle ← protocol-study``)."""
     join = preset.joined_source(env, arm)
-    return f"{arm} ← {join.label}" if join else arm
+    if join is None:
+        return arm
+    source = join.source_arm(arm)
+    return f"{arm} ← {join.label}" + (f" {source}" if source != arm else "")
 
 
 def arm_table(preset: Preset, table: Table, paper: PaperValues) -> tuple[list[str], list[dict]]:
