@@ -11,12 +11,15 @@ FAST_FIT_OVERRIDES = ("reward.loss=randomized", "reward.val_every=5", "reward.wa
 
 FIT_COST = Preset(
     envs=("swimmer",),
-    methods=("e-prism-fastfit", "e-prism-fast", "e-oracle"),
+    methods=("e-prism-fastfit", "e-oracle-rerun", "e-prism-fast", "e-oracle"),
     seeds=tuple(range(5)),
     overrides=CPU_MEDIUM_OVERRIDES,
     arms=(
         # table1-study's e-prism-fast (N = 1000, the randomized loss) with the rest of the fast fit.
         Arm("e-prism-fastfit", "prism", "equal", FAST_FIT_OVERRIDES, per_seed=True),
+        # table1-study's e-oracle again (its config: swimmer's N = 250 there), on the machine that runs the fast
+        # fit: CPU seconds are comparable only on one machine, and the final HV must equal table1-study's.
+        Arm("e-oracle-rerun", "oracle", "equal", ("loop.initial_episodes=250",), per_seed=True),
         Arm("e-prism-fast", "prism", "equal", ("reward.loss=randomized",)),
         Arm("e-oracle", "oracle", "equal"),
     ),
@@ -24,16 +27,23 @@ FIT_COST = Preset(
     ratios=(
         Ratio("e-prism-fastfit", "e-prism-fast", "the fast fit's gate (HV ≥ 0.98)"),
         Ratio("e-prism-fastfit", "e-oracle", "equal budget"),
+        Ratio("e-oracle-rerun", "e-oracle", "the same runs on another machine (1.00 exactly: deterministic)"),
     ),
     cost_table=True,
-    cost_gates=(CostGate("swimmer", "e-prism-fastfit", "e-oracle", 1.5),),
+    # The gate as the issue states it (against table1-study's committed e-oracle), and on one machine.
+    cost_gates=(
+        CostGate("swimmer", "e-prism-fastfit", "e-oracle-rerun", 1.5),
+        CostGate("swimmer", "e-prism-fastfit", "e-oracle", 1.5),
+    ),
     description=(
         "A PRISM seed's cost with the fast fit (conf/fit/fast.yaml: the randomized loss, validation every "
         "5th epoch, refits warm-started from the previous cycle's members) on mo-swimmer-v5 at table1-study's "
         "budget: 2 × 25 000 RL steps, the equal-budget protocol, N = 1000 random and E = 50 expert episodes, "
         "ReSymNet ≤ 100 fit epochs (patience 20), final evaluation 100 weights × 5 episodes, 5 seeds. "
         "e-prism-fast (the randomized loss alone, N = 1000) and e-oracle are table1-study's runs, joined, "
-        "not rerun. The gate: median CPU time ≤ 1.5 × e-oracle's, and mean final HV ≥ 0.98 × e-prism-fast's."
+        "not rerun; e-oracle-rerun is that e-oracle run again on the machine of the e-prism-fastfit seeds, "
+        "since CPU seconds compare only on one machine. The gate: median CPU time ≤ 1.5 × the oracle's, and "
+        "mean final HV ≥ 0.98 × e-prism-fast's."
     ),
 )
 """A PRISM seed with the fast fit, and its swimmer gate (docs/results/fit-cost)."""
