@@ -161,11 +161,12 @@ class CAPQLModule(OffPolicyAgent):
             else base_actor
         )
         critic_in = spec.obs_dim + spec.act_dim + n_obj
+        norm = config.critic_layer_norm
         self.critic = VectorCriticEnsemble(
-            critic_in, n_obj, config.critic_hidden, config.n_critics, members=members, generators=init
+            critic_in, n_obj, config.critic_hidden, config.n_critics, members, init, layer_norm=norm
         )
         self.critic_target = VectorCriticEnsemble(
-            critic_in, n_obj, config.critic_hidden, config.n_critics, members
+            critic_in, n_obj, config.critic_hidden, config.n_critics, members, layer_norm=norm
         )
         self.critic_target.load_state_dict(self.critic.state_dict())
         self.critic_target.requires_grad_(False)

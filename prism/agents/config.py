@@ -119,6 +119,14 @@ class CAPQLConfig(OffPolicyConfig):
     n_critics: int = 2
     """Number of critics in the clipped ensemble (2 = clipped double-Q)."""
 
+    critic_layer_norm: bool = False
+    """A stabiliser, off by default (CAPQL's critics have none): LayerNorm after each hidden layer of every
+    critic (and target), ``ReLU(LN(x W + b))``. Chosen against a diverging critic (docs/method.md §6): with
+    LayerNorm a critic's output is bounded by its last layer's weights whatever the input, so Q-values cannot
+    run away through extrapolation to actions the data never shows (Ball et al. 2023, RLPD), and TD learning
+    with it is provably stable where plain TD can diverge (Gallici et al. 2024, "Simplifying deep temporal
+    difference learning"); a gradient clip only slows a divergence that the targets feed."""
+
     symreg_lambda: float | None = None
     """SymReg weight λ (docs/method.md §7); ``None`` takes the env spec's per-env default; 0 is the "w/o loss" ablation."""
 
@@ -148,6 +156,10 @@ class CAPQLConfig(OffPolicyConfig):
         checks.sizes("agent.actor_hidden", self.actor_hidden)
         checks.sizes("agent.critic_hidden", self.critic_hidden)
         checks.positive("agent.n_critics", self.n_critics)
+        checks.require(
+            "agent.critic_layer_norm", isinstance(self.critic_layer_norm, bool), "be true or false",
+            self.critic_layer_norm,
+        )  # fmt: skip
         checks.require(
             "agent.cuda_graph",
             isinstance(self.cuda_graph, bool) or self.cuda_graph == "auto",

@@ -33,10 +33,12 @@ class StackedMLP(nn.Module):
     """``n`` independent ReLU MLPs evaluated together: layer j is one weight ``[n, d_in, d_out]``.
 
     ``forward(x [n, B, d_in]) -> [n, B, d_out]``; no activation after the last layer. ``init_order`` lists
-    the member slices in the order their weights are drawn (see the subclasses).
+    the member slices in the order their weights are drawn (see the subclasses). ``layer_norm``: each hidden
+    layer is ``ReLU(LayerNorm(x W + b))``, the LayerNorm with a gain and a bias of each slice's own (starting
+    at 1 and 0), as ``nn.LayerNorm`` per slice; off by default (the paper's networks have none).
     """
 
-    def __init__(self, dims: Sequence[int], n: int):
+    def __init__(self, dims: Sequence[int], n: int, *, layer_norm: bool = False):
         super().__init__()
         self.n = n
         self.dims = tuple(dims)
@@ -44,6 +46,10 @@ class StackedMLP(nn.Module):
             [nn.Parameter(torch.zeros(n, d_in, d_out)) for d_in, d_out in zip(dims[:-1], dims[1:])]
         )
         self.biases = nn.ParameterList([nn.Parameter(torch.zeros(n, 1, d_out)) for d_out in dims[1:]])
+        self.layer_norm = layer_norm
+        hidden = dims[1:-1] if layer_norm else ()  # (no parameters, so the default's state_dict is unchanged)
+        self.norm_gains = nn.ParameterList([nn.Parameter(torch.ones(n, 1, d)) for d in hidden])
+        self.norm_biases = nn.ParameterList([nn.Parameter(torch.zeros(n, 1, d)) for d in hidden])
 
     @torch.no_grad()
     def init_slice(self, index: int, generator: torch.Generator | None) -> None:
@@ -52,6 +58,9 @@ class StackedMLP(nn.Module):
         for w, b in zip(self.weights, self.biases):
             nn.init.orthogonal_(w[index].T, generator=generator)
             b[index].zero_()
+        for gain, bias in zip(self.norm_gains, self.norm_biases):
+            gain[index].fill_(1.0)
+            bias[index].zero_()
 
     def layers(self) -> list[tuple[nn.Parameter, nn.Parameter]]:
         """``(weight, bias)`` per layer, read from the parameter lists' storage directly (indexing an
@@ -63,6 +72,7 @@ class StackedMLP(nn.Module):
     ) -> torch.Tensor:
         """``x [n, B, d_in] -> [n, B, d_out]``; with ``member`` only that slice runs: ``x [1, B, d_in]``."""
         layers = self.layers()
+        norms = list(zip(self.norm_gains, self.norm_biases)) if self.layer_norm else []
         last = len(layers) - 1
         h = x
         for j, (w, b) in enumerate(layers):
@@ -72,8 +82,21 @@ class StackedMLP(nn.Module):
                 w, b = w.detach(), b.detach()
             h = torch.baddbmm(b, h, w)
             if j < last:
+                if norms:
+                    h = self._normalise(h, *norms[j], member, detach_params)
                 h = torch.relu(h)
         return h
+
+    @staticmethod
+    def _normalise(
+        h: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, member: int | None, detach_params: bool
+    ) -> torch.Tensor:
+        """LayerNorm over the last dimension with each slice's own gain and bias (``[n, 1, d]``)."""
+        if member is not None:
+            gain, bias = gain[member : member + 1], bias[member : member + 1]
+        if detach_params:
+            gain, bias = gain.detach(), bias.detach()
+        return torch.nn.functional.layer_norm(h, h.shape[-1:]) * gain + bias
 
 
 def _generator(generators: Generators, s: int) -> torch.Generator | None:
@@ -151,11 +174,12 @@ class VectorCriticEnsemble(nn.Module):
         n: int = 2,
         members: int = 1,
         generators: Generators = None,
+        layer_norm: bool = False,
     ):
         super().__init__()
         self.n = n
         self.members = members
-        self.net = StackedMLP([in_dim, *hidden, out_dim], members * n)
+        self.net = StackedMLP([in_dim, *hidden, out_dim], members * n, layer_norm=layer_norm)
         for s in range(members):
             for k in range(n):
                 self.net.init_slice(s * n + k, _generator(generators, s))
