@@ -18,6 +18,7 @@ import numpy as np
 from prism._text import counted
 from prism.config.methods import run_label
 from prism.evaluation.records import eval_row
+from prism.evaluation.result import EvalResult
 from prism.phase_clock import phase_breakdown
 from prism.run.clock import RunTimes
 from prism.run.hparams import log_hparams
@@ -69,14 +70,7 @@ def _write_member_outputs(run: Run, member: Member, times: RunTimes) -> None:
     result = member.evaluation.final_result
     if result is None:
         return
-    on_front = {tuple(np.round(p, 12)) for p in np.asarray(result.front)}
-    names = run.spec.objective_names
-    with (member.run_dir / "front.csv").open("w", newline="") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(front_columns(names))
-        for w, m, sd, um in zip(result.weights, result.mean, result.std, result.undiscounted_mean):
-            flag = int(tuple(np.round(m, 12)) in on_front)
-            writer.writerow([*map(float, w), *map(float, m), *map(float, sd), *map(float, um), flag])
+    write_front_csv(member.run_dir / "front.csv", result, run.spec.objective_names)
     final = eval_row(result, run.spec.objective_names, run.agent.env_step_count)
     summary = {
         "method": run_label(run.config),
@@ -99,6 +93,17 @@ def _write_member_outputs(run: Run, member: Member, times: RunTimes) -> None:
         "reward_fits": user_fit_records(run.loop.state.member_fits(member.index)),
     }
     (member.run_dir / SUMMARY_JSON).write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def write_front_csv(path: Path, result: EvalResult, objective_names: Sequence[str]) -> None:
+    """``front.csv`` of a final evaluation: one row per weight (:func:`front_columns`)."""
+    on_front = {tuple(np.round(p, 12)) for p in np.asarray(result.front)}
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(front_columns(objective_names))
+        for w, m, sd, um in zip(result.weights, result.mean, result.std, result.undiscounted_mean):
+            flag = int(tuple(np.round(m, 12)) in on_front)
+            writer.writerow([*map(float, w), *map(float, m), *map(float, sd), *map(float, um), flag])
 
 
 def read_eval_rows(run_dir: Path) -> list[dict[str, str]]:
