@@ -6,7 +6,7 @@ from __future__ import annotations
 from prism.experiments.grid import Aggregate, Arm, CostGate, JoinedArms, Preset, Ratio
 from prism.experiments.scales import CPU_MEDIUM_OVERRIDES, TABLE1_STUDY_RUNS
 
-FAST_FIT_OVERRIDES = ("reward.loss=randomized", "reward.val_every=5", "reward.warm_start=true")
+FAST_FIT_OVERRIDES = ("reward.loss=randomized", "reward.val_every=2", "reward.warm_start=true")
 """``conf/fit/fast.yaml`` as overrides (tests/test_fit_cost_preset.py checks that the two agree)."""
 
 FIT_COST = Preset(
@@ -37,7 +37,7 @@ FIT_COST = Preset(
     ),
     description=(
         "A PRISM seed's cost with the fast fit (conf/fit/fast.yaml: the randomized loss, validation every "
-        "5th epoch, refits warm-started from the previous cycle's members) on mo-swimmer-v5 at table1-study's "
+        "2nd epoch, refits warm-started from the previous cycle's members) on mo-swimmer-v5 at table1-study's "
         "budget: 2 × 25 000 RL steps, the equal-budget protocol, N = 1000 random and E = 50 expert episodes, "
         "ReSymNet ≤ 100 fit epochs (patience 20), final evaluation 100 weights × 5 episodes, 5 seeds. "
         "e-prism-fast (the randomized loss alone, N = 1000) and e-oracle are table1-study's runs, joined, "
