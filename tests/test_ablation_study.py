@@ -82,3 +82,24 @@ def test_a_reused_arm_is_read_from_its_own_folder():
     assert cell.run_dir(Path("/nowhere")) == ROOT / "docs/results/table1-study/runs/walker/e-uniform/seed3"
     own = cells[("walker", "a-random", 3)]
     assert own.source is None and own.run_dir(Path("/out")) == Path("/out/walker/a-random/seed3")
+
+
+def test_control_cost_studys_oracles_differ_only_in_the_hidden_channel(tmp_path):
+    """The oracle sees every channel dense: the Table 1 studies' oracle runs serve as control-cost-study's, their
+    configs equal to the grid's apart from env.sparse_channel (and swimmer's unused N, as the description says)."""
+    preset = PRESETS["control-cost-study"]
+    checked = 0
+    for env in preset.envs:
+        join = preset.joined_source(env, "e-oracle")
+        for path in sorted((join.folder() / env / "e-oracle").glob("seed*/config.yaml")):
+            seed = int(path.parent.name.removeprefix("seed"))
+            command = fit_command(Job(env, "e-oracle", (seed,), False), preset, tmp_path)
+            at = command.index("--config") + 1
+            files = [c for c in command[at:] if c.endswith(".yaml")]
+            keys = [c for c in command[at:] if "=" in c and not c.startswith(("run_dir=", "method_label="))]
+            differences = _differences(load_config(files, keys), load_config([path], record=True))
+            allowed = {"env.sparse_channel"} | ({"loop.initial_episodes"} if env == "swimmer" else set())
+            assert "env.sparse_channel" in differences and set(differences) <= allowed, (path, differences)
+            checked += 1
+    assert checked == 15
+    assert "env.sparse_channel" in preset.description and "N = 250" in preset.description

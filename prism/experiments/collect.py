@@ -29,13 +29,18 @@ def read_fit_records(run_dir: Path) -> list[dict] | None:
     return records if isinstance(records, list) else None
 
 
-def paper_values(backbone: str = "capql") -> dict[tuple[str, str, str], tuple[float, float]]:
-    """(env id, paper method header, metric) -> (raw mean, raw err) from the paper's tables of ``backbone``."""
+def paper_values(
+    backbone: str = "capql", tables: tuple[str, ...] = ()
+) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(env id, paper method header, metric) -> (raw mean, raw err) from the paper's tables of ``backbone``, or
+    from ``tables`` when given (e.g. ``("control_cost",)``: the appendix table where the control cost is the
+    sparse channel)."""
+    tables = tables or PAPER_TABLES[backbone]
     out: dict[tuple[str, str, str], tuple[float, float]] = {}
     with PAPER.open() as fh:
         rows = csv.DictReader(line for line in fh if not line.startswith("#"))
         for row in rows:
-            if row["table"] not in PAPER_TABLES[backbone]:
+            if row["table"] not in tables:
                 continue
             scale = float(row["scale"])
             out.setdefault(

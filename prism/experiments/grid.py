@@ -211,6 +211,9 @@ class Preset:
     """Further named aggregates, each over its own arms and envs (e.g. a peer arm run in only some envs)."""
     take_off: TakeOff | None = None
     """The report's take-off count and objective curves (None: none)."""
+    paper_tables: tuple[str, ...] = ()
+    """The paper's tables the report compares with (``paper_results.csv``'s ``table`` column); empty: the
+    backbone's main and ablation tables."""
     cost_table: bool = False
     """The report has a table of each arm's CPU time per seed and phase (:mod:`prism.experiments.costs`)."""
     cost_gates: tuple[CostGate, ...] = ()

@@ -11,7 +11,7 @@ from prism.experiments.scales import (  # noqa: F401  (re-exported: the studies'
     PROTOCOL_STUDY_RUNS,
     TABLE1_STUDY_RUNS,
 )
-from prism.experiments.study_presets import ABLATION_STUDY, FIT_COST
+from prism.experiments.study_presets import ABLATION_STUDY, CONTROL_COST_STUDY, FIT_COST
 from prism.experiments.table1_presets import HALFCHEETAH_PAPER, TABLE1_STUDY
 
 PRESETS = {
@@ -181,6 +181,7 @@ PRESETS = {
     "halfcheetah-paper": HALFCHEETAH_PAPER,
     "fit-cost": FIT_COST,
     "ablation-study": ABLATION_STUDY,
+    "control-cost-study": CONTROL_COST_STUDY,
     "reward-budget": Preset(
         envs=("hopper",),
         methods=("e-prism-E1000", "e-prism-diag", "e-prism", "e-uniform", "e-oracle"),

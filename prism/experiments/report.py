@@ -105,7 +105,7 @@ def write_report(
     written."""
     table = collect(cells, out)
     aggregates = [(spec, _aggregate(preset, spec, table)) for spec in preset.aggregates()]
-    paper = paper_values(preset.backbone)
+    paper = paper_values(preset.backbone, preset.paper_tables)
     results.mkdir(parents=True, exist_ok=True)
     lines, csv_rows = arm_table(preset, table, paper)
     ratio_lines, ratio_rows = ratio_table(preset, table, paper)

@@ -1,5 +1,6 @@
 """The presets of this round's studies: ``fit-cost`` (issue 61: a PRISM seed's cost with the fast fit, and its
-swimmer gate) and ``ablation-study`` (issue 62: the paper's ablation tables at study scale)."""
+swimmer gate), ``ablation-study`` (issue 62: the paper's ablation tables at study scale) and
+``control-cost-study`` (issue 63: the paper's control-cost table at study scale)."""
 
 from __future__ import annotations
 
@@ -126,3 +127,51 @@ ABLATION_STUDY = Preset(
     ),
 )
 """The paper's ablations at study scale (docs/results/ablation-study)."""
+
+PROTOCOL_STUDY_RUNS_HOPPER = "docs/results/protocol-study/runs"
+"""The protocol study's committed runs (its hopper e-oracle is control-cost-study's hopper reference)."""
+
+CONTROL_COST_STUDY = Preset(
+    envs=("hopper", "walker", "swimmer"),
+    methods=("c-prism", "c-uniform", "c-baseline", "e-oracle"),
+    seeds=tuple(range(5)),
+    # The control cost (each env's last channel) is the sparse, episodic one; forward velocity stays dense.
+    overrides=(*CPU_MEDIUM_OVERRIDES, "env.sparse_channel=-1"),
+    arms=(
+        Arm("c-prism", "prism", "equal", FAST_FIT_OVERRIDES, per_seed=True),
+        Arm("c-uniform", "uniform", "equal", per_seed=True),
+        Arm("c-baseline", "baseline", "equal", per_seed=True),
+        Arm("e-oracle", "oracle", "equal"),
+    ),
+    # The oracle sees every channel dense, whichever would be hidden: the Table 1 studies' oracle runs serve.
+    joined=(
+        JoinedArms("hopper", ("e-oracle",), PROTOCOL_STUDY_RUNS_HOPPER, "protocol-study"),
+        JoinedArms("walker", ("e-oracle",), TABLE1_STUDY_RUNS, "table1-study"),
+        JoinedArms("swimmer", ("e-oracle",), TABLE1_STUDY_RUNS, "table1-study"),
+    ),
+    ratios=(
+        Ratio("c-prism", "c-baseline", "control cost sparse: ReSymNet vs the sparse baseline"),
+        Ratio("c-prism", "e-oracle", "control cost sparse: ReSymNet vs the dense oracle"),
+        Ratio("c-prism", "c-uniform", "control cost sparse: ReSymNet vs uniform R/T"),
+        Ratio("c-uniform", "c-baseline", "control cost sparse: uniform R/T vs the sparse baseline"),
+    ),
+    aggregate=Aggregate(
+        normaliser="e-oracle",
+        arms=("e-oracle", "c-baseline", "c-uniform", "c-prism"),
+        improvements=(("c-prism", "c-baseline"), ("c-prism", "c-uniform"), ("c-uniform", "c-baseline")),
+    ),
+    paper_tables=("control_cost",),
+    cost_table=True,
+    description=(
+        "The paper's control-cost table (its appendix: the control cost is the sparse, episodic channel and "
+        "forward velocity stays dense) on mo-hopper-v5, mo-walker2d-v5 and mo-swimmer-v5 at table1-study's "
+        "budget: 2 × 25 000 RL steps, the equal-budget protocol, N = 1000 random and E = 50 expert episodes, "
+        "ReSymNet ≤ 100 fit epochs (patience 20) with the fast fit (conf/fit/fast.yaml), SymReg with each "
+        "env's λ (c-prism, c-uniform), final evaluation 100 weights × 5 episodes, 5 seeds per arm. The oracle "
+        "sees every channel dense, so the Table 1 studies' e-oracle runs serve (hopper: protocol-study's; "
+        "walker2d and swimmer: table1-study's, whose swimmer config has N = 250, which the oracle never "
+        "collects); their configs differ from this grid's only in env.sparse_channel (and, on the CPU, "
+        "agent.cuda_graph auto is false)."
+    ),
+)
+"""The paper's control-cost table at study scale (docs/results/control-cost-study)."""
