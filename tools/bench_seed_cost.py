@@ -9,6 +9,8 @@ with more overrides, e.g. a cheaper fit), then prints each run's CPU time per ph
     taskset -c 1 python tools/bench_seed_cost.py --env swimmer --out /tmp/seed-cost \\
         --variant fast=conf/fit/fast.yaml [--steps-per-cycle 5000]
     python tools/bench_seed_cost.py --env swimmer --out /tmp/seed-cost --report-only   # the table again
+    python tools/bench_seed_cost.py --env swimmer --out /tmp/seed-cost --report-only \
+        --column fast-fit=docs/results/fit-cost/runs/swimmer/e-prism-fastfit/seed0       # and another run
 
 A run already finished in ``--out`` is read, not run again (a stopped one is resumed), so an interrupted
 benchmark goes on where it stopped. ``--steps-per-cycle`` shrinks the RL budget (and so RL, evaluation and the
@@ -149,6 +151,10 @@ def main() -> None:
         help="a PRISM seed with more overrides (comma-separated key=value or conf files), e.g. fast=conf/fit/fast.yaml",
     )  # fmt: skip
     parser.add_argument("--no-baseline", action="store_true", help="skip e-prism-fast (variants only)")
+    parser.add_argument(
+        "--column", action="append", default=[], metavar="NAME=RUN_DIR",
+        help="also print a finished run of elsewhere (e.g. a grid's seed run with the same budget)",
+    )  # fmt: skip
     parser.add_argument("--report-only", action="store_true", help="print the table of the runs in --out")
     args = parser.parse_args()
     budget = [] if args.steps_per_cycle is None else [f"loop.steps_per_cycle={args.steps_per_cycle}"]
@@ -172,6 +178,12 @@ def main() -> None:
             )
         if (run_dir / "summary.json").is_file():
             columns.append(Column(name, json.loads((run_dir / "summary.json").read_text())))
+    for text in args.column:
+        name, _, folder = text.partition("=")
+        summary = Path(folder) / "summary.json"
+        if not name or not summary.is_file():
+            raise SystemExit(f"bench_seed_cost: --column {text!r}: expected NAME=RUN_DIR of a finished run")
+        columns.append(Column(name, json.loads(summary.read_text())))
     if not columns:
         raise SystemExit(f"bench_seed_cost: no finished run in {args.out}")
     print(format_table(columns))
