@@ -65,6 +65,9 @@ class EnvSpec:
         symreg_lambda: the paper's SymReg weight λ for this env (docs/method.md §7); must be 0 without a symmetry
             table.
         max_episode_steps: time limit (episodes are truncated there).
+        pitch_obs: observation index of the body's pitch angle (radians), for the flip diagnostic of the
+            evaluations: an episode whose mean cos(pitch) is below 0 spent most of its steps on its back
+            (``flipped_fraction`` in eval.csv); ``None``: not measured (an env that ends at a fall never flips).
         make_kwargs: extra keyword arguments for ``make``.
     """
 
@@ -79,6 +82,7 @@ class EnvSpec:
     ref_point: tuple[float, ...] | None = None
     symreg_lambda: float = 0.0
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS
+    pitch_obs: int | None = None
     make_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -22,7 +22,8 @@ def eval_row(
 ) -> dict[str, float | int | str]:
     """A flat record for ``eval.csv``: ``env_steps, hv, eum, vo, cardinality``, then per-objective mean
     returns over all policies (discounted, then undiscounted), the mean episode length, the equivariance
-    error (empty when not measured) and, when ``final`` is given, a ``final`` column (1 on the end-of-run
+    error (empty when not measured), on an env with ``EnvSpec.pitch_obs`` the ``flipped_fraction`` of its episodes,
+    and, when ``final`` is given, a ``final`` column (1 on the end-of-run
     evaluation, 0 on periodic ones)."""
     record: dict[str, float | int | str] = {
         "env_steps": int(env_steps),
@@ -37,6 +38,8 @@ def eval_row(
         record[f"undiscounted_return_{name}"] = float(result.undiscounted_mean[:, i].mean())
     record["mean_episode_length"] = float(result.lengths.mean())
     record["equivariance_error"] = "" if result.equivariance_error is None else result.equivariance_error
+    if result.flipped_fraction is not None:  # (an env with EnvSpec.pitch_obs: halfcheetah)
+        record["flipped_fraction"] = result.flipped_fraction
     if final is not None:
         record["final"] = int(final)
     return record

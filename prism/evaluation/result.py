@@ -54,6 +54,14 @@ class EvalResult:
     """Mean ‖μ(L_g s) − K_g μ(s)‖₁ over visited states, when a mean function was given."""
     wall_time: float = 0.0
     """Seconds the evaluation took (rollout + metrics)."""
+    upright: np.ndarray | None = None
+    """[W, E] mean cos(pitch) over each episode's steps (``EnvSpec.pitch_obs``; None: not measured): below 0,
+    the body spent most of the episode on its back."""
+
+    @property
+    def flipped_fraction(self) -> float | None:
+        """The fraction of episodes spent mostly on the back (None: not measured)."""
+        return None if self.upright is None else float((self.upright < 0).mean())
 
     @property
     def total_steps(self) -> int:
@@ -74,6 +82,7 @@ class EvalResult:
         vo_preferences: np.ndarray,
         equivariance_error: float | None = None,
         wall_time: float = 0.0,
+        upright: np.ndarray | None = None,
     ) -> EvalResult:
         """Per-weight statistics and docs/method.md §9 metrics from per-episode returns ``[W, E, L]``."""
         mean = returns.mean(axis=1)
@@ -96,4 +105,5 @@ class EvalResult:
             cardinality=int(front.shape[0]),
             equivariance_error=equivariance_error,
             wall_time=wall_time,
+            upright=upright,
         )

@@ -130,6 +130,8 @@ def evaluate_policy(
         discount = np.ones(n_pairs)
         lengths = np.zeros(n_pairs, dtype=np.int64)
         max_steps = spec.max_episode_steps
+        pitch = spec.pitch_obs
+        cos_pitch = np.zeros(n_pairs)  # Σ_t cos(pitch of s_t), the flip diagnostic (EvalResult.upright)
 
         if mean_fn is not None:
             reflection = reflection_from_spec(spec, device)
@@ -147,6 +149,8 @@ def evaluate_policy(
                 eq_sum += errors.sum().double()
                 eq_count += idx.size
 
+            if pitch is not None:
+                cos_pitch[idx] += np.cos(obs[idx, pitch])
             next_obs, reward, terminated, truncated = pool.step(idx, actions)
             undisc_ret[idx] += reward
             disc_ret[idx] += discount[idx, None] * reward
@@ -178,6 +182,7 @@ def evaluate_policy(
         vo_preferences=np.asarray(prefs),
         equivariance_error=eq_err,
         wall_time=time.perf_counter() - start,
+        upright=None if pitch is None else (cos_pitch / np.maximum(lengths, 1)).reshape(n_weights, episodes),
     )
 
 
