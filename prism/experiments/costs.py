@@ -59,37 +59,47 @@ def _minutes(value: float | None) -> str:
     return "—" if value is None else f"{value / 60:.1f}"
 
 
+def _references(preset: Preset, env: str) -> list[str]:
+    """The arms the env's costs are divided by: its gates' references, in order (default ``e-oracle``)."""
+    refs = [g.reference for g in preset.cost_gates if g.env == env]
+    return list(dict.fromkeys(refs)) or ["e-oracle"]
+
+
 def cost_section(preset: Preset, table: Table) -> tuple[list[str], list[dict[str, str]]]:
-    """The report's cost table (markdown lines, CSV rows) and its gates; empty where no run has a CPU time."""
-    rows, lines = [], []
+    """The report's cost table (markdown lines, CSV rows) and its gates; empty where no run has a CPU time.
+    Each arm's median total is divided by each reference's (one ``× <reference>`` column per reference: CPU
+    seconds compare only between runs of one machine, so a preset may name a reference run on each)."""
+    rows = []
+    references = list(dict.fromkeys(r for env in preset.envs for r in _references(preset, env)))
     for env in preset.envs:
-        reference = next((g.reference for g in preset.cost_gates if g.env == env), "e-oracle")
-        ref_costs = table.get((env, reference), {}).get("costs") or []
-        ref_total = median_cost(ref_costs, "total")
+        ref_totals = {
+            ref: median_cost(table.get((env, ref), {}).get("costs") or [], "total") for ref in references
+        }
         for arm in preset.methods_for(env):
             costs = table.get((env, arm), {}).get("costs") or []
             total = median_cost(costs, "total")
             if total is None:
                 continue
-            ratio = "—" if not ref_total else f"{total / ref_total:.2f}"
             row = {"env": ENV_FILES[env], "arm": arm, "n": str(len(costs)), "total_min": _minutes(total)}
             row.update({f"{key}_min": _minutes(median_cost(costs, key)) for key, _ in COST_COLUMNS})
-            row[f"over_{reference}"] = ratio
+            for ref, ref_total in ref_totals.items():
+                row[f"over_{ref}"] = "—" if not ref_total else f"{total / ref_total:.2f}"
             rows.append(row)
     if not rows:
         return [], []
     header = (
-        "| env | arm | n | CPU min (median) | " + " | ".join(h for _, h in COST_COLUMNS) + " | × reference |"
+        "| env | arm | n | CPU min (median) | "
+        + " | ".join(h for _, h in COST_COLUMNS)
+        + "".join(f" | × {ref}" for ref in references)
+        + " |"
     )
     lines = [
         "CPU time per seed (`summary.json` `cpu_time_s` and `phase_times`; medians over seeds, minutes; the "
         "fits' columns add up every fit of the run; a run from before phase times shows only its total; "
-        "× reference: the arm's median total over the env's reference arm's, "
-        + ", ".join(sorted({f"{ENV_FILES[g.env]}: {g.reference}" for g in preset.cost_gates}) or ["e-oracle"])
-        + "):",
+        "× an arm: the median total over that arm's median total in the same env):",
         "",
         header,
-        "|" + "---|" * (5 + len(COST_COLUMNS)),
+        "|" + "---|" * (4 + len(COST_COLUMNS) + len(references)),
     ]
     for row in rows:
         cells = [
@@ -99,7 +109,8 @@ def cost_section(preset: Preset, table: Table) -> tuple[list[str], list[dict[str
             row["total_min"],
             *(row[f"{k}_min"] for k, _ in COST_COLUMNS),
         ]
-        lines.append("| " + " | ".join(cells) + " | " + list(row.values())[-1] + " |")
+        cells += [row[f"over_{ref}"] for ref in references]
+        lines.append("| " + " | ".join(cells) + " |")
     for gate in preset.cost_gates:
         lines += ["", gate_line(gate, table)]
     return lines, rows
