@@ -86,9 +86,14 @@ def test_a_value_that_is_not_a_boolean_is_a_one_line_error_naming_the_key(tmp_pa
 
 
 def _without_timings(node):
-    """``summary.json`` without its clock readings (``*_time_s*``), which differ from run to run."""
+    """``summary.json`` without its clock readings (``*_time_s*``, the fits' ``*_cpu_s`` and the run's
+    ``phase_times``), which differ from run to run."""
     if isinstance(node, dict):
-        return {k: _without_timings(v) for k, v in node.items() if "time_s" not in k}
+        return {
+            k: _without_timings(v)
+            for k, v in node.items()
+            if "time_s" not in k and not k.endswith("_cpu_s") and k != "phase_times"
+        }
     if isinstance(node, list):
         return [_without_timings(v) for v in node]
     return node

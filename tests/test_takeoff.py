@@ -58,7 +58,9 @@ def test_take_off_counts_the_seeds_above_the_threshold_here_and_in_the_reference
 def test_the_halfcheetah_paper_preset_runs_halfcheetah_only_and_joins_the_rest_at_their_budget():
     preset = PRESETS["halfcheetah-paper"]
     own = [c for c in preset.cells() if c.source is None]
-    assert {c.env for c in own} == {"halfcheetah"} and len(own) == 25
+    # five arms × 5 seeds, and five more e-oracle seeds (issue 60)
+    assert {c.env for c in own} == {"halfcheetah"} and len(own) == 30
+    assert sorted(c.seed for c in own if c.method == "e-oracle") == list(range(10))
     # e-prism-paper runs on halfcheetah only: the joined envs hold the four arms their studies ran
     assert {c.method for c in preset.cells() if c.source is not None} == set(HALFCHEETAH_PAPER_ARMS)
     paper = preset.arm("e-prism-paper").overrides

@@ -21,6 +21,19 @@ class LogWindowMixin:
     """Non-finite checks and per-window logging of :class:`~prism.agents.off_policy.OffPolicyAgent` (it owns
     every attribute used here: ``_train_sums``, ``_updates_in_window``, ``_window_start``, ``_finished``, …)."""
 
+    _restored_log_window: tuple[torch.Tensor, int] | None = None
+    """The log window a checkpoint held (its sums and updates), taken by :meth:`_start_log_window`."""
+
+    def _start_log_window(self) -> None:
+        """Open the run's first log window, or go on with the one a resumed checkpoint held: the window means
+        (and so the divergence watch) then equal the uninterrupted run's when a checkpoint falls mid-window."""
+        restored, self._restored_log_window = self._restored_log_window, None
+        if restored is None:
+            self._train_sums = torch.zeros(self.members, len(self.train_keys), device=self.device)
+            self._updates_in_window = 0
+        else:
+            self._train_sums, self._updates_in_window = restored[0].to(self.device), restored[1]
+
     def update_step(self) -> torch.Tensor:
         """One update of every member on a fresh replay batch: ``update(sample_batch())``. A backbone may run
         the same over static buffers (CAPQL: :mod:`prism.agents.static_update`)."""

@@ -286,8 +286,7 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, StepTransferMixin, L.Lig
                     f"(got world_size={trainer.world_size}, precision={trainer.precision!r})"
                 )
             self._raw_optimizers = [opt.optimizer for opt in self.optimizers()]
-        self._train_sums = torch.zeros(self.members, len(self.train_keys), device=self.device)
-        self._updates_in_window = 0
+        self._start_log_window()  # (a resumed run goes on with the window its checkpoint held)
         self._window_start = (time.perf_counter(), self._steps)
 
     def on_fit_end(self) -> None:

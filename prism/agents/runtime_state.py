@@ -30,6 +30,10 @@ class RuntimeStateMixin:
             "episode_length": torch.from_numpy(self._episode_length.copy()),
             "n_updates": self._n_updates,
             "divergence": self.divergence.state_dict(),
+            # the open log window (its sums and update count), so a resumed run's window means are unchanged
+            "log_window": None
+            if self._train_sums is None
+            else {"sums": self._train_sums.detach().cpu(), "updates": self._updates_in_window},
         }
 
     def load_runtime_state(self, state: dict[str, Any]) -> None:
@@ -56,3 +60,5 @@ class RuntimeStateMixin:
         self._episode_length = state["episode_length"].numpy().copy()
         self._n_updates = int(state["n_updates"])
         self.divergence.load_state_dict(state.get("divergence"))  # absent before the watch: starts afresh
+        window = state.get("log_window")  # absent before: the resumed run opens a fresh window, as it did
+        self._restored_log_window = None if window is None else (window["sums"], int(window["updates"]))
