@@ -7,7 +7,8 @@ A sentence of a report, the README or the CHANGELOG that says **beats**, **ties*
     PRISM beats the sparse baseline on walker2d [table1-study walker2d: e-prism / e-baseline].
 
 The preset may be left out inside a study's own ``report.md`` (``[walker2d: e-prism / e-baseline]``); the env
-is a grid name (``walker``), a short one (``walker2d``) or the env id. The claim holds when one cited HV row's
+is a grid name (``walker``), a short one (``walker2d``) or the env id. In a report, a table row under a heading
+that names an env, whose first cell is ``A / B``, cites that env's row itself. The claim holds when one cited HV row's
 verdict (:mod:`prism.experiments.inference`) allows the word: "beats" only a primary row at Holm p < 0.05
 with A ahead of B (verdict ``beats``), the others only a TOST rejection at the preset's margin (verdict
 ``ties``). A word inside quotes or backticks is a mention, not a claim (e.g. a changelog saying a report no
@@ -77,6 +78,29 @@ def load_rows(results: Path) -> dict[tuple[str, str, str, str], str]:
     return rows
 
 
+def _heading_env(line: str) -> str | None:
+    """The env a markdown heading names (``## mo-walker2d-v5 (final …)``), if any."""
+    for name in sorted(_ENVS, key=len, reverse=True):
+        if re.search(rf"\b{re.escape(name)}\b", line):
+            return _ENVS[name]
+    return None
+
+
+def _table_citations(text: str) -> dict[int, str]:
+    """Line number -> env id of each table row under a heading that names an env: such a row whose first cell
+    is ``A / B`` cites that env's row A / B (a hand-written ratio table with a verdict column)."""
+    env, level, rows = None, 0, {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("#"):
+            depth = len(line) - len(line.lstrip("#"))
+            named = _heading_env(line)
+            if named or depth <= level:  # a subheading (### Ratios) stays under its env's heading
+                env, level = named, depth if named else 0
+        elif line.startswith("|") and env:
+            rows[number] = env
+    return rows
+
+
 def _units(text: str) -> list[tuple[int, str]]:
     """(first line number, text) of each sentence: paragraphs and list items are joined over their wrapped
     lines, then cut at sentence ends; a table row or heading is a unit of its own."""
@@ -106,19 +130,25 @@ def check_text(text: str, source: str, rows: Rows, preset: str | None = None) ->
     """Every claim word in ``text`` whose sentence does not cite a row of ``rows`` that allows it.
     ``preset`` is the study whose report ``text`` is (citations there may leave it out)."""
     problems = []
+    table_envs = _table_citations(text)
     for line, sentence in _units(text):
         words = [m.group(1).lower() for m in _WORD.finditer(_MENTION.sub("", sentence))]
         if not words:
             continue
         verdicts, unknown = [], []
-        for m in _CITATION.finditer(sentence):
-            study = m.group("preset") or preset
-            env = _ENVS.get(m.group("env"), m.group("env"))
-            key = (study or "", env, m.group("a"), m.group("b"))
+        cited = [(m.group("preset"), m.group("env"), m.group("a"), m.group("b"), m.group(0)) for m in
+                 _CITATION.finditer(sentence)]  # fmt: skip
+        first_cell = re.match(r"\|\s*\**([\w-]+) / ([\w-]+)", sentence)
+        if line in table_envs and first_cell:
+            cited.append((None, table_envs[line], *first_cell.groups(), first_cell.group(0)))
+        for study, env, a, b, quoted in cited:
+            study = study or preset
+            env = _ENVS.get(env, env)
+            key = (study or "", env, a, b)
             if key in rows:
                 verdicts.append(rows[key])
             else:
-                unknown.append(m.group(0))
+                unknown.append(quoted)
         for word in dict.fromkeys(words):
             needed = CLAIM_WORDS[word]
             if needed in verdicts:
