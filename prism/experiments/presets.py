@@ -136,7 +136,7 @@ PRESETS = {
             # Splits d-oracle-plus's "agent" step: the released actor's extra layer alone, λ kept at 0.
             Arm("d-oracle-layer", "oracle", "equal", ("agent.actor_hidden=[256,256,256]",)),
         ),
-        # The primary family is the six rows the study labelled "headline" when it was set up (issue M); the
+        # The primary family is the six rows the study labelled "headline" when it was set up; the
         # decompositions after them are exploratory.
         ratios=(
             Ratio("r-prism", "r-oracle", "headline, released protocol", primary=True),
