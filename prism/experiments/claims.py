@@ -37,7 +37,10 @@ CLAIM_WORDS: dict[str, str] = {
 }
 """Each claim word and the verdict its cited row must carry."""
 
-_WORD = re.compile(r"\b(" + "|".join(sorted(CLAIM_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
+# Hyphenated compounds are other words ("tie-breaking").
+_WORD = re.compile(
+    r"(?<![\w-])(" + "|".join(sorted(CLAIM_WORDS, key=len, reverse=True)) + r")(?![\w-])", re.IGNORECASE
+)
 _CITATION = re.compile(r"\[(?:(?P<preset>[a-z0-9-]+) )?(?P<env>[a-z0-9-]+): (?P<a>[\w-]+) / (?P<b>[\w-]+)\]")
 # Quoted or code text is a mention of a word, not a use: "…", “…”, `…`.
 _MENTION = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|`[^`\n]*`")
