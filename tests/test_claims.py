@@ -76,7 +76,9 @@ def test_the_scan_of_a_real_report_fails_on_a_planted_sentence(tmp_path):
 
 
 def test_a_table_row_under_an_env_heading_cites_its_own_row():
-    table = "## mo-walker2d-v5\n\n### Ratios\n| A / B | verdict |\n|---|---|\n| e-prism / e-baseline | beats |\n"
+    table = (
+        "## mo-walker2d-v5\n\n### Ratios\n| A / B | verdict |\n|---|---|\n| e-prism / e-baseline | beats |\n"
+    )
     assert _words(table, preset="t1") == []
     assert _words(table.replace("walker2d", "hopper"), preset="t1") == ["beats"]
     assert _words(table.replace("## mo-walker2d-v5", "## Summary"), preset="t1") == ["beats"]

@@ -156,12 +156,12 @@ def family_lines(preset: Preset, rows: list[RatioRow]) -> list[str]:
     if not primary:
         return [
             "This preset declares no primary comparison: every ratio row is exploratory, its Welch p "
-            "uncorrected, and no row may say \"beats\"."
+            'uncorrected, and no row may say "beats".'
         ]
     lines = [
         f"Primary comparisons ({len(primary)} HV row{'s' if len(primary) > 1 else ''}, Holm-adjusted together; "
         "every other row is exploratory "
-        "and its Welch p uncorrected). A row says \"beats\" only here at Holm p < 0.05:",
+        'and its Welch p uncorrected). A row says "beats" only here at Holm p < 0.05:',
         "",
         "| env | A / B | ratio | 95% CI (Welch–Fieller) | Welch p | Holm p | verdict |",
         "|---|---|---|---|---|---|---|",

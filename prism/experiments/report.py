@@ -13,8 +13,8 @@ from prism.experiments.collect import collect, copy_run_files, paper_values
 from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
-from prism.experiments.stats import AggregateResult
 from prism.experiments.ratios import family_lines, ratio_rows, ratio_table
+from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, thin_ratio_note
 from prism.experiments.takeoff import take_off_section, take_off_tests
 
@@ -129,9 +129,9 @@ def write_report(
         "it is too narrow (at n ≤ 5 it excluded 1 where Welch's p was 0.09–0.11). Welch p is two-sided and uncorrected; Holm p is adjusted across the preset's "
         f"primary family. TOST p tests that the ratio lies within [{1 - preset.equivalence_margin:.2f}, "
         f"{1 + preset.equivalence_margin:.2f}] (the preset's equivalence margin ±{preset.equivalence_margin:.0%}, "
-        "two one-sided Welch-type tests). The verdict: \"beats\"/\"loses to\" only for a primary row at "
-        "Holm p < 0.05; \"ties\" only where TOST p < 0.05; \"ahead\"/\"behind (exploratory)\" for any "
-        "other row at uncorrected p < 0.05; otherwise \"not distinguishable\" "
+        'two one-sided Welch-type tests). The verdict: "beats"/"loses to" only for a primary row at '
+        'Holm p < 0.05; "ties" only where TOST p < 0.05; "ahead"/"behind (exploratory)" for any '
+        'other row at uncorrected p < 0.05; otherwise "not distinguishable" '
         "(`prism/experiments/inference.py` has the maths).",
         "",
         *family_lines(preset, ratios),

@@ -173,7 +173,9 @@ HALFCHEETAH_PAPER = Preset(
         *EQUAL_BUDGET_RATIOS,
         Ratio("e-baseline", "e-oracle", "does the sparse baseline collapse?"),
         Ratio("e-prism-paper", "e-oracle", "the paper's reward-model budget, equal RL budget"),
-        Ratio("e-prism-paper", "e-baseline", "the paper's reward-model budget, equal RL budget", primary=True),
+        Ratio(
+            "e-prism-paper", "e-baseline", "the paper's reward-model budget, equal RL budget", primary=True
+        ),
         Ratio(
             "e-prism-paper", "e-uniform", "the paper's reward-model budget vs uniform R/T, equal RL budget"
         ),
