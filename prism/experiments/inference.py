@@ -9,7 +9,7 @@ Three parts, each checked against scipy or statsmodels in ``tests/test_inference
 - **Equivalence (TOST).** "Ties" only where the two one-sided tests reject, at 5 %, that the ratio of means
   lies outside the preset's margin ``[1 − m, 1 + m]``; otherwise "not distinguishable".
 - **The interval.** With 5 seeds per arm the percentile bootstrap is anti-conservative (it resamples with the
-  1/n plug-in variance and no t quantile: CIs excluded 1 where Welch's p was 0.09–0.11). The interval that
+  1/n plug-in variance and no t quantile: CIs excluded 1 where Welch's p was 0.06–0.11). The interval that
   decides is the **Welch–Fieller** interval below, the inversion of the same Welch-type test the TOST uses,
   so the interval, the p and the TOST never disagree; the bootstrap is still shown, for reference.
 

@@ -126,7 +126,7 @@ def write_report(
         "95% CI that decides is the Welch–Fieller interval: the ratios r that Welch's t-test of A against r·B "
         "does not reject at 5%, so it excludes 1 exactly when Welch's p < 0.05. The percentile bootstrap CI "
         "(10 000 resamples of the seeds within each method) is shown for reference only: with 5 seeds per arm "
-        "it is too narrow (at n ≤ 5 it excluded 1 where Welch's p was 0.09–0.11). Welch p is two-sided and uncorrected; Holm p is adjusted across the preset's "
+        "it is too narrow (at n ≤ 5 it excluded 1 where Welch's p was 0.06–0.11). Welch p is two-sided and uncorrected; Holm p is adjusted across the preset's "
         f"primary family. TOST p tests that the ratio lies within [{1 - preset.equivalence_margin:.2f}, "
         f"{1 + preset.equivalence_margin:.2f}] (the preset's equivalence margin ±{preset.equivalence_margin:.0%}, "
         'two one-sided Welch-type tests). The verdict: "beats"/"loses to" only for a primary row at '
