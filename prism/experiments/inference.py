@@ -155,14 +155,15 @@ def ratio_interval(x: Sequence[float], y: Sequence[float], level: float = 0.95) 
     return float(low), float(high)
 
 
-def verdict(ratio: float, p_welch: float, p_holm: float | None, p_tost: float) -> str:
-    """The one verdict a report may print for a ratio row (:data:`VERDICTS`); ``p_holm`` is None for an
-    exploratory row. A difference that passes its test is named before a tie (a primary row can be both when
-    the margin is wide and the seeds agree closely)."""
+def verdict(ahead: bool, p_welch: float, p_holm: float | None, p_tost: float) -> str:
+    """The one verdict a report may print for a ratio row (:data:`VERDICTS`); ``ahead`` is whether A's mean is
+    above B's (the difference, not the ratio, gives the direction: a ratio of a negative mean is not one),
+    ``p_holm`` is None for an exploratory row. A difference that passes its test is named before a tie (a
+    primary row can be both when the margin is wide and the seeds agree closely)."""
     if p_holm is not None and p_holm < ALPHA:
-        return BEATS if ratio > 1 else LOSES
+        return BEATS if ahead else LOSES
     if not math.isnan(p_tost) and p_tost < ALPHA:
         return TIES
     if p_holm is None and not math.isnan(p_welch) and p_welch < ALPHA:
-        return AHEAD if ratio > 1 else BEHIND
+        return AHEAD if ahead else BEHIND
     return NOT_DISTINGUISHABLE

@@ -40,11 +40,13 @@ class RatioRow:
     p_holm: float
     """NaN for an exploratory row (and for a primary one without 2 seeds a side)."""
     paper: str
+    ahead: bool
+    """A's mean final value is above B's."""
 
     @property
     def verdict(self) -> str:
         return inference.verdict(
-            self.boot["ratio"], self.boot["p_welch"], self.p_holm if self.primary else None, self.p_tost
+            self.ahead, self.boot["p_welch"], self.p_holm if self.primary else None, self.p_tost
         )
 
 
@@ -88,6 +90,7 @@ def ratio_rows(preset: Preset, table: Table, paper: PaperValues) -> list[RatioRo
                         and metric == PRIMARY_METRIC
                         and (not preset.primary_envs or env in preset.primary_envs),
                         paper=_paper_ratio(preset, paper, env_id, a, b, metric),
+                        ahead=bool(x and y and sum(x) / len(x) > sum(y) / len(y)),
                     )
                 )
     family = [i for i, row in enumerate(pending) if row["primary"]]
