@@ -87,6 +87,10 @@ class Ratio:
     denominator: str
     label: str = ""
     """What the ratio measures (e.g. "budget: oracle 25k → 50k"); empty for a plain method comparison."""
+    primary: bool = False
+    """A primary comparison of the preset: its HV rows (one per env that runs both arms) join the preset's
+    family, Holm-adjusted together, and only they may say "beats" (:mod:`prism.experiments.inference`).
+    Every other row is exploratory, its Welch p uncorrected."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,12 @@ class Preset:
     """The report has a table of each arm's CPU time per seed and phase (:mod:`prism.experiments.costs`)."""
     cost_gates: tuple[CostGate, ...] = ()
     """Bounds on arms' CPU time, each judged in the cost table."""
+    primary_envs: tuple[str, ...] = ()
+    """The envs whose rows of primary ratios form the family (empty: all). A preset that joins other studies'
+    envs only for its aggregate leaves their rows to those studies' own families."""
+    equivalence_margin: float = 0.05
+    """m of the report's equivalence test: a ratio row "ties" only where TOST rejects, at 5 %, that the ratio
+    of means lies outside [1 − m, 1 + m]."""
 
     def aggregates(self) -> tuple[Aggregate, ...]:
         """The report's aggregates: the main one (if any), then the named ones."""
@@ -265,6 +275,9 @@ class Preset:
     def ratio_rows(self) -> tuple[Ratio, ...]:
         if self.ratios:
             return self.ratios
+        # A plain grid's question is the paper's: does PRISM beat the sparse baseline? (the primary family)
         return tuple(
-            Ratio("prism", other) for other in ("baseline", "oracle") if {"prism", other} <= set(self.methods)
+            Ratio("prism", other, primary=other == "baseline")
+            for other in ("baseline", "oracle")
+            if {"prism", other} <= set(self.methods)
         )

@@ -14,8 +14,9 @@ from prism.experiments.costs import cost_section
 from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
+from prism.experiments.ratios import family_lines, ratio_rows, ratio_table
 from prism.experiments.stats import AggregateResult
-from prism.experiments.tables import Table, arm_table, objective_table, ratio_table, thin_ratio_note
+from prism.experiments.tables import Table, arm_table, objective_table, thin_ratio_note
 from prism.experiments.takeoff import take_off_section, take_off_tests
 
 
@@ -108,10 +109,11 @@ def write_report(
     paper = paper_values(preset.backbone, preset.paper_tables)
     results.mkdir(parents=True, exist_ok=True)
     lines, csv_rows = arm_table(preset, table, paper)
-    ratio_lines, ratio_rows = ratio_table(preset, table, paper)
+    ratios = ratio_rows(preset, table, paper)
+    ratio_lines, ratio_csv = ratio_table(preset, ratios)
     _write_csv(results / "table.csv", csv_rows)
-    if ratio_rows:
-        _write_csv(results / "ratios.csv", ratio_rows)
+    if ratio_csv:
+        _write_csv(results / "ratios.csv", ratio_csv)
     copy_run_files(cells, out, results)
     sections = [
         f"## {preset_name}: {preset.description}",
@@ -121,9 +123,21 @@ def write_report(
         "",
         *lines,
         "",
-        "Ratios of final means over seeds, with a percentile bootstrap 95% CI (10 000 resamples of the seeds "
-        "within each method) and the two-sided p-value of Welch's t-test on the final values (a ratio of "
-        "negative or near-zero values is not meaningful):",
+        "Ratios of final means over seeds (a ratio of negative or near-zero values is not meaningful). The "
+        "95% CI that decides is the Welch–Fieller interval: the ratios r that Welch's t-test of A against r·B "
+        "does not reject at 5%, so it excludes 1 exactly when Welch's p < 0.05. The percentile bootstrap CI "
+        "(10 000 resamples of the seeds within each method) is shown for reference only: with 5 seeds per arm "
+        "it is too narrow (at n ≤ 5 it excluded 1 where Welch's p was 0.06–0.11). Welch p is two-sided and uncorrected; Holm p is adjusted across the preset's "
+        f"primary family. TOST p tests that the ratio lies within [{1 - preset.equivalence_margin:.2f}, "
+        f"{1 + preset.equivalence_margin:.2f}] (the preset's equivalence margin ±{preset.equivalence_margin:.0%}, "
+        'two one-sided Welch-type tests). The verdict: "beats"/"loses to" only for a primary row at '
+        'Holm p < 0.05; "ties" only where TOST p < 0.05; "ahead"/"behind (exploratory)" for any '
+        'other row at uncorrected p < 0.05; otherwise "not distinguishable" '
+        "(`prism/experiments/inference.py` has the maths).",
+        "",
+        *family_lines(preset, ratios),
+        "",
+        "All ratios:",
         "",
         *ratio_lines,
         *thin_ratio_note(preset, table),

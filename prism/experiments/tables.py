@@ -1,5 +1,6 @@
 """The report's per-env tables, each as markdown lines and (where the report keeps one) CSV rows: the arm table
-beside the paper's numbers, the ratio table, and the per-objective returns and episode lengths.
+beside the paper's numbers and the per-objective returns and episode lengths (the ratio table, with its tests,
+is :mod:`prism.experiments.ratios`).
 
 Only the arms an env runs (:meth:`~prism.experiments.grid.Preset.methods_for`) get rows there; a joined arm's
 rows say where its runs come from.
@@ -10,12 +11,11 @@ from __future__ import annotations
 import math
 
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, METHODS, METRICS, Preset
-from prism.experiments.stats import compare, mean_se
+from prism.experiments.stats import mean_se
 
 Table = dict[tuple[str, str], dict[str, list]]
 """What :func:`prism.experiments.collect.collect` returns: per (env, arm) the per-seed values."""
 PaperValues = dict[tuple[str, str, str], tuple[float, float]]
-NAN_STATS = {"ratio": math.nan, "p_welch": math.nan, "ci_low": math.nan, "ci_high": math.nan}
 
 
 def fmt(mean: float, se: float) -> str:
@@ -84,62 +84,6 @@ def arm_table(preset: Preset, table: Table, paper: PaperValues) -> tuple[list[st
                     join = preset.joined_source(env, method)
                     row["runs_from"] = join.label if join else ""
                 rows.append(row)
-    return lines, rows
-
-
-def ratio_table(preset: Preset, table: Table, paper: PaperValues) -> tuple[list[str], list[dict]]:
-    """Per env, the preset's ratios A / B of final means with a bootstrap CI, Welch p and the paper's ratio;
-    a ratio whose arms the env does not both run is left out."""
-
-    def theirs(env_id: str, arm: str, metric: str) -> float:
-        return paper.get((env_id, METHODS[preset.arm(arm).method][1], metric), (math.nan, math.nan))[0]
-
-    def paper_ratio(env_id: str, a: str, b: str, metric: str) -> str:
-        if preset.arm(a).method == preset.arm(b).method:
-            return "—"  # the same method of the paper under two protocols or agents: no paper counterpart
-        x, y = theirs(env_id, a, metric), theirs(env_id, b, metric)
-        return "—" if math.isnan(x) or math.isnan(y) or y == 0 else f"{x / y:.2f}"
-
-    lines = [
-        "| env | metric | A / B | protocols | what it measures | ours (final means) | bootstrap 95% CI | Welch p "
-        "| paper |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    rows = []
-    for env in preset.envs:
-        env_id = ENV_FILES[env]
-        arms = preset.methods_for(env)
-        for ratio in preset.ratio_rows():
-            a, b = ratio.numerator, ratio.denominator
-            if a not in arms or b not in arms:
-                continue
-            a_entry, b_entry = table.get((env, a)), table.get((env, b))
-            for metric in METRICS:
-                if a_entry and b_entry:
-                    st = compare(a_entry[f"final_{metric}"], b_entry[f"final_{metric}"])
-                else:
-                    st = dict(NAN_STATS)
-                ci = "—" if math.isnan(st["ci_low"]) else f"[{st['ci_low']:.2f}, {st['ci_high']:.2f}]"
-                ours = "—" if math.isnan(st["ratio"]) else f"{st['ratio']:.2f}"
-                p = "—" if math.isnan(st["p_welch"]) else f"{st['p_welch']:.3f}"
-                protocols = f"{preset.protocol_of(a)} / {preset.protocol_of(b)}"
-                theirs_ratio = paper_ratio(env_id, a, b, metric)
-                lines.append(
-                    f"| {env_id} | {metric.upper()} | {a} / {b} | {protocols} | {ratio.label or '—'} | {ours} "
-                    f"| {ci} | {p} | {theirs_ratio} |"
-                )
-                rows.append(
-                    {
-                        "env": env_id,
-                        "metric": metric,
-                        "numerator": a,
-                        "denominator": b,
-                        "protocols": protocols,
-                        "label": ratio.label,
-                        **st,
-                        "paper": theirs_ratio,
-                    }
-                )
     return lines, rows
 
 
