@@ -25,3 +25,25 @@ def test_config_describe_prints_yaml_values_not_python_reprs(capsys):
     assert described["device"] == "auto" and described["env.dense"] == "false"
     assert described["reward.residual"] == "true" and "[256, 256]" in described.values()
     assert not any(value in {"None", "True", "False"} or value.startswith("'") for value in described.values())
+
+
+@pytest.mark.parametrize(
+    "override, hint",
+    [
+        ("reward.name=resymet", "did you mean 'resymnet'?"),
+        ("reward.loss=randomised", "did you mean 'randomized'?"),
+        ("reward.sampling=stratifed", "did you mean 'stratified'?"),
+        ("agent.name=gpipd", "did you mean 'gpi_pd'?"),
+        ("protocol=relesed", "did you mean 'released'?"),
+        ("method=prsim", "did you mean 'prism'?"),
+    ],
+)
+def test_a_bad_choice_names_the_nearest_value_in_its_one_line(override, hint, capsys):
+    assert main(["config", "--config", str(CONF / "hopper.yaml"), override]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and hint in err and override.split("=")[0] in err
+
+
+def test_a_bad_choice_far_from_every_value_gets_no_guess(capsys):
+    assert main(["config", "--config", str(CONF / "hopper.yaml"), "reward.name=xyz"]) == 2
+    assert "did you mean" not in capsys.readouterr().err

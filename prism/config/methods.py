@@ -234,9 +234,12 @@ def check_method(
                 f"out (it is derived) or set the keys {name} needs, and name a variant with method_label=<label>"
             )
     elif not known_method(name, config):
+        from prism._text import did_you_mean
+
         raise ConfigError(
             f"method: unknown method {name!r} (built-in: {', '.join(BUILTIN_METHODS)}; or a plug-in reward "
-            f"model's name); for a label of your own set method_label={name} and leave method out"
+            f"model's name){did_you_mean(name, BUILTIN_METHODS)}; for a label of your own set "
+            f"method_label={name} and leave method out"
         )
     if label is None:
         return

@@ -150,9 +150,7 @@ class RunConfig:
         if not self.run_dir:
             raise ValueError("run_dir: must be a non-empty path")
         checks.non_negative("threads", self.threads)
-        checks.require(
-            "protocol", self.protocol in PROTOCOLS, f"be one of {', '.join(PROTOCOLS)}", self.protocol
-        )
+        checks.one_of("protocol", self.protocol, PROTOCOLS)
 
 
 def member_seeds(config: RunConfig) -> list[int]:

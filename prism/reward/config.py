@@ -171,9 +171,7 @@ class RewardConfig:
         checks.require(
             "reward.stacked_fit", isinstance(self.stacked_fit, bool), "be true or false", self.stacked_fit
         )
-        checks.require(
-            "reward.loss", self.loss in FIT_LOSSES, f"be one of {', '.join(FIT_LOSSES)}", self.loss
-        )
+        checks.one_of("reward.loss", self.loss, FIT_LOSSES)
         checks.positive("reward.sampled_steps", self.sampled_steps)
         checks.require(
             "reward.bias_correction", self.bias_correction is None or isinstance(self.bias_correction, bool),
@@ -184,12 +182,7 @@ class RewardConfig:
             # s² (the sample variance over the K sampled steps) needs two steps.
             checks.require("reward.sampled_steps", self.sampled_steps >= 2, "be >= 2 with bias_correction",
                            self.sampled_steps)  # fmt: skip
-        checks.require(
-            "reward.sampling",
-            self.sampling in FIT_SAMPLINGS,
-            f"be one of {', '.join(FIT_SAMPLINGS)}",
-            self.sampling,
-        )
+        checks.one_of("reward.sampling", self.sampling, FIT_SAMPLINGS)
         # The correction is the variance of a uniform sample without replacement (another for strata); on by
         # default for ReSymNet, so the message says what to set.
         sampled = self.loss == "randomized" or self.name == "rrd"
@@ -199,10 +192,7 @@ class RewardConfig:
                 f"reward.bias_correction: must be false with reward.sampling=stratified, got {state} "
                 "(add reward.bias_correction=false)"
             )
-        checks.require(
-            "reward.precision", self.precision in FIT_PRECISIONS, f"be one of {', '.join(FIT_PRECISIONS)}",
-            self.precision,
-        )  # fmt: skip
+        checks.one_of("reward.precision", self.precision, FIT_PRECISIONS)
         checks.require(
             "reward.warm_start", isinstance(self.warm_start, bool), "be true or false", self.warm_start
         )
