@@ -47,3 +47,12 @@ def test_a_bad_choice_names_the_nearest_value_in_its_one_line(override, hint, ca
 def test_a_bad_choice_far_from_every_value_gets_no_guess(capsys):
     assert main(["config", "--config", str(CONF / "hopper.yaml"), "reward.name=xyz"]) == 2
     assert "did you mean" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["conf/method/baseline.yaml"], ["conf/ablation/uniform.yaml"]])
+def test_p_rel_one_releases_every_step_so_it_is_refused_as_the_dense_env_is(extra, capsys):
+    files = [str(CONF / "hopper.yaml"), *(str(ROOT / path) for path in extra)]
+    assert main(["config", "--config", *files, "env.p_rel=1.0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("prism: error: env.p_rel: ") and "env.dense=true" in err
+    assert main(["config", "--config", *files, "env.p_rel=0.99"]) == 0  # below 1 the channel stays sparse

@@ -37,7 +37,8 @@ class EnvConfig:
     """Reward channel hidden by the sparse wrapper; ``None`` = the spec's default channel; negative values
     count from the end (``-1`` = the last channel, the control cost in every shipped env)."""
     p_rel: float = 0.0
-    """Per-step probability of releasing the sparse channel early (0 = only at episode end)."""
+    """Per-step probability of releasing the sparse channel early (0 = only at episode end). 1 is refused
+    unless ``env.dense=true``: released every step, the channel is dense (the oracle is ``env.dense=true``)."""
     dense: bool = False
     """Train on the plain dense env (the oracle): no wrapper, no hidden channel."""
     spec: dict[str, Any] | None = None
