@@ -15,7 +15,9 @@ CONF = ROOT / "conf"
 def _described(capsys, *extra: str) -> dict[str, str]:
     assert main(["config", "--describe", "--config", str(CONF / "hopper.yaml"), *extra]) == 0
     return dict(
-        line.split(" = ", 1) for line in capsys.readouterr().out.splitlines() if " = " in line and line[0] != " "
+        line.split(" = ", 1)
+        for line in capsys.readouterr().out.splitlines()
+        if " = " in line and line[0] != " "
     )
 
 
@@ -24,7 +26,9 @@ def test_config_describe_prints_yaml_values_not_python_reprs(capsys):
     assert described["seeds"] == "null" and described["method_label"] == "null"
     assert described["device"] == "auto" and described["env.dense"] == "false"
     assert described["reward.residual"] == "true" and "[256, 256]" in described.values()
-    assert not any(value in {"None", "True", "False"} or value.startswith("'") for value in described.values())
+    assert not any(
+        value in {"None", "True", "False"} or value.startswith("'") for value in described.values()
+    )
 
 
 @pytest.mark.parametrize(
@@ -54,5 +58,19 @@ def test_p_rel_one_releases_every_step_so_it_is_refused_as_the_dense_env_is(extr
     files = [str(CONF / "hopper.yaml"), *(str(ROOT / path) for path in extra)]
     assert main(["config", "--config", *files, "env.p_rel=1.0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("prism: error: env.p_rel: ") and "env.dense=true" in err
+    assert (
+        len(err.splitlines()) == 1 and err.startswith("prism: error: env.p_rel: ") and "env.dense=true" in err
+    )
     assert main(["config", "--config", *files, "env.p_rel=0.99"]) == 0  # below 1 the channel stays sparse
+
+
+def test_conf_not_found_outside_the_clone_says_where_conf_ships(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # outside the repository, as after `pip install` in another folder
+    assert main(["config", "--config", "conf/walker.yaml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "conf/ ships in prism's repository" in err
+    assert str(CONF / "walker.yaml") in err  # an editable install knows its clone, so the line names the file
+    assert main(["config", "--config", "conf/no-such-file.yaml"]) == 2
+    assert "run from the clone" in capsys.readouterr().err
+    assert main(["config", "--config", "other/walker.yaml"]) == 2  # not a conf/ path: no hint
+    assert "ships" not in capsys.readouterr().err
