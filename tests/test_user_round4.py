@@ -74,3 +74,18 @@ def test_conf_not_found_outside_the_clone_says_where_conf_ships(tmp_path, monkey
     assert "run from the clone" in capsys.readouterr().err
     assert main(["config", "--config", "other/walker.yaml"]) == 2  # not a conf/ path: no hint
     assert "ships" not in capsys.readouterr().err
+
+
+def test_prism_list_names_the_backbone_of_baseline_and_oracle_and_lists_budgets_and_losses():
+    from prism.catalogue import catalogue
+    from prism.reward.config import FIT_LOSSES
+
+    listed = catalogue()
+    methods = listed.split("methods (overlays")[1].split("ablations")[0]
+    for name in ("baseline", "oracle"):
+        (line,) = [line for line in methods.splitlines() if line.startswith(f"  {name} ")]
+        assert "agent.name" in line and "CAPQL by default" in line
+    budgets = listed.split("budgets (overlays: --config ENV.yaml conf/budget/NAME.yaml):\n")[1]
+    assert budgets.startswith("  small ") and "\n  tiny " in budgets
+    losses = listed.split("reward fit losses (reward.loss")[1]
+    assert all(f"\n  {name:<14} " in losses for name in FIT_LOSSES) and "eq. 1" in losses

@@ -19,6 +19,12 @@ from prism import checks
 
 FIT_LOSSES = ("sum", "randomized")
 """``reward.loss``: eq. 1 over whole segments, or randomized return decomposition over sampled steps."""
+FIT_LOSS_SUMMARIES = {
+    "sum": "eq. 1: each segment's per-step predictions summed against its return (the paper's; the default)",
+    "randomized": "randomized return decomposition: reward.sampled_steps sampled steps of each segment, scaled "
+    "to its length (cheaper fits on long episodes; docs/benchmarks.md)",
+}
+"""One line per ``reward.loss`` value, for ``prism list`` and the reward fit's progress line."""
 FIT_SAMPLINGS = ("uniform", "stratified")
 """``reward.sampling``: how the randomized loss draws its K steps of a segment."""
 FIT_PRECISIONS = ("32-true", "bf16-mixed")
