@@ -342,7 +342,10 @@ def test_ctrl_c_names_the_resume_command_and_resume_then_runs_the_whole_run(tmp_
         assert main(args) == 130
     out, err = capsys.readouterr()
     # the folder is named when the run starts, and the exact command that goes on when it is stopped
-    assert out.splitlines()[0] == f"prism fit: run folder {run_dir} (prism on prism/Toy-v0, seed 0)"
+    assert (
+        out.splitlines()[0]
+        == f"prism fit: run folder {run_dir} (prism on prism/Toy-v0, backbone capql, seed 0)"
+    )
     assert (
         err.strip().splitlines()[-1]
         == f"prism: interrupted; continue the run with: prism fit --resume {run_dir}"

@@ -87,7 +87,10 @@ def test_a_run_logging_to_a_file_writes_phase_lines_before_the_closing_block(tmp
     text = _fit_to_file(tmp_path / "log.txt", tmp_path / "run", monkeypatch=monkeypatch)
     lines = text.splitlines()
     done = next(i for i, line in enumerate(lines) if line.startswith("prism fit: done"))
-    assert lines[0] == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, seed 0)"
+    assert (
+        lines[0]
+        == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, backbone capql, seed 0)"
+    )
     order = [
         "collect random episodes (cycle 1/2): start (5 episodes)",
         "collect random episodes (cycle 1/2): 5 episodes, mean length",
@@ -113,7 +116,10 @@ def test_a_run_logging_to_a_file_writes_phase_lines_before_the_closing_block(tmp
 def test_progress_none_writes_only_the_run_folder_and_the_closing_block(tmp_path, monkeypatch):
     text = _fit_to_file(tmp_path / "log.txt", tmp_path / "run", "--progress", "none", monkeypatch=monkeypatch)
     lines = text.splitlines()
-    assert lines[0] == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, seed 0)", text[:500]
+    assert (
+        lines[0]
+        == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, backbone capql, seed 0)"
+    ), text[:500]
     assert lines[1].startswith("prism fit: done"), text[:500]
 
 

@@ -89,3 +89,22 @@ def test_prism_list_names_the_backbone_of_baseline_and_oracle_and_lists_budgets_
     assert budgets.startswith("  small ") and "\n  tiny " in budgets
     losses = listed.split("reward fit losses (reward.loss")[1]
     assert all(f"\n  {name:<14} " in losses for name in FIT_LOSSES) and "eq. 1" in losses
+
+
+@pytest.mark.parametrize("backbone", ["capql", "gpi_pd"])
+def test_the_run_header_names_the_backbone(backbone, tmp_path, monkeypatch, capsys):
+    import prism.run.fit
+    from prism.config import load_config
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):  # the header is printed before the run is built: stop there
+        raise Stop
+
+    monkeypatch.setattr(prism.run.fit, "build_run", stop)
+    config = load_config([CONF / "quickstart.yaml"], [f"agent.name={backbone}", f"run_dir={tmp_path}"])
+    with pytest.raises(Stop):
+        prism.run.fit._train_new(config, tmp_path, "none")
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header == f"prism fit: run folder {tmp_path} (prism on mo-hopper-v5, backbone {backbone}, seed 0)"
