@@ -108,3 +108,31 @@ def test_the_run_header_names_the_backbone(backbone, tmp_path, monkeypatch, caps
         prism.run.fit._train_new(config, tmp_path, "none")
     header = capsys.readouterr().out.splitlines()[0]
     assert header == f"prism fit: run folder {tmp_path} (prism on mo-hopper-v5, backbone {backbone}, seed 0)"
+
+
+@pytest.mark.parametrize(
+    "overrides, label",
+    [
+        ([], "eq. 1 loss"),
+        (["reward.loss=randomized"], "randomized loss, K=64"),
+        (["reward.name=rrd", "method=rrd"], "rrd, randomized loss, K=64"),
+    ],
+)
+def test_the_reward_fit_line_names_its_loss_and_labels_its_validation_loss(overrides, label, tmp_path):
+    import io
+
+    from toy_runs import toy_run
+
+    from prism.config import load_config
+    from prism.loop.progress_lines import LineProgress
+    from prism.run.fit import build_run
+
+    extra = [*toy_run({"reward.max_epochs": 2}), *overrides, f"run_dir={tmp_path / 'run'}"]
+    run = build_run(load_config([CONF / "quickstart.yaml"], extra), progress_bar=False)
+    log = io.StringIO()
+    run.loop.progress = LineProgress(log, fit_every_s=0.0)
+    run.loop._advance(run.agent, None)  # collect, fit, stop at RL
+    (done,) = [
+        line for line in log.getvalue().splitlines() if "reward fit (cycle 1/2" in line and "epochs  " in line
+    ]
+    assert f"reward fit (cycle 1/2, {label}): 2 epochs  val_sum_mse " in done and "val_loss" not in done

@@ -223,3 +223,15 @@ class RewardConfig:
                 "be false with reward.stacked_fit=true",
                 self.warm_start,
             )
+
+
+def fit_loss_label(reward: RewardConfig) -> str:
+    """The fit's training loss as the progress line names it: ``eq. 1 loss`` (ReSymNet's default),
+    ``randomized loss, K=64`` (``reward.loss=randomized``), ``rrd, randomized loss, K=64`` (RRD's is always
+    randomized), or ``<model>, <reward.loss> loss`` for a plug-in model. Runs of two losses write the same
+    phases; without this, their logs read alike."""
+    sampled = f"randomized loss, K={reward.sampled_steps}"
+    if reward.name == "rrd":
+        return f"rrd, {sampled}"
+    loss = "eq. 1 loss" if reward.loss == "sum" else sampled
+    return loss if reward.name == "resymnet" else f"{reward.name}, {loss}"
