@@ -179,7 +179,8 @@ VAL_LOSS_LABEL = "val_sum_mse"
 """The progress line's name for a fit's validation loss. Whatever the training loss (eq. 1, randomized, RRD's),
 validation scores each network by eq. 1's error on whole validation segments: the mean squared error of its
 predicted segment sums (the hidden reward's units squared), averaged over the ensemble. A plain ``val_loss``
-read as the training loss, and a poor fit's (RRD's on 1000-step episodes) sits 10³ above a good one."""
+read as the training loss, so two fits' numbers (RRD's 10× ReSymNet's on walker2d's first fit, table1-study)
+looked like two losses' scales; they are one quantity, and its size is the fit's quality."""
 
 
 class RewardFitProgress(Callback):
