@@ -134,7 +134,6 @@ def _progress_bar(progress: Progress | None, s: LoopSettings, state: LoopState, 
     return [RewardFitProgress(progress, desc, s.reward.max_epochs)]
 
 
-
 def _stacked_fit_loggers(
     s: LoopSettings, state: LoopState, progress: dict[str, Any] | None
 ) -> list[Any] | None:
