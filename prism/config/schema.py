@@ -94,11 +94,15 @@ class RunConfig:
     ``summary.csv``; see docs/ARCHITECTURE.md for what depends on the population's composition."""
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
-    run_dir: str = "runs/${env.id}/${prism_label:${method},${method_label},${agent.name}}/${prism_seed_dir:${seed},${seeds}}"
+    run_dir: str = (
+        "runs/${env.id}/${prism_label:${method},${method_label},${agent.name},${reward.name},${reward.loss}}"
+        "/${prism_seed_dir:${seed},${seeds}}"
+    )
     """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved). The
     default ends in ``seed<N>`` for a single run and ``seeds<A>-<B>-…`` for a population (its members then
     write to ``seeds0-1-2/seed0/`` …), e.g. ``runs/mo-hopper-v5/prism/seed0``, ``runs/mo-hopper-v5/prism/seeds0-1-2``.
-    A backbone other than CAPQL is named after the method: ``runs/mo-hopper-v5/prism-gpi_pd/seed0``."""
+    A backbone other than CAPQL is named after the method: ``runs/mo-hopper-v5/prism-gpi_pd/seed0``, and so is
+    ReSymNet's randomized fit (``reward.loss=randomized``): ``runs/mo-hopper-v5/prism-randomized/seed0``."""
     threads: int = 1
     """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
