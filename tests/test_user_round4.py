@@ -136,3 +136,62 @@ def test_the_reward_fit_line_names_its_loss_and_labels_its_validation_loss(overr
         line for line in log.getvalue().splitlines() if "reward fit (cycle 1/2" in line and "epochs  " in line
     ]
     assert f"reward fit (cycle 1/2, {label}): 2 epochs  val_sum_mse " in done and "val_loss" not in done
+
+
+def test_a_randomized_fit_gets_its_own_default_folder_and_its_bias_correction_resolved():
+    import yaml
+
+    from prism.config import load_config, resolved_values
+
+    eq1 = load_config([CONF / "hopper.yaml"])
+    fast = load_config([CONF / "hopper.yaml"], ["reward.loss=randomized"])
+    assert eq1.run_dir == "runs/mo-hopper-v5/prism/seed0"  # eq. 1's folder is unchanged
+    assert fast.run_dir == "runs/mo-hopper-v5/prism-randomized/seed0"
+    gpi = load_config([CONF / "hopper.yaml"], ["reward.loss=randomized", "agent.name=gpi_pd"])
+    assert gpi.run_dir == "runs/mo-hopper-v5/prism-randomized-gpi_pd/seed0"
+    rrd = load_config([CONF / "hopper.yaml", CONF / "method" / "rrd.yaml"])
+    uniform = load_config([CONF / "hopper.yaml", CONF / "ablation" / "uniform.yaml"], ["reward.loss=randomized"])
+    assert (rrd.run_dir, uniform.run_dir) == ("runs/mo-hopper-v5/rrd/seed0", "runs/mo-hopper-v5/uniform/seed0")
+    # config.yaml's resolved: block says whether the sampled-step fit corrects its bias (null: the model's own)
+    assert resolved_values(fast)["reward.bias_correction"] is True
+    assert resolved_values(rrd)["reward.bias_correction"] is False
+    off = load_config([CONF / "hopper.yaml"], ["reward.loss=randomized", "reward.bias_correction=false"])
+    assert resolved_values(off)["reward.bias_correction"] is False
+    assert "reward.bias_correction" not in resolved_values(eq1)  # eq. 1 samples no steps: nothing to correct
+    assert yaml.safe_load(yaml.safe_dump(resolved_values(fast)))["reward.bias_correction"] is True
+
+
+def test_report_only_without_out_warns_when_it_reads_no_run_and_points_to_the_committed_ones(
+    tmp_path, monkeypatch, capsys
+):
+    from prism.experiments import cli
+
+    # A fresh clone: docs/results/<preset>/runs committed, no runs/reproduce/ folder.
+    (tmp_path / "docs" / "results" / "reward-budget").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "reward-budget" / "runs").symlink_to(ROOT / "docs/results/reward-budget/runs")
+    monkeypatch.setattr(cli, "ROOT", tmp_path)
+    assert cli.main(["--preset", "reward-budget", "--report-only"]) == 0
+    captured = capsys.readouterr()
+    assert "read 0 of 10 finished runs of reward-budget in runs/reproduce/reward-budget" in captured.out
+    assert "no finished runs to report" in captured.out
+    (warning,) = captured.err.strip().splitlines()
+    assert "warning: no run of reward-budget in runs/reproduce/reward-budget" in warning
+    assert "add --out docs/results/reward-budget/runs" in warning
+
+
+def test_the_printed_recompute_command_names_the_folder_the_runs_were_read_from(tmp_path, capsys):
+    import matplotlib
+
+    from test_experiments_report import _smoke_run
+
+    from prism.experiments import cli
+
+    matplotlib.use("Agg")
+    out, results = tmp_path / "grid", tmp_path / "report"
+    for arm, hv in (("oracle", 300.0), ("baseline", 100.0), ("prism", 200.0)):
+        _smoke_run(out / "hopper" / arm / "seed0", hv)
+    assert cli.main(["--preset", "smoke", "--report-only", "--out", str(out), "--results", str(results)]) == 0
+    printed = capsys.readouterr().out
+    assert f"read 3 of 3 finished runs of smoke in {out}" in printed
+    command = f"prism reproduce --preset smoke --report-only --out {out} --results {results}"
+    assert command in printed and command in (results / "table.md").read_text()
