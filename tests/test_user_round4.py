@@ -195,3 +195,24 @@ def test_the_printed_recompute_command_names_the_folder_the_runs_were_read_from(
     assert f"read 3 of 3 finished runs of smoke in {out}" in printed
     command = f"prism reproduce --preset smoke --report-only --out {out} --results {results}"
     assert command in printed and command in (results / "table.md").read_text()
+
+
+def test_the_bench_extra_declares_the_pillow_cap_its_moviepy_imposes():
+    """`pip install -e ".[test,…,bench]"` replaced a newer pillow by 11.x, unannounced: morl-baselines (bench)
+    brings moviepy, which requires pillow < 12. pyproject.toml declares the same cap, with why, in that extra."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    ours = [Requirement(r) for r in extras["bench"] if Requirement(r).name == "pillow"]
+    assert ours, "the bench extra does not declare its pillow cap"
+    try:
+        theirs = [Requirement(r) for r in metadata.requires("moviepy") or [] if Requirement(r).name == "pillow"]
+    except metadata.PackageNotFoundError:  # bench not installed: the declaration alone is checked
+        theirs = []
+    for requirement in theirs:
+        caps = {str(s) for s in requirement.specifier if s.operator == "<"}
+        assert caps <= {str(s) for s in ours[0].specifier}, (requirement, ours[0])
+    assert "moviepy" in (ROOT / "pyproject.toml").read_text().split("bench = ")[0].rsplit("\n\n", 1)[-1]
