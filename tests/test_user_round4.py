@@ -216,3 +216,26 @@ def test_the_bench_extra_declares_the_pillow_cap_its_moviepy_imposes():
         caps = {str(s) for s in requirement.specifier if s.operator == "<"}
         assert caps <= {str(s) for s in ours[0].specifier}, (requirement, ours[0])
     assert "moviepy" in (ROOT / "pyproject.toml").read_text().split("bench = ")[0].rsplit("\n\n", 1)[-1]
+
+
+def test_wall_time_counts_an_interrupted_process_up_to_its_last_checkpoint_as_readme_says(monkeypatch):
+    """prism/run/clock.py counts the work a run's result is made of; README said "across every process that
+    trained the run", which reads as every second of every process. Code and README now say the same: a
+    killed process's time after its last checkpoint is redone, and counted once, by the next process."""
+    import prism.run.clock as clock
+
+    now = {"t": 0.0}
+    monkeypatch.setattr(clock.time, "perf_counter", lambda: now["t"])
+    monkeypatch.setattr(clock.time, "process_time", lambda: now["t"] / 2)
+    first = clock.RunClock()
+    now["t"] = 100.0
+    saved = first.state_dict()  # the last checkpoint, at 100 s
+    now["t"] = 130.0  # 30 s more, then SIGKILL: lost, redone below
+    second = clock.RunClock()
+    second.carry(saved)
+    now["t"] = 190.0  # the resumed process trains 60 s and finishes
+    times = second.read()
+    assert (times.wall_s, times.cpu_s, times.wall_s_this_process) == (160.0, 80.0, 60.0)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "what a killed or interrupted process did after its last checkpoint is redone by the next one" in readme
+    assert "after its last checkpoint is not in the totals" in readme
