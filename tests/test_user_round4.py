@@ -150,8 +150,13 @@ def test_a_randomized_fit_gets_its_own_default_folder_and_its_bias_correction_re
     gpi = load_config([CONF / "hopper.yaml"], ["reward.loss=randomized", "agent.name=gpi_pd"])
     assert gpi.run_dir == "runs/mo-hopper-v5/prism-randomized-gpi_pd/seed0"
     rrd = load_config([CONF / "hopper.yaml", CONF / "method" / "rrd.yaml"])
-    uniform = load_config([CONF / "hopper.yaml", CONF / "ablation" / "uniform.yaml"], ["reward.loss=randomized"])
-    assert (rrd.run_dir, uniform.run_dir) == ("runs/mo-hopper-v5/rrd/seed0", "runs/mo-hopper-v5/uniform/seed0")
+    uniform = load_config(
+        [CONF / "hopper.yaml", CONF / "ablation" / "uniform.yaml"], ["reward.loss=randomized"]
+    )
+    assert (rrd.run_dir, uniform.run_dir) == (
+        "runs/mo-hopper-v5/rrd/seed0",
+        "runs/mo-hopper-v5/uniform/seed0",
+    )
     # config.yaml's resolved: block says whether the sampled-step fit corrects its bias (null: the model's own)
     assert resolved_values(fast)["reward.bias_correction"] is True
     assert resolved_values(rrd)["reward.bias_correction"] is False
@@ -168,7 +173,9 @@ def test_report_only_without_out_warns_when_it_reads_no_run_and_points_to_the_co
 
     # A fresh clone: docs/results/<preset>/runs committed, no runs/reproduce/ folder.
     (tmp_path / "docs" / "results" / "reward-budget").mkdir(parents=True)
-    (tmp_path / "docs" / "results" / "reward-budget" / "runs").symlink_to(ROOT / "docs/results/reward-budget/runs")
+    (tmp_path / "docs" / "results" / "reward-budget" / "runs").symlink_to(
+        ROOT / "docs/results/reward-budget/runs"
+    )
     monkeypatch.setattr(cli, "ROOT", tmp_path)
     assert cli.main(["--preset", "reward-budget", "--report-only"]) == 0
     captured = capsys.readouterr()
@@ -181,7 +188,6 @@ def test_report_only_without_out_warns_when_it_reads_no_run_and_points_to_the_co
 
 def test_the_printed_recompute_command_names_the_folder_the_runs_were_read_from(tmp_path, capsys):
     import matplotlib
-
     from test_experiments_report import _smoke_run
 
     from prism.experiments import cli
@@ -209,7 +215,9 @@ def test_the_bench_extra_declares_the_pillow_cap_its_moviepy_imposes():
     ours = [Requirement(r) for r in extras["bench"] if Requirement(r).name == "pillow"]
     assert ours, "the bench extra does not declare its pillow cap"
     try:
-        theirs = [Requirement(r) for r in metadata.requires("moviepy") or [] if Requirement(r).name == "pillow"]
+        theirs = [
+            Requirement(r) for r in metadata.requires("moviepy") or [] if Requirement(r).name == "pillow"
+        ]
     except metadata.PackageNotFoundError:  # bench not installed: the declaration alone is checked
         theirs = []
     for requirement in theirs:
@@ -237,5 +245,23 @@ def test_wall_time_counts_an_interrupted_process_up_to_its_last_checkpoint_as_re
     times = second.read()
     assert (times.wall_s, times.cpu_s, times.wall_s_this_process) == (160.0, 80.0, 60.0)
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "what a killed or interrupted process did after its last checkpoint is redone by the next one" in readme
+    assert (
+        "what a killed or interrupted process did after its last checkpoint is redone by the next one"
+        in readme
+    )
     assert "after its last checkpoint is not in the totals" in readme
+
+
+def test_render_says_how_long_and_how_big_before_it_starts():
+    from prism.render import SECONDS_PER_FRAME, render_estimate
+
+    line = render_estimate(clips=3, max_frames=1001, width=320, height=240, gif=True)
+    low, high = (3 * 1001 * t for t in SECONDS_PER_FRAME)  # 15 s and 60 s at the reference size
+    assert line == (
+        f"prism render: 3 rollouts of at most 1001 frames at 320x240: roughly {low:.0f} s–{high:.0f} s, "
+        f"a GIF of at most {3 * 1001 * 320 * 240 / 1e6:.0f} MB (fewer frames where episodes end)"
+    )
+    assert "MP4 of well under" in render_estimate(100, 1001, 640, 480, gif=False)
+    assert "min" in render_estimate(
+        100, 1001, 640, 480, gif=False
+    )  # 100 long clips at 4x the pixels: minutes
