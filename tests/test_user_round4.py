@@ -265,3 +265,32 @@ def test_render_says_how_long_and_how_big_before_it_starts():
     assert "min" in render_estimate(
         100, 1001, 640, 480, gif=False
     )  # 100 long clips at 4x the pixels: minutes
+
+
+def test_a_ctrl_c_in_a_subprocess_test_passes_sigint_on_to_the_child_and_ends_it(tmp_path):
+    """Under `pytest -n auto` one Ctrl-C must end the run: a test holding a child (`prism fit`, Ray) passes the
+    SIGINT on and does not wait on a child that never got it. The child here is in a session of its own, so
+    only the helper can reach it, and it records the SIGINT before it exits."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from subprocess_runs import child
+
+    marker = tmp_path / "got-sigint"
+    code = (
+        "import signal, sys, time\n"
+        f"def on_int(*_):\n    open({str(marker)!r}, 'w').close()\n    sys.exit(130)\n"
+        "signal.signal(signal.SIGINT, on_int)\nprint('ready', flush=True)\ntime.sleep(600)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert process.stdout.readline().strip() == "ready"
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), child(process, grace_s=30):
+        signal.raise_signal(signal.SIGINT)  # the Ctrl-C that reaches the test's process
+        time.sleep(600)  # (a test waiting on its child)
+    assert process.returncode == 130 and marker.is_file()  # the child got SIGINT and ended on it
+    assert time.monotonic() - start < 30
