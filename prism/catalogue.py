@@ -1,5 +1,5 @@
-"""``prism list``: what a config can name — envs, methods and ablations (the overlays in ``conf/``), reward
-methods and models, backbones — each with one line saying what it is."""
+"""``prism list``: what a config can name — envs, methods, ablations and budgets (the overlays in ``conf/``),
+reward methods, models and fit losses, backbones — each with one line saying what it is."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def catalogue(conf_dir: Path = CONF_DIR) -> str:
     """The text ``prism list`` prints."""
     from prism.envs import get_env_spec, registered_env_ids
     from prism.registry import AGENTS, REWARD_MODELS, REWARDS
+    from prism.reward.config import FIT_LOSS_SUMMARIES, FIT_LOSSES
 
     out = ["envs (env.id; any gymnasium multi-objective env id works too, docs/custom_env.md):"]
     for env_id in registered_env_ids():
@@ -38,7 +39,7 @@ def catalogue(conf_dir: Path = CONF_DIR) -> str:
         sparse = spec.objective_names[spec.sparse_channel] if spec.sparse_channel is not None else "none"
         objectives = ", ".join(spec.objective_names)
         out.append(f"  {env_id:<22} objectives: {objectives}; sparse by default: {sparse}")
-    for title, sub in (("methods", "method"), ("ablations and options", "ablation")):
+    for title, sub in (("methods", "method"), ("ablations and options", "ablation"), ("budgets", "budget")):
         out.append(f"{title} (overlays: --config ENV.yaml {conf_dir.name}/{sub}/NAME.yaml):")
         out += _overlay_lines(conf_dir / sub) if conf_dir.is_dir() else [f"  ({conf_dir} not found)"]
     out.append("reward methods (reward.name; or a class path package.module:Shaper):")
@@ -49,6 +50,8 @@ def catalogue(conf_dir: Path = CONF_DIR) -> str:
         out.append(f"  {entry.name:<14} {needs}")
     out.append("reward models (fitted by the reward method of the same name):")
     out += [f"  {entry.name}" for entry in REWARD_MODELS]
+    out.append("reward fit losses (reward.loss; ReSymNet's fit, RRD's is always randomized):")
+    out += [f"  {name:<14} {FIT_LOSS_SUMMARIES[name]}" for name in FIT_LOSSES]
     out.append("backbones (agent.name; or a class path package.module:Agent):")
     for entry in AGENTS:
         config = entry.config_class()

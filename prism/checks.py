@@ -18,6 +18,17 @@ def require(key: str, ok: bool, expected: str, value: Any) -> None:
         raise ValueError(f"{key}: must {expected}, got {value!r}")
 
 
+def one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
+    """``value`` is one of ``choices``; else the line lists them and names the nearest
+    (``reward.loss: must be one of sum, randomized, got 'randomised'; did you mean 'randomized'?``)."""
+    if value not in choices:
+        from prism._text import did_you_mean
+
+        raise ValueError(
+            f"{key}: must be one of {', '.join(choices)}, got {value!r}{did_you_mean(value, choices)}"
+        )
+
+
 def positive(key: str, value: int | float) -> None:
     require(key, value > 0, "be positive", value)
 

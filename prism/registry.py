@@ -350,7 +350,12 @@ class Registry(Generic[E]):
             return self._entries[name]
         if is_class_path(name) and hasattr(self.entry_type, "from_class_path"):
             return self.entry_type.from_class_path(key, name)  # type: ignore[attr-defined]
-        raise ConfigError(f"{key}: unknown {self.kind} {name!r} (known: {', '.join(self.names())})")
+        from prism._text import did_you_mean
+
+        known = self.names()
+        raise ConfigError(
+            f"{key}: unknown {self.kind} {name!r} (known: {', '.join(known)}){did_you_mean(name, known)}"
+        )
 
     def check(self, key: str, name: str) -> None:
         """Raise if ``name`` cannot be resolved (registered names are not imported, class paths are)."""

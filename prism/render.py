@@ -253,6 +253,33 @@ def _render_clips(
     return clips, env
 
 
+SECONDS_PER_FRAME = (0.005, 0.02)
+"""A frame's cost, policy step and MuJoCo render at 320×240, low and high: EGL on a GPU to OSMesa's software
+rasteriser (an order-of-magnitude guess for the estimate, not a benchmark), scaled by the frame's pixels."""
+
+
+def render_estimate(clips: int, max_frames: int, width: int, height: int, gif: bool) -> str:
+    """The line ``prism render`` prints before it starts: at most ``clips × max_frames`` frames (an episode
+    that ends early has fewer), roughly how long they take (:data:`SECONDS_PER_FRAME`) and how big the file
+    is at most: a GIF stores each frame as one palette byte per pixel before LZW compression (which shrinks
+    MuJoCo's flat-shaded frames a few times); an MP4 is H.264, a small fraction of that."""
+    frames = clips * max_frames
+    scale = width * height / (320 * 240)
+    low, high = (frames * t * scale for t in SECONDS_PER_FRAME)
+    raw_mb = frames * width * height / 1e6
+    size = (
+        f"a GIF of at most {raw_mb:.0f} MB" if gif else f"an MP4 of well under {max(raw_mb / 10, 1):.0f} MB"
+    )
+    return (
+        f"prism render: {clips} rollout{'s' if clips != 1 else ''} of at most {max_frames} frames at "
+        f"{width}x{height}: roughly {_duration(low)}–{_duration(high)}, {size} (fewer frames where episodes end)"
+    )
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def render_run(
     run_dir: str | Path,
     *,
@@ -291,6 +318,10 @@ def render_run(
         # imports PyOpenGL for it, and a backend that cannot load (OSMesa missing) fails right there.
         choose_gl_backend()
         chosen = True
+    limit = run.spec.max_episode_steps if max_steps is None else min(max_steps, run.spec.max_episode_steps)
+    # Said before the rollouts (stdout: stderr is kept to the one-line errors): a 100-rollout GIF is minutes.
+    gif = out_path.suffix.lower() == ".gif"
+    print(render_estimate(len(weights) * episodes, limit + 1, width, height, gif), flush=True)
     try:
         clips, env = _render_clips(run, weights, episodes, seed, width, height, max_steps, chosen)
     except ConfigError:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from subprocess_runs import subprocess_env
+from subprocess_runs import child, subprocess_env
 from toy_runs import KILLABLE, toy_run
 
 import prism
@@ -42,12 +42,13 @@ def test_sigint_during_a_fit_exits_130_and_keeps_the_checkpoint(tmp_path):
         cmd, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 300
-    while not (checkpoint.is_file() and (run_dir / "eval.csv").is_file()):
-        assert process.poll() is None, process.stderr.read()[-2000:]
-        assert time.monotonic() < deadline, "no checkpoint was written"
-        time.sleep(0.02)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
+    with child(process):  # a Ctrl-C of the test run ends the child too
+        while not (checkpoint.is_file() and (run_dir / "eval.csv").is_file()):
+            assert process.poll() is None, process.stderr.read()[-2000:]
+            assert time.monotonic() < deadline, "no checkpoint was written"
+            time.sleep(0.02)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-2000:]
     # the exact command that goes on, not just "interrupted" (issue 50, item 5)
     assert (
@@ -342,7 +343,10 @@ def test_ctrl_c_names_the_resume_command_and_resume_then_runs_the_whole_run(tmp_
         assert main(args) == 130
     out, err = capsys.readouterr()
     # the folder is named when the run starts, and the exact command that goes on when it is stopped
-    assert out.splitlines()[0] == f"prism fit: run folder {run_dir} (prism on prism/Toy-v0, seed 0)"
+    assert (
+        out.splitlines()[0]
+        == f"prism fit: run folder {run_dir} (prism on prism/Toy-v0, backbone capql, seed 0)"
+    )
     assert (
         err.strip().splitlines()[-1]
         == f"prism: interrupted; continue the run with: prism fit --resume {run_dir}"

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from subprocess_runs import child
 from toy_runs import toy_run
 
 from prism.cli import main
@@ -174,14 +175,15 @@ def test_population_is_deterministic_and_resumes_byte_identically_after_sigkill(
         _fit_cmd(killed), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     deadline = time.monotonic() + 300
-    try:  # kill deep in RL of cycle 2: after the refit and two evaluations of the second member
+    with child(
+        process
+    ):  # kill deep in RL of cycle 2: after the refit and two evaluations of the second member
         while not ((killed / "seed5" / "tb" / "reward_fit" / "cycle2").is_dir() and csv_path.is_file()
                    and csv_path.read_text().count("\n") >= 3):  # fmt: skip
             assert process.poll() is None, process.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "kill point never reached"
             time.sleep(0.02)
         process.send_signal(signal.SIGKILL)
-    finally:
         process.wait()
     assert process.returncode == -signal.SIGKILL
     assert not (killed / "summary.csv").exists()

@@ -46,10 +46,10 @@ def test_every_phase_shows_its_own_progress(tmp_path):
     lines = [line.strip() for chunk in text.split("\n") for line in chunk.split("\r") if line.strip()]
     order = [
         "collect random episodes (cycle 1/2): 5 episodes",
-        "reward fit (cycle 1/2): 3 epochs  val_loss ",
+        "reward fit (cycle 1/2, eq. 1 loss): 3 epochs  val_sum_mse ",
         "evaluation at 200 env steps (3 weights x 1 episode): HV ",
         "collect expert episodes (cycle 1/2): 3 episodes",
-        "reward fit (cycle 2/2): 3 epochs  val_loss ",
+        "reward fit (cycle 2/2, eq. 1 loss): 3 epochs  val_sum_mse ",
         "evaluation at 400 env steps (3 weights x 1 episode): HV ",
         "final evaluation at 400 env steps (4 weights x 1 episode): HV ",
     ]

@@ -87,18 +87,21 @@ def test_a_run_logging_to_a_file_writes_phase_lines_before_the_closing_block(tmp
     text = _fit_to_file(tmp_path / "log.txt", tmp_path / "run", monkeypatch=monkeypatch)
     lines = text.splitlines()
     done = next(i for i, line in enumerate(lines) if line.startswith("prism fit: done"))
-    assert lines[0] == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, seed 0)"
+    assert (
+        lines[0]
+        == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, backbone capql, seed 0)"
+    )
     order = [
         "collect random episodes (cycle 1/2): start (5 episodes)",
         "collect random episodes (cycle 1/2): 5 episodes, mean length",
-        "reward fit (cycle 1/2): start (3 epochs at most)",
-        "reward fit (cycle 1/2): 3 epochs",
+        "reward fit (cycle 1/2, eq. 1 loss): start (3 epochs at most)",
+        "reward fit (cycle 1/2, eq. 1 loss): 3 epochs",
         "RL (cycle 1/2): start at env step 0/400",
         "evaluation: start (3 episodes)",
         "evaluation at 200 env steps (3 weights x 1 episode): HV ",
         "RL (cycle 1/2): end at env step 200/400, 200 env steps in ",
         "collect expert episodes (cycle 1/2): start (3 episodes)",
-        "reward fit (cycle 2/2): start",
+        "reward fit (cycle 2/2, eq. 1 loss): start",
         "RL (cycle 2/2): start at env step 200/400",
         "RL (cycle 2/2): end at env step 400/400, 200 env steps in ",
         "final evaluation at 400 env steps",
@@ -113,7 +116,10 @@ def test_a_run_logging_to_a_file_writes_phase_lines_before_the_closing_block(tmp
 def test_progress_none_writes_only_the_run_folder_and_the_closing_block(tmp_path, monkeypatch):
     text = _fit_to_file(tmp_path / "log.txt", tmp_path / "run", "--progress", "none", monkeypatch=monkeypatch)
     lines = text.splitlines()
-    assert lines[0] == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, seed 0)", text[:500]
+    assert (
+        lines[0]
+        == f"prism fit: run folder {tmp_path / 'run'} (prism on prism/Toy-v0, backbone capql, seed 0)"
+    ), text[:500]
     assert lines[1].startswith("prism fit: done"), text[:500]
 
 
@@ -165,8 +171,8 @@ def test_a_long_fit_writes_its_epoch_and_numbers_about_once_a_minute(monkeypatch
     assert [int(re.search(r"epoch (\d+)/100", line).group(1)) for line in epochs] == [3, 6, 9]
     assert all(re.match(STAMP, line) for line in epochs)
     # the bar's numbers (mean of the members' validation losses at that epoch) and the pace
-    assert "val_loss 3, val_corr 0.5, 25.0 s/epoch" in epochs[0]
-    assert "val_loss 6, val_corr 0.5" in epochs[1]
+    assert "val_sum_mse 3, val_corr 0.5, 25.0 s/epoch" in epochs[0]
+    assert "val_sum_mse 6, val_corr 0.5" in epochs[1]
     assert lines[-1].split("] ", 1)[1].startswith("reward fit (cycle 2/2): 10 epochs")
 
 

@@ -86,7 +86,10 @@ def test_the_cli_renders_the_default_preferences_to_a_gif(hopper_run, tmp_path, 
     expected = render.default_weights(hopper_run, 3)
     assert printed.count(" episode 0: ") == len(expected) and f"video          {out}" in printed
     # each return named after its objective, as on the contact sheet (issue 50, item 10)
-    first = printed.splitlines()[0]
+    estimate, first = printed.splitlines()[:2]  # the estimate comes before the rollouts (issue 64)
+    assert estimate.startswith(
+        f"prism render: {len(expected)} rollouts of at most 6 frames at 48x32: roughly "
+    )
     assert re.search(r" steps, return forward -?[\d.e+-]+, jump -?[\d.e+-]+, energy -?[\d.e+-]+$", first), (
         first
     )

@@ -290,7 +290,7 @@ def test_a_populations_stacked_fit_shows_its_epochs(tmp_path):
     log = io.StringIO()
     run.loop.progress = LineProgress(log, fit_every_s=0.0)
     run.loop._advance(run.agent, None)  # collect, fit, stop at RL
-    desc = "reward fit (seeds 3, 5, stacked) (cycle 1/2)"
+    desc = "reward fit (seeds 3, 5, stacked) (cycle 1/2, eq. 1 loss)"
     epochs = [line for line in log.getvalue().splitlines() if f"] {desc}: epoch " in line]  # [h:mm:ss] desc
     assert [int(line.split("epoch ")[1].split("/")[0]) for line in epochs] == [1, 2, 3, 4]
     assert f"{desc}: 4 epochs" in log.getvalue()

@@ -35,6 +35,20 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def yaml_value(value: Any) -> str:
+    """``value`` as a config file spells it (``null``, ``true``, ``auto``, ``[256, 256]``), since ``--describe``
+    is read to write YAML, and Python's reprs (``None``, ``'auto'``) are not what a config file takes."""
+    import yaml
+
+    if isinstance(value, tuple):  # a tuple field is a YAML list
+        value = list(value)
+    try:
+        text = yaml.safe_dump(value, default_flow_style=True, width=10**9, allow_unicode=True)
+    except yaml.representer.RepresenterError:  # a type YAML has no tag for (none in the schema today)
+        return repr(value)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
 def describe(config: Any, width: int = 110) -> str:
     """Every key of ``config`` (a config dataclass, e.g. a loaded :class:`~prism.config.RunConfig`) as
     ``key = value`` followed by its documentation, indented; a group of keys gets a header line with its
@@ -53,7 +67,7 @@ def _describe(node: Any, prefix: str, lines: list[str], width: int) -> None:
             lines.append(f"{key}:  [{type(value).__name__}] {summary}".rstrip())
             _describe(value, key + ".", lines, width)
             continue
-        lines.append(f"{key} = {value!r}")
+        lines.append(f"{key} = {yaml_value(value)}")
         doc = docs.get(f.name, "(undocumented)")
         for paragraph in doc.split("\n\n"):
             lines += textwrap.wrap(

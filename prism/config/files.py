@@ -49,12 +49,26 @@ def _yaml_error(path: Path, err: Exception) -> str:
     return f"--config: {str(path)!r} is not valid YAML{where}: {problem}"
 
 
+def _conf_hint(path: Path) -> str:
+    """For a missing ``conf/…`` path: conf/ ships in the repository (the clone), not in the installed package,
+    so run from the clone; with an editable install the clone is known, and the line names the file there."""
+    if path.is_absolute() or not path.parts or path.parts[0] != "conf":
+        return ""
+    clone = Path(__file__).resolve().parents[2]  # prism/config/files.py -> the clone, for an editable install
+    if (clone / path).is_file():
+        return f" here; conf/ ships in prism's repository, not in the installed package; the clone has {str(clone / path)!r}"
+    return (
+        " here; conf/ ships in prism's repository (the git clone), not in the installed package: run from "
+        "the clone or give the file's path in it"
+    )
+
+
 def load_layer(path: Path) -> DictConfig:
     """One config file as a DictConfig; a missing, unreadable, invalid, empty or non-mapping file is a
     :class:`ConfigError`. (An empty file used to start the full default run: it is refused, since a config
     file that sets nothing is almost always the wrong file.)"""
     if not path.is_file():
-        raise ConfigError(f"--config: file {str(path)!r} does not exist")
+        raise ConfigError(f"--config: file {str(path)!r} does not exist{_conf_hint(path)}")
     _check_mapping(path)
     try:
         layer = OmegaConf.load(path)

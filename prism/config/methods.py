@@ -234,9 +234,12 @@ def check_method(
                 f"out (it is derived) or set the keys {name} needs, and name a variant with method_label=<label>"
             )
     elif not known_method(name, config):
+        from prism._text import did_you_mean
+
         raise ConfigError(
             f"method: unknown method {name!r} (built-in: {', '.join(BUILTIN_METHODS)}; or a plug-in reward "
-            f"model's name); for a label of your own set method_label={name} and leave method out"
+            f"model's name){did_you_mean(name, BUILTIN_METHODS)}; for a label of your own set "
+            f"method_label={name} and leave method out"
         )
     if label is None:
         return
@@ -269,11 +272,31 @@ def backbone_suffix(backbone: Any) -> str:
     return "-" + "".join(c if c.isalnum() or c in "_-." else "_" for c in name)
 
 
-def label_resolver(method: Any, method_label: Any, backbone: Any = None) -> str:
-    """The ``${prism_label:${method},${method_label},${agent.name}}`` interpolation of the default
-    ``run_dir``: the run's label (:func:`run_label`), then ``-<backbone>`` for a backbone other than CAPQL
-    (``prism-gpi_pd``; CAPQL runs keep the folder names they always had)."""
-    return str(method_label if method_label is not None else method) + backbone_suffix(backbone)
+LOSS_SUFFIX = "-randomized"
+"""What a default ``run_dir``'s method folder adds for ``reward.loss=randomized`` (``prism-randomized``)."""
+
+_NO_MODEL = ("none", "uniform", "random")  # reward methods that fit nothing, so reward.loss does not apply
+
+
+def loss_suffix(reward_name: Any, loss: Any) -> str:
+    """``-randomized`` for a learned reward model fitted with the randomized loss, else ``""``: runs of eq. 1
+    and of the randomized loss are both ``prism``, and must not meet in one default folder. RRD's loss is
+    always randomized, and its folder already says ``rrd``; a method without a model ignores the key."""
+    if str(loss) != "randomized" or str(reward_name) in (*_NO_MODEL, "rrd"):
+        return ""
+    return LOSS_SUFFIX
+
+
+def label_resolver(
+    method: Any, method_label: Any, backbone: Any = None, reward_name: Any = None, loss: Any = None
+) -> str:
+    """The ``${prism_label:${method},${method_label},${agent.name},${reward.name},${reward.loss}}``
+    interpolation of the default ``run_dir``: the run's label (:func:`run_label`), then ``-randomized`` for the
+    randomized fit (:func:`loss_suffix`), then ``-<backbone>`` for a backbone other than CAPQL
+    (``prism-gpi_pd``; CAPQL runs of eq. 1 keep the folder names they always had). The last two arguments are
+    optional, so a config.yaml written with the three-argument form still loads."""
+    label = str(method_label if method_label is not None else method)
+    return label + loss_suffix(reward_name, loss) + backbone_suffix(backbone)
 
 
 def relabel_record(config: Any, n_objectives: Callable[[], int] | None = None) -> Any:

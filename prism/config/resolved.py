@@ -13,7 +13,9 @@ from prism.devices import torch_device
 def resolved_values(config: RunConfig, spec=None) -> dict[str, Any]:
     """What a run decides at start for the keys its config leaves ``null`` / ``auto``: the device, the hidden
     channel, SymReg's λ, the evaluation reset seed (per member seed in a population), the evaluation worker
-    processes per protocol and torch's threads; with the prism version. Only the keys that apply are given."""
+    processes per protocol, whether a fit on sampled steps (``reward.loss=randomized``, RRD) corrects its bias
+    (``reward.bias_correction``) and torch's threads; with the prism version. Only the keys that apply are
+    given."""
     import torch
 
     from prism import __version__
@@ -35,5 +37,9 @@ def resolved_values(config: RunConfig, spec=None) -> dict[str, Any]:
         "periodic": planned_workers(spec, ev.num_workers, ev.num_weights * ev.episodes),
         "final": planned_workers(spec, ev.num_workers, ev.final.num_weights * ev.final.episodes),
     }
+    reward = config.reward
+    if reward.loss == "randomized" or reward.name == "rrd":
+        # Only a fit on sampled steps has the correction; null takes the model's own (ReSymNet on, RRD off).
+        out["reward.bias_correction"] = reward.bias_corrected
     out["threads"] = config.threads if config.threads > 0 else torch.get_num_threads()
     return out

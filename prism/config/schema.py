@@ -37,7 +37,8 @@ class EnvConfig:
     """Reward channel hidden by the sparse wrapper; ``None`` = the spec's default channel; negative values
     count from the end (``-1`` = the last channel, the control cost in every shipped env)."""
     p_rel: float = 0.0
-    """Per-step probability of releasing the sparse channel early (0 = only at episode end)."""
+    """Per-step probability of releasing the sparse channel early (0 = only at episode end). 1 is refused
+    unless ``env.dense=true``: released every step, the channel is dense (the oracle is ``env.dense=true``)."""
     dense: bool = False
     """Train on the plain dense env (the oracle): no wrapper, no hidden channel."""
     spec: dict[str, Any] | None = None
@@ -93,11 +94,15 @@ class RunConfig:
     ``summary.csv``; see docs/ARCHITECTURE.md for what depends on the population's composition."""
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu`` or ``cuda``."""
-    run_dir: str = "runs/${env.id}/${prism_label:${method},${method_label},${agent.name}}/${prism_seed_dir:${seed},${seeds}}"
+    run_dir: str = (
+        "runs/${env.id}/${prism_label:${method},${method_label},${agent.name},${reward.name},${reward.loss}}"
+        "/${prism_seed_dir:${seed},${seeds}}"
+    )
     """Output folder: config.yaml, eval.csv, TensorBoard events, checkpoints/ (interpolations resolved). The
     default ends in ``seed<N>`` for a single run and ``seeds<A>-<B>-…`` for a population (its members then
     write to ``seeds0-1-2/seed0/`` …), e.g. ``runs/mo-hopper-v5/prism/seed0``, ``runs/mo-hopper-v5/prism/seeds0-1-2``.
-    A backbone other than CAPQL is named after the method: ``runs/mo-hopper-v5/prism-gpi_pd/seed0``."""
+    A backbone other than CAPQL is named after the method: ``runs/mo-hopper-v5/prism-gpi_pd/seed0``, and so is
+    ReSymNet's randomized fit (``reward.loss=randomized``): ``runs/mo-hopper-v5/prism-randomized/seed0``."""
     threads: int = 1
     """CPU threads for torch (``torch.set_num_threads``); 0 keeps torch's default. One thread is fastest for
     these small networks on a shared or 2-core machine, and lets parallel runs not fight over cores."""
@@ -150,9 +155,7 @@ class RunConfig:
         if not self.run_dir:
             raise ValueError("run_dir: must be a non-empty path")
         checks.non_negative("threads", self.threads)
-        checks.require(
-            "protocol", self.protocol in PROTOCOLS, f"be one of {', '.join(PROTOCOLS)}", self.protocol
-        )
+        checks.one_of("protocol", self.protocol, PROTOCOLS)
 
 
 def member_seeds(config: RunConfig) -> list[int]:

@@ -118,6 +118,14 @@ def validate(config: RunConfig, *, record: bool = False) -> None:
             f"reward.name: the dense env (env.dense=true, the oracle) has no hidden channel to "
             f"redistribute; use reward.name=none, got {config.reward.name!r}"
         )
+    if not config.env.dense and config.env.p_rel >= 1.0:
+        # Released at every step, the hidden channel is the dense reward: a reward model would be fitted to
+        # what the agent already sees, and the run, filed as prism (or baseline), would be the oracle.
+        raise ConfigError(
+            f"env.p_rel: 1.0 releases the hidden channel at every step, so the env is dense and there is "
+            f"nothing to redistribute (reward.name={config.reward.name}); for the dense oracle use "
+            f"env.dense=true reward.name=none, else set env.p_rel below 1, got {config.env.p_rel!r}"
+        )
 
     # The agent node must be the chosen backbone's own config (it is when the loader built it; a config
     # built in Python may pair a name with another backbone's dataclass).

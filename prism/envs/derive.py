@@ -43,14 +43,13 @@ def _is_known_gym_id(env_id: str) -> bool:
 def did_you_mean(env_id: str) -> str:
     """``"; did you mean 'mo-hopper-v5'?"`` for the id nearest to ``env_id`` among prism's specs and
     gymnasium's registered ids (mo-gymnasium's included), or ``""`` when none is close."""
-    import difflib
-
     import gymnasium as gym
     import mo_gymnasium  # noqa: F401  (registers the mo- ids)
 
-    known = sorted({*REGISTRY, *gym.registry})
-    close = difflib.get_close_matches(env_id, known, n=1, cutoff=0.8)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    from prism._text import did_you_mean as nearest
+
+    # 0.8: among gymnasium's hundreds of ids a looser match suggests an unrelated env.
+    return nearest(env_id, {*REGISTRY, *gym.registry}, cutoff=0.8)
 
 
 def derive_env_spec(env_id: str, make_kwargs: Mapping[str, Any] | None = None) -> EnvSpec:

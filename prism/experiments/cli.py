@@ -232,6 +232,8 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
                 failures += 1
                 print("    " + log_tail(job, out).replace("\n", "\n    "), flush=True)
     wall = time.perf_counter() - start
+    if args.report_only:
+        _say_what_was_read(args, cells, out, prog)
     if any((c.run_dir(out) / "summary.json").is_file() for c in cells):
         recompute = _recompute_command(args, out, results)
         try:
@@ -246,12 +248,33 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
     return 1 if failures else 3 if elsewhere else 0
 
 
+def _say_what_was_read(args: argparse.Namespace, cells: list, out: Path, prog: str) -> None:
+    """``--report-only``: how many of the grid's own runs were found in ``out``, and when none were, where the
+    committed ones are (``docs/results/<preset>/runs``): without ``--out`` the command reads
+    ``runs/reproduce/<preset>``, which a fresh clone does not have, and it used to say only "no finished runs"
+    (or report the joined arms alone)."""
+    own = [c for c in cells if c.source is None]  # joined arms are read from their own study's folder
+    found = sum((c.run_dir(out) / "summary.json").is_file() for c in own)
+    print(f"{prog}: read {found} of {len(own)} finished runs of {args.preset} in {_shown(out)}", flush=True)
+    committed = ROOT / "docs" / "results" / args.preset / "runs"
+    if found == 0 and own and committed.is_dir() and committed.resolve() != out.resolve():
+        print(
+            f"{prog}: warning: no run of {args.preset} in {_shown(out)}; its committed runs are in "
+            f"{_shown(committed)}: add --out {_shown(committed)} (and --results DIR to leave the committed "
+            "report as it is)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def _recompute_command(args: argparse.Namespace, out: Path, results: Path) -> str:
-    """The ``prism reproduce --report-only`` line that rebuilds this report from the run files it copies."""
-    # The committed run files: the grid's own folder where it writes into docs/results/ (as the studies do),
-    # else the copies the report keeps beside itself.
-    committed = out.resolve().is_relative_to((ROOT / "docs" / "results").resolve())
-    runs = out if committed else results / "runs"
+    """The ``prism reproduce --report-only`` line that rebuilds this report: it names the folder the runs were
+    read from (``--out``), so pasting it reads the same files."""
+    # One exception: a report written into docs/results/ from runs outside it names the copies it keeps
+    # beside itself (results/runs), since only they are committed with it.
+    docs = (ROOT / "docs" / "results").resolve()
+    copies = results.resolve().is_relative_to(docs) and not out.resolve().is_relative_to(docs)
+    runs = results / "runs" if copies else out
     parts = ["prism reproduce", f"--preset {args.preset}"]
     for flag in ("envs", "methods", "seeds"):
         values = getattr(args, flag)

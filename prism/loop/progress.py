@@ -175,8 +175,17 @@ class PhaseProgressBar(Callback):
             self.progress.main = None
 
 
+VAL_LOSS_LABEL = "val_sum_mse"
+"""The progress line's name for a fit's validation loss. Whatever the training loss (eq. 1, randomized, RRD's),
+validation scores each network by eq. 1's error on whole validation segments: the mean squared error of its
+predicted segment sums (the hidden reward's units squared), averaged over the ensemble. A plain ``val_loss``
+read as the training loss, so two fits' numbers (RRD's 10× ReSymNet's on walker2d's first fit, table1-study)
+looked like two losses' scales; they are one quantity, and its size is the fit's quality."""
+
+
 class RewardFitProgress(Callback):
-    """A reward fit's bar: one tick per epoch, the ensemble's mean validation loss and correlation."""
+    """A reward fit's bar: one tick per epoch, the ensemble's mean validation loss (labelled
+    :data:`VAL_LOSS_LABEL`) and correlation."""
 
     def __init__(self, progress: Progress, desc: str, max_epochs: int, log_prefix: str = "reward_fit"):
         self.progress = progress
@@ -216,7 +225,7 @@ class RewardFitProgress(Callback):
         prefix = f"{self.log_prefix}/val_loss/m"
         losses = [float(v) for k, v in metrics.items() if k.startswith(prefix)]
         corr = metrics.get(f"{self.log_prefix}/val_corr")
-        self._last = {"val_loss": sum(losses) / len(losses) if losses else float("nan")}
+        self._last = {VAL_LOSS_LABEL: sum(losses) / len(losses) if losses else float("nan")}
         if corr is not None:
             self._last["val_corr"] = float(corr)
         self._bar.set_postfix({k: f"{v:.4g}" for k, v in self._last.items()}, refresh=False)

@@ -7,7 +7,7 @@ Every line starts with the wall time since the run started, ``[h:mm:ss]``:
 - a phase with a bar of its own (collection, reward fit, evaluation) writes ``<desc>: start (<n> <unit>)``
   when it starts and the bar's summary line when it ends;
 - a reward fit also writes, at the first epoch end after every ``fit_every_s`` seconds (60), ``<desc>: epoch
-  e/E, val_loss …, val_corr …, <t> s/epoch`` (the bar's numbers), so a fit of hours shows in the log that it
+  e/E, val_sum_mse …, val_corr …, <t> s/epoch`` (the bar's numbers), so a fit of hours shows in the log that it
   moves;
 - RL writes ``RL (cycle c/C): start at env step s/S`` when a cycle's RL phase starts, ``RL (cycle c/C): end
   at env step s/S, <n> env steps in <t>s`` when it ends, and every ``every`` env steps (1000) or ``every_s``

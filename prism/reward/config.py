@@ -19,6 +19,12 @@ from prism import checks
 
 FIT_LOSSES = ("sum", "randomized")
 """``reward.loss``: eq. 1 over whole segments, or randomized return decomposition over sampled steps."""
+FIT_LOSS_SUMMARIES = {
+    "sum": "eq. 1: each segment's per-step predictions summed against its return (the paper's; the default)",
+    "randomized": "randomized return decomposition: reward.sampled_steps sampled steps of each segment, scaled "
+    "to its length (cheaper fits on long episodes; docs/benchmarks.md)",
+}
+"""One line per ``reward.loss`` value, for ``prism list`` and the reward fit's progress line."""
 FIT_SAMPLINGS = ("uniform", "stratified")
 """``reward.sampling``: how the randomized loss draws its K steps of a segment."""
 FIT_PRECISIONS = ("32-true", "bf16-mixed")
@@ -180,9 +186,7 @@ class RewardConfig:
         checks.require(
             "reward.stacked_fit", isinstance(self.stacked_fit, bool), "be true or false", self.stacked_fit
         )
-        checks.require(
-            "reward.loss", self.loss in FIT_LOSSES, f"be one of {', '.join(FIT_LOSSES)}", self.loss
-        )
+        checks.one_of("reward.loss", self.loss, FIT_LOSSES)
         checks.positive("reward.sampled_steps", self.sampled_steps)
         checks.require(
             "reward.bias_correction", self.bias_correction is None or isinstance(self.bias_correction, bool),
@@ -193,12 +197,7 @@ class RewardConfig:
             # s² (the sample variance over the K sampled steps) needs two steps.
             checks.require("reward.sampled_steps", self.sampled_steps >= 2, "be >= 2 with bias_correction",
                            self.sampled_steps)  # fmt: skip
-        checks.require(
-            "reward.sampling",
-            self.sampling in FIT_SAMPLINGS,
-            f"be one of {', '.join(FIT_SAMPLINGS)}",
-            self.sampling,
-        )
+        checks.one_of("reward.sampling", self.sampling, FIT_SAMPLINGS)
         # The correction is the variance of a uniform sample without replacement (another for strata); on by
         # default for ReSymNet, so the message says what to set.
         sampled = self.loss == "randomized" or self.name == "rrd"
@@ -208,10 +207,7 @@ class RewardConfig:
                 f"reward.bias_correction: must be false with reward.sampling=stratified, got {state} "
                 "(add reward.bias_correction=false)"
             )
-        checks.require(
-            "reward.precision", self.precision in FIT_PRECISIONS, f"be one of {', '.join(FIT_PRECISIONS)}",
-            self.precision,
-        )  # fmt: skip
+        checks.one_of("reward.precision", self.precision, FIT_PRECISIONS)
         checks.require(
             "reward.warm_start", isinstance(self.warm_start, bool), "be true or false", self.warm_start
         )
@@ -236,3 +232,15 @@ class RewardConfig:
                 "be false with reward.stacked_fit=true",
                 self.warm_start,
             )
+
+
+def fit_loss_label(reward: RewardConfig) -> str:
+    """The fit's training loss as the progress line names it: ``eq. 1 loss`` (ReSymNet's default),
+    ``randomized loss, K=64`` (``reward.loss=randomized``), ``rrd, randomized loss, K=64`` (RRD's is always
+    randomized), or ``<model>, <reward.loss> loss`` for a plug-in model. Runs of two losses write the same
+    phases; without this, their logs read alike."""
+    sampled = f"randomized loss, K={reward.sampled_steps}"
+    if reward.name == "rrd":
+        return f"rrd, {sampled}"
+    loss = "eq. 1 loss" if reward.loss == "sum" else sampled
+    return loss if reward.name == "resymnet" else f"{reward.name}, {loss}"

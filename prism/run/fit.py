@@ -306,8 +306,10 @@ def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
     (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config, spec)))
     seeds = ", ".join(map(str, member_seeds(config)))
     plural = "s" if config.seeds is not None else ""
+    # The backbone is named on every run: a method's name (prism, baseline, …) says nothing about it.
     print(
-        f"prism fit: run folder {run_dir} ({run_label(config)} on {spec.id}, seed{plural} {seeds})",
+        f"prism fit: run folder {run_dir} ({run_label(config)} on {spec.id}, backbone {config.agent.name}, "
+        f"seed{plural} {seeds})",
         flush=True,
     )
     run = build_run(config, progress_bar=make_progress(progress))
