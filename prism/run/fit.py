@@ -175,11 +175,9 @@ def build_run(
             for member in members:
                 member.evaluation.progress = progress
         callbacks.append(PhaseProgressBar(loop, progress=progress))
-    # Where the run's time goes (summary.json's phase_times): the loop and the evaluations time their phases.
-    phases = PhaseClock()
-    loop.phase_clock = phases
-    for member in members:
-        member.evaluation.phase_clock = phases
+    phases = PhaseClock()  # where the run's time goes (summary.json's phase_times)
+    for timed in (loop, *(m.evaluation for m in members)):  # what times its phases
+        timed.phase_clock = phases
     trainer = L.Trainer(
         accelerator=accelerator(config.device),
         devices=1,
