@@ -103,10 +103,12 @@ def build_parser(prog: str = "prism reproduce") -> argparse.ArgumentParser:
 
 def _shown(path: Path) -> str:
     """``path`` relative to the repository root where it lies inside it (a command one can paste there)."""
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
+    for candidate in (path.absolute(), path.resolve()):  # (a folder reached through a link: as given first)
+        try:
+            return str(candidate.relative_to(ROOT))
+        except ValueError:
+            continue
+    return str(path)
 
 
 def grid_folders(args: argparse.Namespace, other_backbone: bool, other_protocol: bool) -> tuple[Path, Path]:
