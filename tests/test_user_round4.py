@@ -298,8 +298,14 @@ def test_a_ctrl_c_in_a_subprocess_test_passes_sigint_on_to_the_child_and_ends_it
     )
     assert process.stdout.readline().strip() == "ready"
     start = time.monotonic()
-    with pytest.raises(KeyboardInterrupt), child(process, grace_s=30):
-        signal.raise_signal(signal.SIGINT)  # the Ctrl-C that reaches the test's process
-        time.sleep(600)  # (a test waiting on its child)
+    # pytest-xdist's workers ignore SIGINT (their controller handles Ctrl-C): Python's own handler for the
+    # test, so the signal raises KeyboardInterrupt here as it does in a plain pytest process.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), child(process, grace_s=30):
+            signal.raise_signal(signal.SIGINT)  # the Ctrl-C that reaches the test's process
+            time.sleep(60)  # (a test waiting on its child)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert process.returncode == 130 and marker.is_file()  # the child got SIGINT and ended on it
     assert time.monotonic() - start < 30
