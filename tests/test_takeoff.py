@@ -59,9 +59,14 @@ def test_take_off_counts_the_seeds_above_the_threshold_here_and_in_the_reference
 def test_the_halfcheetah_paper_preset_runs_halfcheetah_only_and_joins_the_rest_at_their_budget():
     preset = PRESETS["halfcheetah-paper"]
     own = [c for c in preset.cells() if c.source is None]
-    # five arms × 5 seeds, and five more e-oracle seeds (issue 60)
-    assert {c.env for c in own} == {"halfcheetah"} and len(own) == 30
+    # five arms × 5 seeds, five more e-oracle seeds, and issue 60's divergence runs: oracle seed 3 rerun, and
+    # the LayerNorm critic on that seed and three ordinary ones
+    assert {c.env for c in own} == {"halfcheetah"} and len(own) == 35
     assert sorted(c.seed for c in own if c.method == "e-oracle") == list(range(10))
+    assert sorted(c.seed for c in own if c.method == "e-oracle-rerun") == [3]
+    assert sorted(c.seed for c in own if c.method == "e-oracle-ln") == [0, 1, 2, 3]
+    assert preset.arm("e-oracle-ln").overrides == ("agent.critic_layer_norm=true",)
+    assert preset.arm("e-oracle-rerun").overrides == preset.arm("e-oracle").overrides
     # e-prism-paper runs on halfcheetah only: the joined envs hold the four arms their studies ran; the peer arm
     # (morl-baselines' CAPQL, tools/peer_capql_run.py) is read from this preset's own folder and never run
     assert {c.method for c in preset.cells() if c.source is not None and c.env != "halfcheetah"} == set(

@@ -11,6 +11,7 @@ from pathlib import Path
 from prism.experiments import stats
 from prism.experiments.collect import collect, copy_run_files, paper_values
 from prism.experiments.costs import cost_section
+from prism.experiments.divergence import divergence_section
 from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
@@ -186,6 +187,10 @@ def write_report(
         if flip_rows:
             _write_csv(results / "flips.csv", flip_rows)
             sections += [*flip_lines, ""]
+    divergence_lines, divergence_rows = divergence_section(preset, cells, out)
+    if divergence_rows:
+        _write_csv(results / "divergence.csv", divergence_rows)
+        sections += [*divergence_lines, ""]
     for spec, result in aggregates:
         agg_lines, agg_rows = aggregate_lines(spec, result)
         if agg_rows:

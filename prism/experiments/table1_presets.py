@@ -120,7 +120,7 @@ TABLE1_STUDY = Preset(
 
 HALFCHEETAH_PAPER = Preset(
     envs=("halfcheetah", "walker", "swimmer", "hopper"),
-    methods=(*HALFCHEETAH_PAPER_ARMS, "e-prism-paper", PEER_CAPQL_ARM),
+    methods=(*HALFCHEETAH_PAPER_ARMS, "e-prism-paper", PEER_CAPQL_ARM, "e-oracle-rerun", "e-oracle-ln"),
     # e-oracle has 10 seeds (issue 60: seeds 5-9 from the commit of seeds 0-4, bd157d6), every other arm 5.
     seeds=tuple(range(10)),
     # table1-study's halfcheetah settings with the paper's RL budget: 2 cycles × M = 100 000 steps
@@ -151,12 +151,27 @@ HALFCHEETAH_PAPER = Preset(
             per_seed=True,
             seeds=FIVE_SEEDS,
         ),
+        # Issue 60's critic divergence: oracle seed 3 rerun from its config at a commit that watches the critic
+        # (does it diverge again, and at which step?), and the stabiliser, LayerNorm in every critic layer, on
+        # that seed and three ordinary ones.
+        Arm("e-oracle-rerun", "oracle", "equal", per_seed=True, seeds=(3,)),
+        Arm(
+            "e-oracle-ln",
+            "oracle",
+            "equal",
+            ("agent.critic_layer_norm=true",),
+            per_seed=True,
+            seeds=(3, 0, 1, 2),
+        ),
         # An oracle too (the dense reward), beside the paper's oracle row; read, never run (joined below).
         Arm(PEER_CAPQL_ARM, "oracle", "equal", per_seed=True, seeds=FIVE_SEEDS),
     ),
     # Only halfcheetah runs e-prism-paper; the other envs are the four arms read from their studies.
     env_methods=(
-        ("halfcheetah", (*HALFCHEETAH_PAPER_ARMS, "e-prism-paper", PEER_CAPQL_ARM)),
+        (
+            "halfcheetah",
+            (*HALFCHEETAH_PAPER_ARMS, "e-prism-paper", PEER_CAPQL_ARM, "e-oracle-rerun", "e-oracle-ln"),
+        ),
         ("walker", HALFCHEETAH_PAPER_ARMS),
         ("swimmer", HALFCHEETAH_PAPER_ARMS),
         ("hopper", HALFCHEETAH_PAPER_ARMS),
@@ -197,6 +212,7 @@ HALFCHEETAH_PAPER = Preset(
         ),
         Ratio("e-prism-paper", "e-prism", "N = E = 1000 with the cheaper fit vs N = 250, E = 50 with eq. 1"),
         Ratio("e-oracle", PEER_CAPQL_ARM, "our CAPQL vs morl-baselines' on the dense reward (issue 60)"),
+        Ratio("e-oracle-ln", "e-oracle", "the stabiliser, LayerNorm in the critic, vs CAPQL's critic"),
     ),
     description=(
         "Halfcheetah at the paper's RL budget: mo-halfcheetah-v5, 2 cycles × M = 100 000 RL steps, "
