@@ -79,7 +79,7 @@ def test_sampling_variance_averages_the_segments_and_finds_the_k_of_ratio_one():
     assert got.estimate_variance == pytest.approx(np.mean(each))
     assert got.return_variance == pytest.approx(np.var([r.sum() for r in segments], ddof=1))
     assert got.ratio == pytest.approx(np.mean(each) / got.return_variance)
-    assert got.long_share == pytest.approx(5 / 6)
+    assert got.long_share == pytest.approx(5 / 6) and got.mean_length == pytest.approx(790 / 6)
     ratios = {
         k: np.mean([advise.sampled_sum_variance(r, k) for r in segments]) / got.return_variance
         for k in range(1, 201)
@@ -136,10 +136,13 @@ def test_segments_are_cut_after_each_release():
 # ---- the recommendation ---------------------------------------------------------------------------------------
 
 
-def _advice(eta: float, ratio: float, long_share: float = 1.0, fall: bool = False) -> Advice:
+def _advice(
+    eta: float, ratio: float, long_share: float = 1.0, fall: bool = False, segment_length: float | None = None
+) -> Advice:
+    length = 25.0 if fall else 1000.0
     sampling = SamplingVariance(64, estimate_variance=ratio * 10.0, return_variance=10.0, long_share=long_share,
-                                k_for_ratio_one=500)  # fmt: skip
-    ends = EpisodeEnds(100, 100 if fall else 0, 25.0 if fall else 1000.0, 9, 1000, 1000)
+                                mean_length=segment_length or length, k_for_ratio_one=500)  # fmt: skip
+    ends = EpisodeEnds(100, 100 if fall else 0, length, 9, 1000, 1000)
     return Advice(eta, sampling, ends)
 
 
@@ -170,6 +173,10 @@ def test_recommend_says_where_no_study_has_been():
     assert any(
         "end at a fall, unlike" in r for r in recommend(_advice(eta=0.02, ratio=1.0, fall=True)).reasons
     )
+    # releases inside episodes (env.p_rel > 0): short segments, which no study had
+    short = recommend(_advice(eta=0.68, ratio=0.0, long_share=0.0, segment_length=10.2))
+    assert short.choice == "uniform" and "segments of 10.2 steps" in short.reasons[-1]
+    assert not any("p_rel" in r for r in recommend(_advice(eta=0.68, ratio=0.0)).reasons)
 
 
 def test_a_constant_hidden_channel_is_uniforms_exactly():
@@ -243,8 +250,8 @@ def test_prism_advise_prints_one_line_per_number_and_the_advice(capsys):
         f"{sampling.return_variance:.4g}",
     )
     assert (
-        f"{sampling.long_share:.0%} of segments longer than K; K = {sampling.k_for_ratio_one} for a ratio of 1"
-        in lines[3]
+        f"{sampling.long_share:.0%} of segments longer than K (mean T {sampling.mean_length:.1f}); "
+        f"K = {sampling.k_for_ratio_one} for a ratio of 1" in lines[3]
     )
     choice = recommend(want)
     assert lines[4] == f"recommendation: {advise.CHOICES[choice.choice]}"

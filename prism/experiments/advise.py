@@ -135,6 +135,8 @@ class SamplingVariance:
     """``Var(R)`` of the segments' sums across segments (denominator n − 1)."""
     long_share: float
     """The share of segments longer than K (the only ones the randomized loss samples)."""
+    mean_length: float
+    """The segments' mean length T (an episode's, where the hidden channel is released only at its end)."""
     k_for_ratio_one: int
     """The smallest K whose ratio is ≤ 1 (at most the longest segment's T, where the variance is 0)."""
 
@@ -212,6 +214,7 @@ def sampling_variance(segments: list[np.ndarray], sampled_steps: int) -> Samplin
         estimate_variance=_mean_variance(lengths, variances, sampled_steps),
         return_variance=return_variance,
         long_share=float(np.mean(lengths > sampled_steps)),
+        mean_length=float(lengths.mean()),
         k_for_ratio_one=low,
     )
 
@@ -238,6 +241,16 @@ def measure(episodes: list[RandomEpisode], sampled_steps: int, time_limit: int) 
     return Advice(eta, sampling, episode_ends(episodes, time_limit), constant)
 
 
+def _segment_note(advice: Advice) -> list[str]:
+    """Where releases inside episodes (``env.p_rel`` > 0) cut them into shorter segments, that no study has."""
+    if advice.sampling.mean_length >= advice.ends.mean_length:
+        return []
+    return [
+        f"the releases cut episodes into segments of {advice.sampling.mean_length:.1f} steps on average; every "
+        "study here ran at p_rel = 0, where a segment is a whole episode"
+    ]
+
+
 def recommend(advice: Advice) -> Recommendation:
     """The advice from the three numbers (thresholds: the module's constants, each with its source)."""
     eta, sampling, ends = advice.eta, advice.sampling, advice.ends
@@ -258,19 +271,20 @@ def recommend(advice: Advice) -> Recommendation:
         )
         if not ends.fall:
             reasons.append(
-                "but these episodes do not end at a fall, unlike the studied envs with such an eta: the "
-                "studies say nothing about where this credit comes from"
+                "these episodes do not end at a fall, unlike the studied envs with such an eta: the studies "
+                "say nothing about where this credit comes from"
             )
-        return Recommendation("uniform", tuple(reasons), UNIFORM_WHERE_FALLS)
+        return Recommendation("uniform", tuple(reasons + _segment_note(advice)), UNIFORM_WHERE_FALLS)
     reasons.append(
         f"R/T carries little per-step credit (eta {eta:.2f} < {ETA_CARRIES_CREDIT}); where every episode lasts "
         "the time limit (swimmer, halfcheetah), ReSymNet's mean HV was above uniform's"
     )
     if ends.fall:
         reasons.append(
-            "but these episodes end at a fall, unlike the studied envs with such an eta: the studies say "
-            "nothing about this case"
+            "these episodes end at a fall, unlike the studied envs with such an eta: the studies say nothing "
+            "about this case"
         )
+    reasons += _segment_note(advice)
     k = sampling.sampled_steps
     if sampling.long_share < LONG_SHARE_MIN:
         reasons.append(
@@ -431,9 +445,9 @@ def report_lines(env_id: str, channel_name: str, seed: int, advice: Advice, wall
         ),
         f"randomized fit's variance ratio: {sampling.ratio:.2f} = mean T²(1-K/T)σ²/K {sampling.estimate_variance:.4g}"
         f" / Var(R) {sampling.return_variance:.4g}, K = {k} steps drawn uniformly without replacement (the fast "
-        f"fit's), {sampling.long_share:.0%} of segments longer than K{one}",
+        f"fit's), {sampling.long_share:.0%} of segments longer than K (mean T {sampling.mean_length:.1f}){one}",
         f"recommendation: {CHOICES[recommendation.choice]}",
-        *(f"  because {reason}" for reason in recommendation.reasons),
+        *(f"  why: {reason}" for reason in recommendation.reasons),
         *(f"  evidence: {evidence_line(row)}" for row in recommendation.evidence),
     ]
     return lines
