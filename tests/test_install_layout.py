@@ -71,11 +71,12 @@ def test_an_editable_install_is_a_static_pth_and_the_clone_folder_does_not_shado
 def test_this_trees_editable_install_is_not_shadowed_by_a_folder_named_prism(tmp_path):
     """The install this test runs under, where it is an editable install of this tree: from a folder holding a
     link named ``prism`` to this tree, ``import prism`` gives this tree's package."""
-    try:
-        dist = metadata.distribution("prism-morl")
-    except metadata.PackageNotFoundError:
-        pytest.skip("prism-morl is not installed; the wheel test above covers the layout")
-    direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    # With the root on sys.path, the source tree's own prism_morl.egg-info (a build by-product) is a distribution
+    # too, listed before site-packages' one: read the installed one, which records how it was installed.
+    installed = [d for d in metadata.distributions(name="prism-morl") if d.read_text("direct_url.json")]
+    if not installed:
+        pytest.skip("prism-morl is not installed by pip; the wheel test above covers the layout")
+    direct = json.loads(installed[0].read_text("direct_url.json") or "{}")
     source = direct.get("url", "")
     if (
         not direct.get("dir_info", {}).get("editable")
