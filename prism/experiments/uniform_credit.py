@@ -20,6 +20,7 @@ within episodes, and R/T is nearly the same number at every step of every episod
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -102,6 +103,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=None, help="per env (default: 300 short, 60 long)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    # Bad input is one line and exit 2 before any episode runs (an unknown id would otherwise end the run in
+    # a traceback after the envs before it had run).
+    from prism.envs.registry import get_env_spec
+    from prism.envs.spec import SpecError
+
+    if args.episodes is not None and args.episodes < 2:
+        print(f"prism uniform-credit: --episodes: need at least 2, got {args.episodes}", file=sys.stderr)
+        return 2
+    for env_id in args.envs:
+        try:
+            get_env_spec(env_id)
+        except SpecError as err:
+            print(f"prism uniform-credit: --envs: {err}", file=sys.stderr)
+            return 2
     for env_id in args.envs:
         start = time.perf_counter()
         episodes = random_episode_rewards(
