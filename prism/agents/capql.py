@@ -40,6 +40,7 @@ class CAPQLHyper(NamedTuple):
     alpha: float
     tau: float
     symreg_lambda: float  # the effective λ (0 when SymReg is off)
+    log_prob_form: str = "exact"  # agent.tanh_log_prob
 
 
 def capql_update(
@@ -59,15 +60,17 @@ def capql_update(
     """
     actor_opt, critic_opt = optimizers
     critic = capql_critic_loss(
-        nets.actor, nets.critic, nets.critic_target, batch, hyper.gamma, hyper.alpha, generator
-    )
+        nets.actor, nets.critic, nets.critic_target, batch, hyper.gamma, hyper.alpha, generator,
+        hyper.log_prob_form,
+    )  # fmt: skip
     critic_opt.zero_grad(set_to_none=True)
     critic.loss.backward()
     critic_opt.step()
 
     actor = capql_actor_loss(
-        nets.actor, nets.critic, batch, hyper.alpha, hyper.symreg_lambda, obs_sign, act_sign, generator
-    )
+        nets.actor, nets.critic, batch, hyper.alpha, hyper.symreg_lambda, obs_sign, act_sign, generator,
+        hyper.log_prob_form,
+    )  # fmt: skip
     actor_opt.zero_grad(set_to_none=True)
     actor.loss.backward()
     actor_opt.step()
@@ -129,7 +132,7 @@ class CAPQLModule(OffPolicyAgent):
         self.symreg_lambda = float(symreg_lambda)
         # 'exact' makes L_eq identically 0 and 'none' switches symmetry off: either way no SymReg term.
         effective = self.symreg_lambda if config.symmetry_mode == "regularise" else 0.0
-        self.hyper = CAPQLHyper(config.gamma, config.alpha, config.tau, effective)
+        self.hyper = CAPQLHyper(config.gamma, config.alpha, config.tau, effective, config.tanh_log_prob)
         self.save_hyperparameters(
             {
                 "agent": asdict(config),

@@ -17,6 +17,9 @@ from typing import ClassVar, Literal
 
 from prism import checks
 
+TANH_LOG_PROB_FORMS = ("exact", "epsilon")
+"""The forms of ``agent.tanh_log_prob`` (:func:`prism.agents.networks.sample_tanh_gaussian`)."""
+
 SymmetryMode = Literal["regularise", "exact", "none"]
 
 
@@ -127,6 +130,12 @@ class CAPQLConfig(OffPolicyConfig):
     with it is provably stable where plain TD can diverge (Gallici et al. 2024, "Simplifying deep temporal
     difference learning"); a gradient clip only slows a divergence that the targets feed."""
 
+    tanh_log_prob: Literal["exact", "epsilon"] = "exact"
+    """How log π(a) corrects for the tanh squashing (docs/method.md §6): ``exact`` (the default) is
+    ``log(1 − tanh² u)`` in a form that cannot underflow; ``epsilon`` is morl-baselines' CAPQL (and SB3's):
+    ``log(1 − tanh² u + 1e-6)`` with log π clamped to ±1e3, whose correction stops growing once a mean
+    saturates (issue 60: the one difference in the update maths between prism's CAPQL and morl-baselines')."""
+
     symreg_lambda: float | None = None
     """SymReg weight λ (docs/method.md §7); ``None`` takes the env spec's per-env default; 0 is the "w/o loss" ablation."""
 
@@ -165,6 +174,12 @@ class CAPQLConfig(OffPolicyConfig):
             isinstance(self.cuda_graph, bool) or self.cuda_graph == "auto",
             "be auto, true or false",
             self.cuda_graph,
+        )
+        checks.require(
+            "agent.tanh_log_prob",
+            self.tanh_log_prob in TANH_LOG_PROB_FORMS,
+            "be " + " or ".join(TANH_LOG_PROB_FORMS),
+            self.tanh_log_prob,
         )
         if self.symreg_lambda is not None:
             checks.non_negative("agent.symreg_lambda", self.symreg_lambda)

@@ -112,13 +112,15 @@ def capql_critic_loss(
     gamma: float,
     alpha: float,
     generator: torch.Generator | None = None,
+    log_prob_form: str = "exact",
 ) -> CriticLoss:
     """Critic loss of one update: target from the current actor and the Polyak target critics.
 
-    ``batch`` fields are ``[S, B, ...]`` (or ``[B, ...]`` for one member); ``generator`` draws a' 's noise."""
+    ``batch`` fields are ``[S, B, ...]`` (or ``[B, ...]`` for one member); ``generator`` draws a' 's noise;
+    ``log_prob_form``: :func:`~prism.agents.networks.sample_tanh_gaussian`'s (``agent.tanh_log_prob``)."""
     with torch.no_grad():
         next_mean, next_log_std = actor(batch.next_obs, batch.weight)
-        next_action, next_log_prob = sample_tanh_gaussian(next_mean, next_log_std, generator)
+        next_action, next_log_prob = sample_tanh_gaussian(next_mean, next_log_std, generator, log_prob_form)
         next_q = critic_target_net(torch.cat([batch.next_obs, next_action, batch.weight], dim=-1))
         y = critic_target(batch.reward, batch.done, next_q, next_log_prob, gamma, alpha)
     q = critic(torch.cat([batch.obs, batch.action, batch.weight], dim=-1))
@@ -134,6 +136,7 @@ def capql_actor_loss(
     obs_sign: torch.Tensor | None = None,
     act_sign: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
+    log_prob_form: str = "exact",
 ) -> ActorLoss:
     """Actor loss of one update, plus ``λ·L_eq`` when ``symreg_lambda > 0``.
 
@@ -152,7 +155,7 @@ def capql_actor_loss(
     else:
         mean, log_std = actor(obs, weight)
         sym_per_member = torch.zeros(obs.shape[:-2], device=obs.device)
-    action, log_prob = sample_tanh_gaussian(mean, log_std, generator)
+    action, log_prob = sample_tanh_gaussian(mean, log_std, generator, log_prob_form)
     q = critic(torch.cat([obs, action, weight], dim=-1), detach_params=True)
     policy, alpha_log_pi = actor_loss(log_prob, q, weight, alpha)
     per_member = policy + symreg_lambda * sym_per_member if symreg_lambda > 0.0 else policy

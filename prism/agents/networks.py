@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from prism.agents.config import TANH_LOG_PROB_FORMS
+
 LOG_STD_MIN = -20.0
 LOG_STD_MAX = 2.0
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -141,22 +143,43 @@ class GaussianActor(nn.Module):
         return (mean[0], log_std[0]) if flat else (mean, log_std)
 
 
+TANH_LOG_PROB_EPSILON = 1e-6
+"""ε of the ``epsilon`` form, ``log(1 − tanh² u + ε)`` (SB3's and morl-baselines' value)."""
+TANH_LOG_PROB_CLAMP = 1e3
+"""The ``epsilon`` form's bound on ``|log π(a)|`` (morl-baselines' CAPQL clamps to ±1e3)."""
+
+
 def sample_tanh_gaussian(
-    mean: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None = None
+    mean: torch.Tensor,
+    log_std: torch.Tensor,
+    generator: torch.Generator | None = None,
+    log_prob_form: str = "exact",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reparameterised sample ``a = tanh(u)``, ``u = μ + σ ε``, and its log-density ``log π(a)`` ``[..., B]``.
 
     ``log π(a) = Σ_i [log N(u_i; μ_i, σ_i) − log(1 − tanh² u_i)]`` (change of variables through tanh), with
     ``log(1 − tanh² u) = 2(log 2 − u − softplus(−2u))`` — exact and stable where ``1 − tanh²`` underflows,
     so no ε fudge is needed. ``log N(u; μ, σ) = −ε²/2 − log σ − log √(2π)`` uses the drawn ε directly.
+
+    ``log_prob_form="epsilon"`` is morl-baselines' (and SB3's) form instead: ``log(1 − tanh² u + 1e-6)``,
+    then ``log π`` clamped to ±1e3. The two agree to ~1e-4 while ``|u| ≲ 3``; beyond ``|u| ≈ 7`` the
+    epsilon form's correction stops growing (≤ −log 1e-6 ≈ 13.8 nats per dimension), so a saturating mean
+    costs no further entropy and gets no gradient back from it, where the exact form keeps charging ~2|u|.
     The noise ε of every member is drawn in one call: this is the one random draw of an update whose values
     depend on the population's composition (see docs/ARCHITECTURE.md, population runs).
     """
     eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
     u = mean + log_std.exp() * eps
     log_normal = -0.5 * eps.square() - log_std - _HALF_LOG_2PI
-    log_det = 2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))
-    return torch.tanh(u), (log_normal - log_det).sum(dim=-1)
+    action = torch.tanh(u)
+    if log_prob_form == "exact":
+        log_det = 2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))
+        return action, (log_normal - log_det).sum(dim=-1)
+    if log_prob_form == "epsilon":
+        log_det = torch.log(1.0 - action.square() + TANH_LOG_PROB_EPSILON)
+        log_prob = (log_normal - log_det).sum(dim=-1)
+        return action, log_prob.clamp(-TANH_LOG_PROB_CLAMP, TANH_LOG_PROB_CLAMP)
+    raise ValueError(f"log_prob_form: expected one of {TANH_LOG_PROB_FORMS}, got {log_prob_form!r}")
 
 
 class VectorCriticEnsemble(nn.Module):
