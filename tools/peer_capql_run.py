@@ -192,7 +192,7 @@ def main() -> None:
             "seed": protocol.reset_seed(),
         },  # fmt: skip
         "final": {k: v for k, v in row.items() if isinstance(v, (int, float))},
-        "critic_divergence_step": None,  # (not watched: the library's training loop logs no window means)
+        # No critic_divergence_step: prism's watch reads its own log windows, which the library's loop has not.
         "reward_fits": [],
         "peer": {
             "library": "morl-baselines",

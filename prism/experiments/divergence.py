@@ -15,7 +15,9 @@ DIVERGENCE_KEY = "critic_divergence_step"
 def run_divergence(run_dir: Path) -> tuple[bool, int | None]:
     """(whether the run's summary.json records the watch at all, the env step of the divergence or None)."""
     summary = json.loads((run_dir / "summary.json").read_text() or "{}")
-    if DIVERGENCE_KEY not in summary:  # a run from before the watch
+    # A run from before the watch has no key; a peer library's run (its summary's "peer" block) is not watched,
+    # whatever its summary says.
+    if DIVERGENCE_KEY not in summary or "peer" in summary:
         return False, None
     step = summary[DIVERGENCE_KEY]
     return True, None if step is None else int(step)
