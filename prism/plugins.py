@@ -27,6 +27,7 @@ def register() -> None:
         fitter="prism.reward.fit:fit_resymnet_model",
         load="prism.reward.resymnet:ReSymNetRewardModel.from_dict",
         population_fitter="prism.reward.stacked:fit_reward_models_stacked",
+        config="prism.reward.config:ReSymNetConfig",
     )
     # RRD (randomized return decomposition), fitted per member: r̂(s, a, s') reads the next observation.
     register_reward_model(
@@ -34,6 +35,7 @@ def register() -> None:
         fitter="prism.reward.rrd:fit_rrd_model",
         load="prism.reward.rrd:RRDRewardModel.from_dict",
         next_obs=True,
+        config="prism.reward.config:RRDRewardConfig",
     )
 
     # ---- reward methods without a learned model (reward.name) -------------------------------------------

@@ -252,10 +252,10 @@ def test_an_unknown_id_suggests_the_nearest_known_one(env_id, hint, tmp_path, ca
 def test_agent_refuses_symreg_without_a_table():
     spec = derive_env_spec(CAR)
     with pytest.raises(ValueError, match="agent.symreg_lambda"):
-        CAPQLModule(CAPQLConfig(symreg_lambda=0.1), spec, lambda: make_env(spec))
+        CAPQLModule(CAPQLConfig(symreg_lambda=0.1), spec, lambda _member: make_env(spec))
     with pytest.raises(ValueError, match="agent.symmetry_mode"):
-        CAPQLModule(CAPQLConfig(symmetry_mode="exact"), spec, lambda: make_env(spec))
-    assert CAPQLModule(CAPQLConfig(), spec, lambda: make_env(spec)).obs_sign is None
+        CAPQLModule(CAPQLConfig(symmetry_mode="exact"), spec, lambda _member: make_env(spec))
+    assert CAPQLModule(CAPQLConfig(), spec, lambda _member: make_env(spec)).obs_sign is None
 
 
 # ---- whole runs -----------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from prism.config import ConfigError, RunConfig, load_config, validate
 from prism.data.segments import SegmentStore
 from prism.envs import TOY_SPEC
 from prism.registry import AGENTS, REWARD_MODELS, REWARDS, register_reward_model
-from prism.reward.config import RewardConfig
+from prism.reward.config import ReSymNetConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -137,7 +137,7 @@ def test_the_same_rule_applies_to_a_dataclass_built_in_python():
         CAPQLConfig(gamma=0.0)
     assert CAPQLConfig(gamma=1.0).gamma == 1.0
     with pytest.raises(ValueError, match=r"^reward\.name: unknown reward redistribution 'magic'"):
-        RewardConfig(name="magic")
+        ReSymNetConfig(name="magic")
     assert not hasattr(CAPQLConfig(), "seed") and not hasattr(CAPQLConfig(), "device")
 
 
@@ -160,7 +160,9 @@ def linear_reward_model():
     registration = _doc_registration('register_reward_model(\n    "linear"')
     assert "prism.reward.linear:fit_linear_reward" in registration
     assert "prism.reward.linear:LinearRewardModel.from_dict" in registration
-    register_reward_model("linear", fit=module.fit_linear_reward, load=module.LinearRewardModel.from_dict)
+    register_reward_model(
+        "linear", fit=module.fit_linear_reward, load=module.LinearRewardModel.from_dict, config=module.LinearConfig
+    )
     yield module
     REWARDS.unregister("linear")
     REWARD_MODELS.unregister("linear")
@@ -181,7 +183,7 @@ def test_linear_reward_model_recovers_a_linear_per_step_reward(linear_reward_mod
         emitted[length // 2] = true[: length // 2 + 1].sum()
         emitted[-1] = true[length // 2 + 1 :].sum()
         store.add_episode(feats, released, emitted, true)
-    model = linear_reward_model.fit_linear_reward(store, RewardConfig(weight_decay=0.0))
+    model = linear_reward_model.fit_linear_reward(store, linear_reward_model.LinearConfig(ridge=0.0))
     torch.testing.assert_close(model.weight, torch.cat([theta, torch.tensor([bias])]), atol=1e-4, rtol=0)
     again = REWARD_MODELS.entry("reward.name", "linear").load_fn()(model.to_dict())
     torch.testing.assert_close(again.predict(store.features), model.predict(store.features))

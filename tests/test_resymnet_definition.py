@@ -100,7 +100,7 @@ def _batched(net: ReSymNetEnsemble, x: torch.Tensor, dropout: bool = False) -> t
 
 
 def _per_member(net: ReSymNetEnsemble, x: torch.Tensor, noise=None) -> torch.Tensor:
-    return torch.stack(net.forward_members(list(x), noise, list(range(K)))).double()
+    return torch.stack(net.forward_members(list(x), list(range(K)), noise)).double()
 
 
 def _inputs(seed: int = 0) -> torch.Tensor:

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
+from prism.reward.model import RewardModelBase
 from prism.envs import TOY_SPEC, make_env
 from prism.registry import REWARDS
 from prism.reward import (
     PassThroughShaper,
     RandomShaper,
-    ResymnetShaper,
+    PredictedRewardShaper,
     UniformShaper,
     build_features,
     make_shaper,
@@ -101,7 +102,7 @@ def test_holding_shaper_reset_drops_pending():
 
 def test_resymnet_shaper_predicts_from_h_t_and_swaps_model():
     model = _model(9)
-    shaper = ResymnetShaper(model, sparse_channel=0)
+    shaper = PredictedRewardShaper(model, sparse_channel=0)
     out, _ = _run_through(shaper, n_steps=30)
     assert len(out) == 30  # one transition per step, at once
     obs = np.stack([t.obs for t in out])
@@ -136,7 +137,7 @@ def test_make_shaper_and_registry():
     assert isinstance(make_shaper("none"), PassThroughShaper)
     assert isinstance(make_shaper("uniform", sparse_channel=0), UniformShaper)
     assert isinstance(make_shaper("random", sparse_channel=1, seed=0), RandomShaper)
-    assert isinstance(make_shaper("resymnet", sparse_channel=0, model=_model(9)), ResymnetShaper)
+    assert isinstance(make_shaper("resymnet", sparse_channel=0, model=_model(9)), PredictedRewardShaper)
     with pytest.raises(ValueError, match="model"):
         make_shaper("resymnet", sparse_channel=0)
     with pytest.raises(ValueError, match="unknown"):
@@ -150,27 +151,26 @@ def test_make_shaper_and_registry():
 def test_reward_config_merges_shipped_overlays():
     from omegaconf import OmegaConf
 
-    from prism.reward.config import RewardConfig
+    from prism.reward.config import ReSymNetConfig
 
     for file, key, value in (
         ("conf/ablation/wo_dense.yaml", "use_dense_features", False),
         ("conf/ablation/random.yaml", "name", "random"),
         ("conf/ablation/wo_ensemble.yaml", "ensemble_size", 1),
     ):
-        merged = OmegaConf.merge(OmegaConf.structured(RewardConfig), OmegaConf.load(file).reward)
+        merged = OmegaConf.merge(OmegaConf.structured(ReSymNetConfig), OmegaConf.load(file).reward)
         cfg = OmegaConf.to_object(merged)
-        assert isinstance(cfg, RewardConfig) and getattr(cfg, key) == value
+        assert isinstance(cfg, ReSymNetConfig) and getattr(cfg, key) == value
         cfg.validate()
     with pytest.raises(ValueError, match="reward.patience"):
-        RewardConfig(patience=0).validate()
+        ReSymNetConfig(patience=0).validate()
 
 
-class _LinearModel:
+class _LinearModel(RewardModelBase):
     """A stand-in reward model, ``r̂(h) = h · coef``: its prediction is computed by hand below."""
 
-    use_dense_features = True
-
     def __init__(self, coef: np.ndarray):
+        super().__init__()
         self.coef = torch.as_tensor(coef, dtype=torch.float32)
 
     def predict(self, features: torch.Tensor) -> torch.Tensor:

@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
         "prism.phase_clock",
         "prism.registry",
         "prism.seeding",
+        "prism.tb_writer",
         "prism.envs",
         "prism.data",
         "prism.metrics",

@@ -37,7 +37,6 @@ from prism.data.segments import SegmentStore
 from prism.loop.loop_state import LoopSettings, LoopState
 from prism.loop.progress import Progress, RewardFitProgress
 from prism.registry import REWARD_MODELS
-from prism.reward.config import fit_loss_label
 from prism.reward.fit import snapshot_epoch
 from prism.reward.fitter import FittedReward, RewardModel, population_fitter, reward_fitter
 from prism.reward.quality import RewardQuality, score_model, split_sizes
@@ -130,7 +129,7 @@ def _progress_bar(progress: Progress | None, s: LoopSettings, state: LoopState, 
     if progress is None:
         return []
     tag = f" ({who})" if who else ""
-    desc = f"reward fit{tag} (cycle {state.cycle + 1}/{s.cycles}, {fit_loss_label(s.reward)})"
+    desc = f"reward fit{tag} (cycle {state.cycle + 1}/{s.cycles}, {s.reward.fit_loss_label()})"
     return [RewardFitProgress(progress, desc, s.reward.max_epochs)]
 
 

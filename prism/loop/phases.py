@@ -38,6 +38,7 @@ from prism.phase_clock import PhaseClock
 from prism.registry import REWARD_MODELS
 from prism.reward.fitter import RewardModel
 from prism.seeding import derive_seed
+from prism.tb_writer import tensorboard_writer
 
 
 class PrismLoopCallback(Callback):
@@ -111,7 +112,7 @@ class PrismLoopCallback(Callback):
 
     def _new_store(self) -> SegmentStore:
         s = self.settings
-        n_dense = self.spec.n_objectives - 1 if s.reward.use_dense_features else 0
+        n_dense = self.spec.n_objectives - 1 if s.reward.stores_dense_features else 0
         # A model that reads s_{t+1} (RRD) needs each step's next observation kept; the others' stores (and
         # so their checkpoints) stay as they were.
         next_obs = s.reward_model is not None and REWARD_MODELS.entry("reward.name", s.reward_model).next_obs
@@ -157,7 +158,7 @@ class PrismLoopCallback(Callback):
                 n,
                 self.stores[m],
                 s.sparse_channel,
-                use_dense_features=s.reward.use_dense_features,
+                use_dense_features=s.reward.stores_dense_features,
                 seed=derive_seed(seed, "collect/reset", index),
                 on_episode=bar.update if bar is not None else None,
             )
@@ -220,8 +221,8 @@ class PrismLoopCallback(Callback):
         The episode's env, actions and preferences come from the ``diagnostics`` seed streams: drawing the
         figure (or not, ``figures: false``) leaves every training RNG untouched.
         """
-        experiment = getattr(logger, "experiment", None)
-        if experiment is None or not hasattr(experiment, "add_figure"):
+        experiment = tensorboard_writer(logger)
+        if experiment is None:
             return
         seed, index = self.settings.member_seeds[member], self.state.fits
         untrained = self.state.cycle == 0 and agent.env_step_count == 0

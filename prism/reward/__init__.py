@@ -21,7 +21,7 @@ _LAZY = {
     "ReSymNetRewardModel": "prism.reward.resymnet",
     "PassThroughShaper": "prism.reward.shaping",
     "RandomShaper": "prism.reward.shaping",
-    "ResymnetShaper": "prism.reward.shaping",
+    "PredictedRewardShaper": "prism.reward.shaping",
     "RewardShaper": "prism.reward.shaping",
     "Transition": "prism.reward.shaping",
     "UniformShaper": "prism.reward.shaping",

@@ -23,29 +23,25 @@ from per-store CUDA generators (the same distribution; a lone CUDA fit's fused d
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-import fsspec
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 from torch import Tensor
 from torchmetrics import PearsonCorrCoef
 
-from prism import interrupt
-from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
-from prism.reward.config import RewardConfig
+from prism.reward.config import ReSymNetConfig
 from prism.reward.fit import (
     FitSnapshots,
-    _torch_threads,
     check_precision,
-    fit_threads,
-    fit_trainer,
-    in_memory_file,
-    member_seeds,
+    ensemble_seeds,
+    resymnet_recipe,
+    run_fit_trainer,
     snapshot_wall_s,
     summarise_fit,
 )
@@ -56,7 +52,7 @@ from prism.reward.losses import segment_sums
 from prism.reward.member_adamw import MemberAdamW
 from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 from prism.reward.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
-from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.reward.trajectory_sum_module import Optimisers, TrajectorySumModule
 
 
 class StackedRewardModule(TrajectorySumModule):
@@ -67,10 +63,12 @@ class StackedRewardModule(TrajectorySumModule):
         store_seeds: the fit seed of each store (its networks' init seeds and dropout stream derive from it).
     """
 
-    def __init__(self, in_features: int, config: RewardConfig, store_seeds: Sequence[int]):
+    def __init__(self, in_features: int, config: ReSymNetConfig, store_seeds: Sequence[int]):
         k = config.ensemble_size
-        seeds = [m for s in store_seeds for m in member_seeds(s, k)]
-        super().__init__(in_features, config, seeds)
+        seeds = [m for s in store_seeds for m in ensemble_seeds(s, k)]
+        # ReSymNet's recipe with MemberAdamW: a store without a batch left this epoch takes no step.
+        recipe = dataclasses.replace(resymnet_recipe(config), optimiser=self._member_adamw(config, len(seeds)))
+        super().__init__(recipe, in_features, config, seeds)
         self.automatic_optimization = True  # one summed backward over the stacked batch (S·K networks)
         self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
         self._noise_generators: list[torch.Generator] = []
@@ -110,11 +108,13 @@ class StackedRewardModule(TrajectorySumModule):
         # Lightning loads the snapshot before on_fit_start makes the generators: set them there.
         self._resumed_noise = list(checkpoint["prism_reward_fit"]["store_noise"])
 
-    def configure_optimizers(self):
-        cfg = self.config
-        opt = MemberAdamW(self.net.parameters(), self.n_members, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.lr_decay)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+    @staticmethod
+    def _member_adamw(config: ReSymNetConfig, n_members: int) -> Callable[[Iterable[torch.nn.Parameter]], Optimisers]:
+        def adamw(parameters: Iterable[torch.nn.Parameter]) -> Optimisers:
+            opt = MemberAdamW(parameters, n_members, lr=config.lr, weight_decay=config.weight_decay)
+            return opt, torch.optim.lr_scheduler.ExponentialLR(opt, gamma=config.lr_decay)
+
+        return adamw
 
     def _dropout_noise(self, store_steps: list[int], n: int) -> list[Tensor] | None:
         """Per residual block ``[S·K, N, H]``: store s's rows drawn as its lone padded forward draws them."""
@@ -241,7 +241,7 @@ class StackedRewardModule(TrajectorySumModule):
 
 def fit_reward_models_stacked(
     stores: Sequence[SegmentStore],
-    config: RewardConfig,
+    config: ReSymNetConfig,
     seeds: Sequence[int],
     *,
     device: str | torch.device = "cpu",
@@ -274,16 +274,9 @@ def fit_reward_models_stacked(
     callbacks = [*callbacks, clock.timer]
     if on_snapshot is not None:
         callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
-    with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
-        module = StackedRewardModule(data.dms[0].in_features, config, seeds)
-        trainer = fit_trainer(device, config, logger, callbacks)
-        # A snapshot goes to Lightning through fsspec's in-memory file system (no temporary file to leave).
-        ckpt_path = None if resume is None else in_memory_file(resume)
-        try:
-            interrupt.fit(trainer, module, datamodule=data, ckpt_path=ckpt_path)
-        finally:
-            if ckpt_path is not None:
-                fsspec.filesystem("memory").rm(ckpt_path)
+    module = StackedRewardModule(data.dms[0].in_features, config, seeds)
+    # (no global seed: each store's dropout stream is a generator of its own, seeded in on_fit_start)
+    run_fit_trainer(module, data, config, device, logger, callbacks, resume)
     # The models are handed over on the CPU, as fit_resymnet_model hands its model over; each store's
     # summary scores its own validation split once (prism.reward.fit.summarise_fit).
     models = [model.cpu() for model in module.ensembles(data.dms, device=device)]

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from prism.data.datamodule import FixedBatches, SegmentBatch, TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
-from prism.reward.config import RewardConfig
+from prism.reward.config import ReSymNetConfig
 
 
 class StackedBatch(NamedTuple):
@@ -103,7 +103,7 @@ class StackedSegmentData(L.LightningDataModule):
 
 
 def stacked_data(
-    stores: Sequence[SegmentStore], config: RewardConfig, seeds: Sequence[int]
+    stores: Sequence[SegmentStore], config: ReSymNetConfig, seeds: Sequence[int]
 ) -> StackedSegmentData:
     """Each store's data module exactly as :func:`fit_resymnet_model` builds it (padded layout), stacked."""
     k, dms = config.ensemble_size, []
