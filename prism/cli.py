@@ -1,5 +1,6 @@
-"""``prism`` command line: ``prism fit``, ``prism evaluate``, ``prism config``, ``prism list``, ``prism render``
-and ``prism reproduce`` (a preset's grid of runs and its report, :mod:`prism.experiments`); ``prism --version``.
+"""``prism`` command line: ``prism fit``, ``prism evaluate``, ``prism config``, ``prism list``, ``prism render``,
+``prism reproduce`` (a preset's grid of runs and its report, :mod:`prism.experiments`), ``prism advise`` (which
+reward method for an env), ``prism uniform-credit`` and ``prism check-determinism``; ``prism --version``.
 
 ``prism config`` prints the config a ``prism fit`` with the same arguments would run, with every key and its
 default, and a ``resolved:`` block (what the run would decide for keys left ``null`` / ``auto``), without
@@ -63,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"prism {__version__}")
     sub = parser.add_subparsers(
         dest="command",
-        metavar="{fit,evaluate,config,list,render,reproduce,uniform-credit,check-determinism}",
+        metavar="{fit,evaluate,config,list,render,reproduce,advise,uniform-credit,check-determinism}",
     )
 
     fit = sub.add_parser(
@@ -137,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run (or resume) a preset's grid of envs x methods x seeds and report it (the paper's tables)",
     )
     # Each handed to its own module's parser as well (`prism uniform-credit --help`).
+    sub.add_parser(
+        "advise",
+        add_help=False,
+        help="uniform R/T, ReSymNet or the fast fit for an env? measured on random episodes, with the studies "
+        "behind the advice",
+    )
     sub.add_parser(
         "uniform-credit",
         add_help=False,
@@ -253,6 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from prism.experiments.cli import main as reproduce
 
         return reproduce(argv[1:])
+    if argv[:1] == ["advise"]:
+        from prism.experiments.advise import main as advise
+
+        return advise(argv[1:])
     if argv[:1] == ["uniform-credit"]:
         from prism.experiments.uniform_credit import main as uniform_credit
 

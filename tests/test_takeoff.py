@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from prism.experiments.grid import TakeOff
+from prism.experiments.grid import Cell, TakeOff
 from prism.experiments.presets import HALFCHEETAH_PAPER_ARMS, PRESETS
+from prism.experiments.scales import HALFCHEETAH_PAPER_RUNS, PEER_CAPQL_ARM
 from prism.experiments.stats import fisher_exact_p, rate_interval
-from prism.experiments.takeoff import final_returns, take_off_section, take_off_tests
+from prism.experiments.takeoff import final_returns, flip_section, take_off_section, take_off_tests
 
 
 def _run(folder: Path, forward: list[float]) -> None:
@@ -58,17 +59,88 @@ def test_take_off_counts_the_seeds_above_the_threshold_here_and_in_the_reference
 def test_the_halfcheetah_paper_preset_runs_halfcheetah_only_and_joins_the_rest_at_their_budget():
     preset = PRESETS["halfcheetah-paper"]
     own = [c for c in preset.cells() if c.source is None]
-    # five arms × 5 seeds, and five more e-oracle seeds (issue 60)
-    assert {c.env for c in own} == {"halfcheetah"} and len(own) == 30
+    # five arms × 5 seeds, five more e-oracle seeds, and issue 60's divergence runs: oracle seed 3 rerun, and
+    # the LayerNorm critic on that seed and three ordinary ones
+    assert {c.env for c in own} == {"halfcheetah"} and len(own) == 35
     assert sorted(c.seed for c in own if c.method == "e-oracle") == list(range(10))
-    # e-prism-paper runs on halfcheetah only: the joined envs hold the four arms their studies ran
-    assert {c.method for c in preset.cells() if c.source is not None} == set(HALFCHEETAH_PAPER_ARMS)
+    assert sorted(c.seed for c in own if c.method == "e-oracle-rerun") == [3]
+    assert sorted(c.seed for c in own if c.method == "e-oracle-ln") == [0, 1, 2, 3]
+    assert preset.arm("e-oracle-ln").overrides == ("agent.critic_layer_norm=true",)
+    assert preset.arm("e-oracle-rerun").overrides == preset.arm("e-oracle").overrides
+    # e-prism-paper runs on halfcheetah only: the joined envs hold the four arms their studies ran; the peer arm
+    # (morl-baselines' CAPQL, tools/peer_capql_run.py) is read from this preset's own folder and never run
+    assert {c.method for c in preset.cells() if c.source is not None and c.env != "halfcheetah"} == set(
+        HALFCHEETAH_PAPER_ARMS
+    )
+    peer = [c for c in preset.cells() if c.method == PEER_CAPQL_ARM]
+    assert sorted(c.seed for c in peer) == list(range(5)) and {c.env for c in peer} == {"halfcheetah"}
+    assert {c.source for c in peer} == {preset.joined_source("halfcheetah", PEER_CAPQL_ARM).folder()}
+    assert preset.joined_source("halfcheetah", PEER_CAPQL_ARM).runs == HALFCHEETAH_PAPER_RUNS
+    assert preset.arm(PEER_CAPQL_ARM).method == "oracle"  # it sits beside the paper's oracle row
     paper = preset.arm("e-prism-paper").overrides
     assert {"loop.initial_episodes=1000", "loop.expert_episodes=1000", "reward.loss=randomized"} <= set(paper)
-    assert {c.env for c in preset.cells() if c.source is not None} == {"walker", "swimmer", "hopper"}
+    assert {c.env for c in preset.cells() if c.source is not None} == {
+        "walker",
+        "swimmer",
+        "hopper",
+        "halfcheetah",
+    }
     assert "loop.steps_per_cycle=100000" in preset.overrides_for("halfcheetah")
     assert not any(o.startswith("loop.steps_per_cycle=25000") for o in preset.overrides_for("halfcheetah"))
     assert preset.take_off.reference_folder().is_dir()
+
+
+def _flip_run(folder: Path, forward: float, final_flip: float | None, reevaluated: float | None) -> None:
+    """A finished run; its final row carries ``flipped_fraction`` when ``final_flip`` is given, and an
+    ``evaluate.csv`` (a re-evaluation) holds ``reevaluated`` when that is given."""
+    folder.mkdir(parents=True)
+    header = "env_steps,hv,undiscounted_return_forward,final" + (
+        ",flipped_fraction" if final_flip is not None else ""
+    )
+    final = f"10000,1.0,{forward},1" + (f",{final_flip}" if final_flip is not None else "")
+    (folder / "eval.csv").write_text(
+        f"{header}\n5000,1.0,0.0,0" + (",0.0" if final_flip is not None else "") + f"\n{final}\n"
+    )
+    (folder / "summary.json").write_text("{}")
+    if reevaluated is not None:
+        (folder / "evaluate.csv").write_text(
+            f"protocol,hv,flipped_fraction\nperiodic,1.0,0.9\nperiodic,1.0,{reevaluated}\n"
+        )
+
+
+def test_the_flip_count_splits_seeds_by_take_off_and_back_reading_final_rows_then_reevaluations(tmp_path):
+    spec = TakeOff("halfcheetah", "forward", 500.0)
+    preset = dataclasses.replace(PRESETS["halfcheetah-paper"], take_off=spec)
+    runs = {  # seed: (forward, final flipped_fraction, evaluate.csv's last one)
+        0: (900.0, 0.6, None),  # took off, on its back (final row)
+        1: (10.0, None, 0.5),  # stalled, on its back: 0.5 counts (re-evaluation's last row, not its first)
+        2: (20.0, None, 0.4),  # stalled, upright
+        3: (30.0, None, None),  # not recorded
+        4: (600.0, 0.0, 0.9),  # took off, upright: the final row wins over a re-evaluation
+    }
+    for seed, (forward, final, again) in runs.items():
+        _flip_run(tmp_path / "halfcheetah" / "e-oracle" / f"seed{seed}", forward, final, again)
+    (tmp_path / "halfcheetah" / "e-oracle" / "seed5").mkdir()  # unfinished: left out
+    cells = [Cell("halfcheetah", "e-oracle", s) for s in range(6)] + [Cell("walker", "e-oracle", 0)]
+    lines, rows = flip_section(preset, cells, tmp_path)
+    row = next(line for line in lines if line.startswith("| e-oracle |"))
+    assert row == (
+        "| e-oracle | 4 of 5 | 1 | 1 | 1 | 1 | 1 | 0: 0.60 (final), 1: 0.50 (re-eval.), 2: 0.40 (re-eval.), "
+        "4: 0.00 (final) |"
+    )
+    assert [(r["seed"], r["took_off"], r["on_its_back"], r["source"]) for r in rows] == [
+        (0, 1, 1, "final"),
+        (1, 0, 1, "re-evaluation"),
+        (2, 0, 0, "re-evaluation"),
+        (3, 0, "", "—"),
+        (4, 1, 0, "final"),
+    ]
+    # no run recorded a flip: no section
+    for seed in (0, 1, 2, 4):
+        for name in ("eval.csv", "evaluate.csv"):
+            (tmp_path / "halfcheetah" / "e-oracle" / f"seed{seed}" / name).unlink(missing_ok=True)
+        _flip_run(tmp_path / "plain" / "halfcheetah" / "e-oracle" / f"seed{seed}", 1.0, None, None)
+    assert flip_section(preset, cells, tmp_path / "plain") == ([], [])
 
 
 # ---- take-off rates compared: exact CIs and Fisher's test, against brute-force sums -------------------------

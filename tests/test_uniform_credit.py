@@ -52,3 +52,19 @@ def test_prism_uniform_credit_prints_each_envs_pearson_and_eta(capsys):
     assert match, line
     pearson, eta = uniform_credit.uniform_pearson(uniform_credit.random_episode_rewards("mo-hopper-v5", 6, 1))
     assert (float(match[1]), float(match[2])) == (round(pearson, 3), round(eta, 3))
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--envs", "mo-hopper-v5", "mo-foo-v5", "--episodes", "3"], "mo-foo-v5"),
+        (["--envs", "mo-hopper-v5", "--episodes", "0"], "--episodes"),
+        (["--envs", "mo-hopper-v5", "--episodes", "1"], "--episodes"),
+    ],
+)
+def test_uniform_credit_refuses_bad_input_in_one_line_before_running_an_episode(argv, named, capsys):
+    assert main(["uniform-credit", *argv]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""  # not even the valid env ahead of the bad one ran
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and lines[0].startswith("prism uniform-credit: ")

@@ -100,8 +100,9 @@ def collect(cells: list[Cell], out: Path) -> dict[tuple[str, str], dict[str, lis
     return table
 
 
-RUN_FILES = ("config.yaml", "eval.csv", "front.csv", "summary.json")
-"""What a run's numbers are recomputed from (no checkpoints, no TensorBoard events)."""
+RUN_FILES = ("config.yaml", "eval.csv", "front.csv", "summary.json", "evaluate.csv")
+"""What a run's numbers are recomputed from (no checkpoints, no TensorBoard events); ``evaluate.csv`` (a
+re-evaluation of the last checkpoint by ``prism evaluate``) only where one was made and committed."""
 POPULATION_FILES = ("config.yaml", "summary.csv")
 
 

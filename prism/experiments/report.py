@@ -11,13 +11,14 @@ from pathlib import Path
 from prism.experiments import stats
 from prism.experiments.collect import collect, copy_run_files, paper_values
 from prism.experiments.costs import cost_section
+from prism.experiments.divergence import divergence_section
 from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cell, Preset
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
 from prism.experiments.ratios import family_lines, ratio_rows, ratio_table
 from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, thin_ratio_note
-from prism.experiments.takeoff import take_off_section, take_off_tests
+from prism.experiments.takeoff import flip_section, take_off_section, take_off_tests
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -182,6 +183,14 @@ def write_report(
             f"Learning curves of that return: `{preset.take_off.objective}_curves.png`.",
             "",
         ]
+        flip_lines, flip_rows = flip_section(preset, cells, out)
+        if flip_rows:
+            _write_csv(results / "flips.csv", flip_rows)
+            sections += [*flip_lines, ""]
+    divergence_lines, divergence_rows = divergence_section(preset, cells, out)
+    if divergence_rows:
+        _write_csv(results / "divergence.csv", divergence_rows)
+        sections += [*divergence_lines, ""]
     for spec, result in aggregates:
         agg_lines, agg_rows = aggregate_lines(spec, result)
         if agg_rows:

@@ -27,3 +27,8 @@ TABLE1_STUDY_RUNS = "docs/results/table1-study/runs"
 """table1-study's committed run files (walker2d, halfcheetah, swimmer at 2 × 25 000 steps)."""
 HALFCHEETAH_PAPER_ARMS = ("e-oracle", "e-baseline", "e-uniform", "e-prism")
 """halfcheetah-paper's arms (the equal-budget arms of table1-study, at 2 × 100 000 steps)."""
+HALFCHEETAH_PAPER_RUNS = "docs/results/halfcheetah-paper/runs"
+"""halfcheetah-paper's committed run files (its peer arm, morl-baselines' CAPQL, is read from there too)."""
+PEER_CAPQL_ARM = "morlb-capql"
+"""morl-baselines' CAPQL on the oracle's dense reward, trained by ``tools/peer_capql_run.py`` (not ``prism fit``)
+and evaluated by prism's protocol: a peer of the e-oracle arm (issue 60)."""

@@ -10,6 +10,13 @@ from prism.experiments.scales import CPU_MEDIUM_OVERRIDES, TABLE1_STUDY_RUNS
 FAST_FIT_OVERRIDES = ("reward.loss=randomized", "reward.val_every=2", "reward.warm_start=true")
 """``conf/fit/fast.yaml`` as overrides (tests/test_fit_cost_preset.py checks that the two agree)."""
 
+STUDY_FIT_OVERRIDES = ("reward.loss=randomized",)
+"""The fit of ablation-study's and control-cost-study's learned arms: table1-study's e-prism-fast (Y's setting:
+the randomized loss, K = 64, bias-corrected; every epoch validated, refits from scratch). The round's rule was
+the fast fit if its gate (fit-cost) passed before these arms started, else this; the fast fit holds the HV
+but not the cost gate (a PRISM seed ≤ 1.5× an oracle seed's CPU time: ~3× on one machine), so these arms
+use this."""
+
 FIT_COST = Preset(
     envs=("swimmer",),
     methods=("e-prism-fastfit", "e-oracle-rerun", "e-prism-fast", "e-oracle"),
@@ -62,7 +69,7 @@ ABLATION_ARMS = (
     ("a-wo-refinement", "wo_refinement", ("loop.cycles=1", "loop.steps_per_cycle=50000")),
     ("a-wo-loss", "wo_loss", ()),
 )
-"""(arm, method overlay, overrides of its own) of the learned arms: each with the fast fit."""
+"""(arm, method overlay, overrides of its own) of the learned arms: each with :data:`STUDY_FIT_OVERRIDES`."""
 
 ABLATION_STUDY = Preset(
     envs=("swimmer", "walker"),
@@ -77,10 +84,10 @@ ABLATION_STUDY = Preset(
     overrides=CPU_MEDIUM_OVERRIDES,
     arms=(
         *(
-            Arm(name, method, "equal", (*FAST_FIT_OVERRIDES, *extra), per_seed=True)
+            Arm(name, method, "equal", (*STUDY_FIT_OVERRIDES, *extra), per_seed=True)
             for name, method, extra in ABLATION_ARMS
         ),
-        # No fit: the fast fit's keys would only make their configs differ from the reused runs'.
+        # No fit: the fit's keys would only make their configs differ from the reused runs'.
         Arm("a-uniform", "uniform", "equal", per_seed=True),
         Arm("a-random", "random", "equal", per_seed=True),
         Arm("e-oracle", "oracle", "equal"),
@@ -91,7 +98,7 @@ ABLATION_STUDY = Preset(
         JoinedArms("walker", ("e-oracle", "e-baseline"), TABLE1_STUDY_RUNS, "table1-study"),
         # Runs whose config is this grid's apart from labels (tests/test_ablation_study.py), read, not rerun.
         JoinedArms(
-            "swimmer", ("a-prism",), FIT_COST_RUNS, "fit-cost", renamed=(("a-prism", "e-prism-fastfit"),)
+            "swimmer", ("a-prism",), TABLE1_STUDY_RUNS, "table1-study", renamed=(("a-prism", "e-prism-fast"),)
         ),
         JoinedArms(
             "walker", ("a-uniform",), TABLE1_STUDY_RUNS, "table1-study", renamed=(("a-uniform", "e-uniform"),)
@@ -101,8 +108,8 @@ ABLATION_STUDY = Preset(
         *(Ratio(name, "a-prism", f"ablation: {name[2:]}") for name, _, _ in ABLATION_ARMS[1:]),
         Ratio("a-uniform", "a-prism", "uniform R/T + SymReg"),
         Ratio("a-random", "a-prism", "random redistribution + SymReg"),
-        Ratio("a-prism", "e-baseline", "PRISM with the fast fit vs the sparse baseline"),
-        Ratio("a-prism", "e-oracle", "PRISM with the fast fit vs the oracle"),
+        Ratio("a-prism", "e-baseline", "PRISM (randomized-loss fit) vs the sparse baseline"),
+        Ratio("a-prism", "e-oracle", "PRISM (randomized-loss fit) vs the oracle"),
     ),
     aggregate=Aggregate(
         normaliser="e-oracle",
@@ -117,12 +124,12 @@ ABLATION_STUDY = Preset(
         "The paper's ablation tables (its Table 2 and the ReSymNet table with uniform and random "
         "redistribution) on mo-swimmer-v5 and mo-walker2d-v5 at table1-study's budget: 2 × 25 000 RL steps "
         "(equal budget; w/o refinement: one cycle of 50 000), N = 1000 random and E = 50 expert episodes "
-        "(the paper's E = 1000 would double a refit's data), ReSymNet ≤ 100 fit epochs (patience 20) with the "
-        "fast fit (conf/fit/fast.yaml) for every learned arm, SymReg with each env's λ except w/o loss, final "
+        "(the paper's E = 1000 would double a refit's data), ReSymNet ≤ 100 fit epochs (patience 20) with "
+        "table1-study's e-prism-fast fit (the randomized loss, K = 64, bias-corrected) for every learned arm, SymReg with each env's λ except w/o loss, final "
         "evaluation 100 weights × 5 episodes, 5 seeds per arm. e-oracle and e-baseline are table1-study's (its "
         "swimmer runs have N = 250 in their config, which methods without a reward model never collect; "
         "every other setting equal, and on the CPU agent.cuda_graph auto is false); "
-        "swimmer's a-prism is fit-cost's e-prism-fastfit and walker2d's a-uniform table1-study's e-uniform "
+        "swimmer's a-prism is table1-study's e-prism-fast and walker2d's a-uniform table1-study's e-uniform "
         "(same configs apart from labels), read, not rerun."
     ),
 )
@@ -138,7 +145,7 @@ CONTROL_COST_STUDY = Preset(
     # The control cost (each env's last channel) is the sparse, episodic one; forward velocity stays dense.
     overrides=(*CPU_MEDIUM_OVERRIDES, "env.sparse_channel=-1"),
     arms=(
-        Arm("c-prism", "prism", "equal", FAST_FIT_OVERRIDES, per_seed=True),
+        Arm("c-prism", "prism", "equal", STUDY_FIT_OVERRIDES, per_seed=True),
         Arm("c-uniform", "uniform", "equal", per_seed=True),
         Arm("c-baseline", "baseline", "equal", per_seed=True),
         Arm("e-oracle", "oracle", "equal"),
@@ -166,7 +173,8 @@ CONTROL_COST_STUDY = Preset(
         "The paper's control-cost table (its appendix: the control cost is the sparse, episodic channel and "
         "forward velocity stays dense) on mo-hopper-v5, mo-walker2d-v5 and mo-swimmer-v5 at table1-study's "
         "budget: 2 × 25 000 RL steps, the equal-budget protocol, N = 1000 random and E = 50 expert episodes, "
-        "ReSymNet ≤ 100 fit epochs (patience 20) with the fast fit (conf/fit/fast.yaml), SymReg with each "
+        "ReSymNet ≤ 100 fit epochs (patience 20) with table1-study's e-prism-fast fit (the randomized loss, "
+        "K = 64, bias-corrected), SymReg with each "
         "env's λ (c-prism, c-uniform), final evaluation 100 weights × 5 episodes, 5 seeds per arm. The oracle "
         "sees every channel dense, so the Table 1 studies' e-oracle runs serve (hopper: protocol-study's; "
         "walker2d and swimmer: table1-study's, whose swimmer config has N = 250, which the oracle never "

@@ -8,6 +8,8 @@ from prism.experiments.grid import Aggregate, Arm, JoinedArms, Preset, Ratio, Ta
 from prism.experiments.scales import (
     CPU_MEDIUM_OVERRIDES,
     HALFCHEETAH_PAPER_ARMS,
+    HALFCHEETAH_PAPER_RUNS,
+    PEER_CAPQL_ARM,
     PROTOCOL_STUDY_EQUAL,
     PROTOCOL_STUDY_RUNS,
     TABLE1_STUDY_RUNS,
@@ -118,7 +120,7 @@ TABLE1_STUDY = Preset(
 
 HALFCHEETAH_PAPER = Preset(
     envs=("halfcheetah", "walker", "swimmer", "hopper"),
-    methods=(*HALFCHEETAH_PAPER_ARMS, "e-prism-paper"),
+    methods=(*HALFCHEETAH_PAPER_ARMS, "e-prism-paper", PEER_CAPQL_ARM, "e-oracle-rerun", "e-oracle-ln"),
     # e-oracle has 10 seeds (issue 60: seeds 5-9 from the commit of seeds 0-4, bd157d6), every other arm 5.
     seeds=tuple(range(10)),
     # table1-study's halfcheetah settings with the paper's RL budget: 2 cycles × M = 100 000 steps
@@ -149,10 +151,27 @@ HALFCHEETAH_PAPER = Preset(
             per_seed=True,
             seeds=FIVE_SEEDS,
         ),
+        # Issue 60's critic divergence: oracle seed 3 rerun from its config at a commit that watches the critic
+        # (does it diverge again, and at which step?), and the stabiliser, LayerNorm in every critic layer, on
+        # that seed and three ordinary ones.
+        Arm("e-oracle-rerun", "oracle", "equal", per_seed=True, seeds=(3,)),
+        Arm(
+            "e-oracle-ln",
+            "oracle",
+            "equal",
+            ("agent.critic_layer_norm=true",),
+            per_seed=True,
+            seeds=(3, 0, 1, 2),
+        ),
+        # An oracle too (the dense reward), beside the paper's oracle row; read, never run (joined below).
+        Arm(PEER_CAPQL_ARM, "oracle", "equal", per_seed=True, seeds=FIVE_SEEDS),
     ),
     # Only halfcheetah runs e-prism-paper; the other envs are the four arms read from their studies.
     env_methods=(
-        ("halfcheetah", (*HALFCHEETAH_PAPER_ARMS, "e-prism-paper")),
+        (
+            "halfcheetah",
+            (*HALFCHEETAH_PAPER_ARMS, "e-prism-paper", PEER_CAPQL_ARM, "e-oracle-rerun", "e-oracle-ln"),
+        ),
         ("walker", HALFCHEETAH_PAPER_ARMS),
         ("swimmer", HALFCHEETAH_PAPER_ARMS),
         ("hopper", HALFCHEETAH_PAPER_ARMS),
@@ -160,6 +179,14 @@ HALFCHEETAH_PAPER = Preset(
     # The other three envs of the four-env aggregate, read from their studies at 2 × 25 000 steps: the
     # aggregate is table1-study's with halfcheetah's 100 000-step arms in place of its 25 000-step ones.
     joined=(
+        # The peer arm's runs come from tools/peer_capql_run.py, never from `prism reproduce`: joined from this
+        # preset's own folder, so the grid reads them and never runs them.
+        JoinedArms(
+            "halfcheetah",
+            (PEER_CAPQL_ARM,),
+            HALFCHEETAH_PAPER_RUNS,
+            "morl-baselines' CAPQL (tools/peer_capql_run.py)",
+        ),
         JoinedArms("walker", HALFCHEETAH_PAPER_ARMS, TABLE1_STUDY_RUNS, "table1-study"),
         JoinedArms("swimmer", HALFCHEETAH_PAPER_ARMS, TABLE1_STUDY_RUNS, "table1-study"),
         JoinedArms("hopper", HALFCHEETAH_PAPER_ARMS, PROTOCOL_STUDY_RUNS, "protocol-study"),
@@ -184,6 +211,8 @@ HALFCHEETAH_PAPER = Preset(
             "e-prism-paper", "e-uniform", "the paper's reward-model budget vs uniform R/T, equal RL budget"
         ),
         Ratio("e-prism-paper", "e-prism", "N = E = 1000 with the cheaper fit vs N = 250, E = 50 with eq. 1"),
+        Ratio("e-oracle", PEER_CAPQL_ARM, "our CAPQL vs morl-baselines' on the dense reward (issue 60)"),
+        Ratio("e-oracle-ln", "e-oracle", "the stabiliser, LayerNorm in the critic, vs CAPQL's critic"),
     ),
     description=(
         "Halfcheetah at the paper's RL budget: mo-halfcheetah-v5, 2 cycles × M = 100 000 RL steps, "

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 from prism.experiments.collect import read_eval, split_rows
-from prism.experiments.grid import ENV_FILES, Preset, TakeOff
+from prism.experiments.grid import ENV_FILES, Cell, Preset, TakeOff
 from prism.experiments.stats import fisher_exact_p, rate_interval
 from prism.experiments.tables import Table
 
@@ -137,4 +138,85 @@ def take_off_tests(preset: Preset, table: Table) -> tuple[list[str], list[dict]]
     return lines, rows
 
 
-__all__ = ["final_returns", "take_off_section", "take_off_tests"]
+ON_ITS_BACK = 0.5
+"""A seed counts as on its back when at least this fraction of its evaluation episodes were spent mostly on the
+back (``flipped_fraction``, :attr:`prism.evaluation.result.EvalResult.flipped_fraction`)."""
+
+REEVALUATION_FILE = "evaluate.csv"
+"""``prism evaluate RUN`` 's output in a run folder: a re-evaluation of the run's last checkpoint, read for the
+flip count when the run's own final evaluation predates ``flipped_fraction``."""
+
+
+def seed_flip(run_dir: Path, objective: str) -> tuple[float, float | None, str]:
+    """(the final evaluation's mean undiscounted ``objective`` return, its ``flipped_fraction`` or None, where
+    that fraction comes from: ``final``, ``re-evaluation`` (``evaluate.csv``'s last row) or ``—``)."""
+    _, final = split_rows(read_eval(run_dir))
+    forward = final[f"undiscounted_return_{objective}"]
+    if "flipped_fraction" in final:
+        return forward, final["flipped_fraction"], "final"
+    again = run_dir / REEVALUATION_FILE
+    if again.is_file():
+        with again.open(newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r.get("flipped_fraction") not in ("", None)]
+        if rows:
+            return forward, float(rows[-1]["flipped_fraction"]), "re-evaluation"
+    return forward, None, "—"
+
+
+def flip_section(preset: Preset, cells: list[Cell], out: Path) -> tuple[list[str], list[dict]]:
+    """Why a stalled seed stalls: for each arm of the take-off env, its finished seeds split by take-off and by
+    whether the cheetah spent most evaluation episodes on its back. Markdown lines and CSV rows (one per seed).
+    Empty where the take-off env records no ``flipped_fraction`` at all."""
+    spec: TakeOff | None = preset.take_off
+    if spec is None:
+        return [], []
+    rows = []
+    for cell in cells:
+        run_dir = cell.run_dir(out)
+        if cell.env != spec.env or not (run_dir / "summary.json").is_file():
+            continue
+        forward, flipped, source = seed_flip(run_dir, spec.objective)
+        rows.append(
+            {
+                "arm": cell.method,
+                "seed": cell.seed,
+                f"final_undiscounted_return_{spec.objective}": forward,
+                "took_off": int(forward > spec.threshold),
+                "flipped_fraction": "" if flipped is None else flipped,
+                "on_its_back": "" if flipped is None else int(flipped >= ON_ITS_BACK),
+                "source": source,
+            }
+        )
+    if not any(r["source"] != "—" for r in rows):
+        return [], []
+    lines = [
+        f"On its back or upright: each seed's `flipped_fraction` (the share of its evaluation episodes spent mostly "
+        f"on the back, mean cos(torso angle) < 0); a seed counts as on its back at ≥ {ON_ITS_BACK:g}. It comes from "
+        "the final evaluation where the run recorded it, else from `evaluate.csv` (`prism evaluate` of the run's "
+        "last checkpoint); runs older than the measure that kept no checkpoint are not recorded:",
+        "",
+        "| arm | recorded | stalled, on its back | stalled, upright | took off, on its back | took off, upright "
+        "| not recorded | per seed: flipped fraction (source) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for arm in preset.methods_for(spec.env):
+        mine = sorted((r for r in rows if r["arm"] == arm), key=lambda r: r["seed"])
+        if not mine:
+            continue
+        seen = [r for r in mine if r["source"] != "—"]
+
+        def count(took_off: int, back: int, seen: list[dict] = seen) -> int:
+            return sum(r["took_off"] == took_off and r["on_its_back"] == back for r in seen)
+
+        listing = ", ".join(
+            f"{r['seed']}: {r['flipped_fraction']:.2f} ({'final' if r['source'] == 'final' else 're-eval.'})"
+            for r in seen
+        )
+        lines.append(
+            f"| {arm} | {len(seen)} of {len(mine)} | {count(0, 1)} | {count(0, 0)} | {count(1, 1)} | "
+            f"{count(1, 0)} | {len(mine) - len(seen)} | {listing or '—'} |"
+        )
+    return lines, rows
+
+
+__all__ = ["final_returns", "flip_section", "seed_flip", "take_off_section", "take_off_tests"]

@@ -20,34 +20,67 @@ within episodes, and R/T is nearly the same number at every step of every episod
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from prism.envs.spec import EnvSpec
 
 #: env id -> random episodes drawn (short episodes on hopper and walker2d, 1000 steps on the other two)
 DEFAULT_EPISODES = {"mo-hopper-v5": 300, "mo-walker2d-v5": 300, "mo-halfcheetah-v5": 60, "mo-swimmer-v5": 60}
 
 
-def random_episode_rewards(env_id: str, episodes: int, seed: int) -> list[np.ndarray]:
-    """The hidden (sparse) channel's per-step true reward of ``episodes`` uniform random episodes."""
-    from prism.envs.factory import make_env
-    from prism.envs.registry import get_env_spec
+@dataclass(frozen=True)
+class RandomEpisode:
+    """One uniform-random episode through the sparse wrapper, as a run's first collection (cycle 1) sees it."""
 
-    spec = get_env_spec(env_id)
-    env = make_env(spec, sparse_channel=spec.sparse_channel, seed=seed)
+    rewards: np.ndarray
+    """``[T]`` the hidden channel's true per-step reward r_t."""
+    released: np.ndarray
+    """``[T]`` bool: the wrapper released the hidden channel at step t (it closes a segment; always at the
+    last step)."""
+    terminated: bool
+    """The env ended the episode (a fall: hopper's and walker2d's unhealthy state), not the time limit."""
+
+    def segments(self) -> list[np.ndarray]:
+        """r_t cut after each release: one array per segment, the whole episode when ``p_rel`` = 0."""
+        return np.split(self.rewards, np.flatnonzero(self.released[:-1]) + 1)
+
+
+def collect_random_episodes(
+    spec: EnvSpec, episodes: int, seed: int, sparse_channel: int | None = None, p_rel: float = 0.0
+) -> list[RandomEpisode]:
+    """``episodes`` episodes of a uniform random policy on ``spec``'s env behind the sparse wrapper, hiding
+    ``sparse_channel`` (default: the spec's) released with probability ``p_rel`` per step and at the end."""
+    from prism.envs.factory import make_env
+
+    channel = spec.sparse_channel if sparse_channel is None else sparse_channel
+    env = make_env(spec, sparse_channel=channel, p_rel=p_rel, seed=seed)
     actions = np.random.default_rng(seed)
     out = []
     for episode in range(episodes):
         env.reset(seed=seed * 100_000 + episode)
-        rewards, done = [], False
+        rewards, released, done, terminated = [], [], False, False
         while not done:
             action = actions.uniform(-1.0, 1.0, env.action_space.shape).astype(np.float32)
             _, _, terminated, truncated, info = env.step(action)
-            rewards.append(float(info["true_reward"][spec.sparse_channel]))
+            rewards.append(float(info["true_reward"][channel]))
+            released.append(bool(info["released"][channel]))
             done = terminated or truncated  # either ends the episode, and the wrapper releases R there
-        out.append(np.asarray(rewards))
+        out.append(RandomEpisode(np.asarray(rewards), np.asarray(released), bool(terminated)))
     env.close()
     return out
+
+
+def random_episode_rewards(env_id: str, episodes: int, seed: int) -> list[np.ndarray]:
+    """The hidden (sparse) channel's per-step true reward of ``episodes`` uniform random episodes."""
+    from prism.envs.registry import get_env_spec
+
+    return [episode.rewards for episode in collect_random_episodes(get_env_spec(env_id), episodes, seed)]
 
 
 def uniform_pearson(episodes: list[np.ndarray]) -> tuple[float, float]:
@@ -70,6 +103,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=None, help="per env (default: 300 short, 60 long)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    # Bad input is one line and exit 2 before any episode runs (an unknown id would otherwise end the run in
+    # a traceback after the envs before it had run).
+    from prism.envs.registry import get_env_spec
+    from prism.envs.spec import SpecError
+
+    if args.episodes is not None and args.episodes < 2:
+        print(f"prism uniform-credit: --episodes: need at least 2, got {args.episodes}", file=sys.stderr)
+        return 2
+    for env_id in args.envs:
+        try:
+            get_env_spec(env_id)
+        except SpecError as err:
+            print(f"prism uniform-credit: --envs: {err}", file=sys.stderr)
+            return 2
     for env_id in args.envs:
         start = time.perf_counter()
         episodes = random_episode_rewards(
