@@ -334,3 +334,60 @@ def test_the_configs_sampling_reaches_resymnets_fit():
         assert seen.seen == expected, (loss, sampling)
     stratified, uniform = fits["randomized", "stratified"], fits["randomized", "uniform"]
     assert not torch.equal(stratified.model.net.inp.weight, uniform.model.net.inp.weight)
+
+
+def test_a_null_bias_correction_fits_resymnet_corrected_bit_for_bit():
+    """``reward.bias_correction: null`` is on for ReSymNet's randomized loss: the fit equals the ``true`` fit
+    bit for bit and differs from the ``false`` one (a null passed through raw would train uncorrected)."""
+    store = synthetic_store(40, seed=4, max_length=24)
+    fits = {
+        setting: fit_resymnet_model(
+            store, ReSymNetConfig(**SMALL, loss="randomized", sampled_steps=4, bias_correction=setting), seed=3
+        ).model
+        for setting in (None, True, False)
+    }
+    for (name, p), q, r in zip(
+        fits[None].named_parameters(), fits[True].parameters(), fits[False].parameters(), strict=True
+    ):
+        assert torch.equal(p, q), name
+    assert not all(torch.equal(p, r) for p, r in zip(fits[None].parameters(), fits[False].parameters()))
+
+
+@pytest.mark.parametrize("warm_start", [False, True])
+def test_a_runs_refit_starts_fresh_by_default_and_from_each_members_last_model_under_warm_start(
+    warm_start, tmp_path, monkeypatch
+):
+    """A two-cycle toy run, the weights of each fit taken as its Trainer starts and as it ends: a default run
+    refits from the fresh initialisation of the refit's seeds (as its first fit starts); ``reward.warm_start``
+    hands the refit the previous fit's model."""
+    from pathlib import Path
+
+    from toy_runs import toy_run
+
+    from prism.reward.fit import ensemble_seeds
+    from prism.run.fit import fit_run
+
+    fits: list[dict] = []
+    original = reward_module.run_fit_trainer
+
+    def spy(module, datamodule, config, device, logger, callbacks, resume, *, seed=None):
+        fresh = module.recipe.network(datamodule.in_features, ensemble_seeds(seed, module.n_members))
+        start = {n: p.detach().clone() for n, p in module.net.state_dict().items()}
+        original(module, datamodule, config, device, logger, callbacks, resume, seed=seed)
+        end = {n: p.detach().clone() for n, p in module.net.state_dict().items()}
+        fits.append({"fresh": fresh.state_dict(), "start": start, "end": end})
+
+    monkeypatch.setattr(reward_module, "run_fit_trainer", spy)
+    conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
+    overrides = toy_run({"reward.warm_start": str(warm_start).lower(), "figures": "false"})
+    fit_run([str(conf)], [*overrides, f"run_dir={tmp_path / 'run'}"])
+
+    def same(a: dict, b: dict) -> bool:
+        return all(torch.equal(a[n], b[n]) for n in a)
+
+    assert len(fits) == 2
+    assert same(fits[0]["start"], fits[0]["fresh"])  # the first fit starts fresh either way
+    assert not same(fits[0]["end"], fits[0]["start"]) and not same(fits[1]["fresh"], fits[0]["end"])
+    refit = fits[1]
+    assert same(refit["start"], fits[0]["end"]) is warm_start
+    assert same(refit["start"], refit["fresh"]) is not warm_start

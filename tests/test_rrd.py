@@ -355,3 +355,23 @@ def test_an_rrd_fit_batches_reward_rrd_batch_size_segments_not_resymnets_batch_s
     _, summary = fit_rrd_model(store, config, seed=0, callbacks=[batches])
     assert summary.n_train_segments > 3 * 2
     assert batches.count == math.ceil(summary.n_train_segments / 3)
+
+
+def test_an_rrd_fits_optimiser_takes_reward_rrd_lr_and_resymnets_lr_is_refused():
+    """RRD's Adam runs at ``reward.rrd.lr`` (not ReSymNet's ``reward.lr`` nor RRD's default), without weight
+    decay; ReSymNet's ``reward.lr`` cannot reach an RRD fit: it is refused, naming its owner."""
+    from lightning.pytorch.callbacks import Callback
+
+    class Groups(Callback):
+        def on_train_start(self, trainer, pl_module):
+            self.groups = [dict(group) for group in trainer.optimizers[0].param_groups]
+
+    groups = Groups()
+    rrd = RRDConfig(hidden=8, lr=1.25e-3)
+    config = RRDRewardConfig(name="rrd", sampled_steps=8, max_epochs=1, patience=1, rrd=rrd)
+    fit_rrd_model(_drifting_store(12, seed=1), config, seed=0, callbacks=[groups])
+    assert [(g["lr"], g["weight_decay"]) for g in groups.groups] == [(1.25e-3, 0)]
+    with pytest.raises(ConfigError, match=r"^reward.lr: .*it is a key of resymnet") as err:
+        load_config([CONF / "quickstart.yaml"], ["reward.name=rrd", "reward.lr=0.1"])
+    assert "\n" not in str(err.value)
+    assert "lr" not in {f for f in RRDRewardConfig.__dataclass_fields__}
