@@ -99,7 +99,8 @@ class _RecordingShaper(PassThroughShaper):
 
 def test_stored_done_is_termination_only_and_truncation_keeps_final_obs():
     cfg = CAPQLConfig(learning_starts=1000, **SMALL)
-    module = CAPQLModule(cfg, COUNTING_SPEC, _CountingEnv, target_env_steps=14)  # episodes of 3,4,3,4 steps
+    # episodes of 3, 4, 3, 4 steps
+    module = CAPQLModule(cfg, COUNTING_SPEC, lambda _member: _CountingEnv(), target_env_steps=14)
     _trainer().fit(module)
     b = module.buffer.all()
     episode, t_next = b.next_obs[:, 0], b.next_obs[:, 1]
@@ -117,7 +118,7 @@ def test_stored_done_is_termination_only_and_truncation_keeps_final_obs():
 def test_shaper_sees_fresh_cone_weights_and_released_flags_from_the_wrapper():
     shaper = _RecordingShaper()
     cfg = CAPQLConfig(learning_starts=1000, **SMALL)
-    factory = lambda: SparseRewardWrapper(_CountingEnv(), [1.0, 0.0], seed=0)  # noqa: E731
+    factory = lambda _member: SparseRewardWrapper(_CountingEnv(), [1.0, 0.0], seed=0)  # noqa: E731
     module = CAPQLModule(cfg, COUNTING_SPEC, factory, shaper, target_env_steps=7)
     _trainer().fit(module)
     released = [c[4] for c in shaper.calls]
@@ -133,7 +134,8 @@ def test_shaper_sees_fresh_cone_weights_and_released_flags_from_the_wrapper():
 
 def test_dense_env_passes_released_true():
     shaper = _RecordingShaper()
-    module = CAPQLModule(CAPQLConfig(**SMALL), COUNTING_SPEC, _CountingEnv, shaper, target_env_steps=5)
+    factory = lambda _member: _CountingEnv()  # noqa: E731
+    module = CAPQLModule(CAPQLConfig(**SMALL), COUNTING_SPEC, factory, shaper, target_env_steps=5)
     _trainer().fit(module)
     assert all(c[4] for c in shaper.calls)
 
@@ -213,7 +215,9 @@ def test_polyak_update_is_exactly_one_minus_tau_target_plus_tau_online_after_the
 
 
 def test_hparams_hold_no_envs_or_modules():
-    module = CAPQLModule(CAPQLConfig(**SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC), symreg_lambda=0.3)
+    module = CAPQLModule(
+        CAPQLConfig(**SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC), symreg_lambda=0.3
+    )
     assert set(module.hparams) == {"agent", "env_id", "seeds", "symreg_lambda", "sparse_channel"}
     assert module.hparams["symreg_lambda"] == 0.3 and module.envs == []  # envs not built in __init__
     assert module.hparams["agent"]["actor_hidden"] == [16]
@@ -258,7 +262,9 @@ def _hand_policy_mean(base, obs: torch.Tensor, w: torch.Tensor, exact: bool) -> 
 
 @pytest.mark.parametrize("mode", ["regularise", "exact"])
 def test_act_policy_mean_expert_policy(mode):
-    module = CAPQLModule(CAPQLConfig(symmetry_mode=mode, **SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC))
+    module = CAPQLModule(
+        CAPQLConfig(symmetry_mode=mode, **SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC)
+    )
     obs = torch.randn(5, 6)
     w = module.sample_preferences(5)
     assert w.shape == (5, 2)
@@ -312,6 +318,8 @@ def test_tensorboard_scalars_logged_against_env_steps(tmp_path):
 
 
 def test_rejects_mixed_precision_instead_of_ignoring_it():
-    module = CAPQLModule(CAPQLConfig(**SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=5)
+    module = CAPQLModule(
+        CAPQLConfig(**SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=5
+    )
     with pytest.raises(ValueError, match="32-bit precision"):
         _trainer(precision="bf16-mixed").fit(module)

@@ -161,7 +161,10 @@ def linear_reward_model():
     assert "prism.reward.linear:fit_linear_reward" in registration
     assert "prism.reward.linear:LinearRewardModel.from_dict" in registration
     register_reward_model(
-        "linear", fit=module.fit_linear_reward, load=module.LinearRewardModel.from_dict, config=module.LinearConfig
+        "linear",
+        fit=module.fit_linear_reward,
+        load=module.LinearRewardModel.from_dict,
+        config=module.LinearConfig,
     )
     yield module
     REWARDS.unregister("linear")

@@ -66,9 +66,7 @@ def fit_linear(store: SegmentStore, config: LinearConfig, *, logger=None, seed=0
 
 @pytest.fixture
 def toy_linear():
-    register_reward_model(
-        "toy_linear", fit=fit_linear, load=LinearRewardModel.from_dict, config=LinearConfig
-    )
+    register_reward_model("toy_linear", fit=fit_linear, load=LinearRewardModel.from_dict, config=LinearConfig)
     try:
         yield
     finally:
@@ -103,7 +101,11 @@ def test_a_reward_model_added_from_outside_fits_shapes_and_reloads(toy_linear, t
 
 
 def test_a_key_of_another_model_is_refused_naming_its_owner(toy_linear):
-    with pytest.raises(ConfigError, match=r"^reward.hidden: .*not in 'LinearConfig'; it is a key of resymnet"):
+    with pytest.raises(
+        ConfigError, match=r"^reward.hidden: .*not in 'LinearConfig'; it is a key of resymnet"
+    ):
         load_config([CONF / "quickstart.yaml"], ["reward.name=toy_linear", "reward.hidden=32"])
-    with pytest.raises(ConfigError, match=r"^reward.ridge: .*not in 'ReSymNetConfig'; it is a key of toy_linear"):
+    with pytest.raises(
+        ConfigError, match=r"^reward.ridge: .*not in 'ReSymNetConfig'; it is a key of toy_linear"
+    ):
         load_config([CONF / "quickstart.yaml"], ["reward.ridge=0.1"])

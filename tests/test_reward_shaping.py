@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from prism.reward.model import RewardModelBase
 from prism.envs import TOY_SPEC, make_env
 from prism.registry import REWARDS
 from prism.reward import (
     PassThroughShaper,
-    RandomShaper,
     PredictedRewardShaper,
+    RandomShaper,
     UniformShaper,
     build_features,
     make_shaper,
     relabel_rewards,
 )
+from prism.reward.model import RewardModelBase
 from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,11 +23,11 @@ from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.features import build_features
 from prism.data.segments import SegmentStore
 from prism.registry import REWARD_MODELS, REWARDS
-from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
+from prism.reward.config import RRDConfig, RRDRewardConfig
 from prism.reward.quality import score_model
 from prism.reward.rrd import RRDNetwork, RRDRewardModel, fit_rrd_model, rrd_recipe
-from prism.reward.trajectory_sum_module import TrajectorySumModule
 from prism.reward.shaping import PredictedRewardShaper, make_relabel_fn
+from prism.reward.trajectory_sum_module import TrajectorySumModule
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 OBS, ACT = 3, 2

@@ -393,9 +393,7 @@ def bench_quality(args: argparse.Namespace) -> None:
     seeds = [int(x) for x in args.fit_seeds.split(",")]
     for env in args.envs.split(","):
         config = _run_config(env)
-        base = {
-            k: vars(config.reward)[k] for k in ("ensemble_size", "hidden", "dropout", "lr", "batch_size")
-        }
+        base = {k: vars(config.reward)[k] for k in ("ensemble_size", "hidden", "dropout", "lr", "batch_size")}
         base.update(max_epochs=args.epochs, patience=args.patience)
         # Every option parsed and checked before anything is collected or fitted (a bad option fails at once).
         parsed = []
@@ -446,7 +444,9 @@ def bench_quality(args: argparse.Namespace) -> None:
                     lr = keys["lr"] * ReSymNetConfig().lr_decay ** max(fit.epochs_run)
                     polish_keys = dict(keys, loss="sum", bias_correction=False, sampling="uniform",
                                        max_epochs=polish, lr=lr)  # fmt: skip
-                    model, fit = fit_resymnet_model(store, ReSymNetConfig(**polish_keys), seed=seed, init=model)
+                    model, fit = fit_resymnet_model(
+                        store, ReSymNetConfig(**polish_keys), seed=seed, init=model
+                    )
                     wall = time.perf_counter() - t0
                 if refit:
                     # Cycle 1 as the loop runs it: the random episodes plus the expert ones, refitted from

@@ -60,7 +60,9 @@ def resymnet_recipe(config: ReSymNetConfig) -> FitRecipe:
         return model
 
     def network(in_features: int, seeds: list[int]) -> ReSymNetEnsemble:
-        return ReSymNetEnsemble(len(seeds), in_features, config.hidden, config.dropout, config.residual, seeds)
+        return ReSymNetEnsemble(
+            len(seeds), in_features, config.hidden, config.dropout, config.residual, seeds
+        )
 
     return FitRecipe(
         n_members=config.ensemble_size,

@@ -110,7 +110,12 @@ class FitLoss(Protocol):
         ...
 
     def __call__(
-        self, pred: Tensor, segment_ids: Tensor, targets: Tensor, batch: SegmentBatch | MemberBatch, rows: slice
+        self,
+        pred: Tensor,
+        segment_ids: Tensor,
+        targets: Tensor,
+        batch: SegmentBatch | MemberBatch,
+        rows: slice,
     ) -> dict[str, Tensor]:
         """Named terms ``[M]`` (one value per member) for members ``rows`` of ``batch``, with ``loss`` the
         objective (sum it over members before ``backward``)."""
@@ -125,7 +130,12 @@ class SumLoss:
     sampler: ClassVar[StepSampler | None] = None
 
     def __call__(
-        self, pred: Tensor, segment_ids: Tensor, targets: Tensor, batch: SegmentBatch | MemberBatch, rows: slice
+        self,
+        pred: Tensor,
+        segment_ids: Tensor,
+        targets: Tensor,
+        batch: SegmentBatch | MemberBatch,
+        rows: slice,
     ) -> dict[str, Tensor]:
         return {"loss": trajectory_sum_loss(pred, segment_ids, targets)}  # (eq. 1)
 
@@ -155,7 +165,12 @@ class RandomizedSumLoss:
         return StepSampler(self.sampled_steps, stratified=self.sampling == "stratified")
 
     def __call__(
-        self, pred: Tensor, segment_ids: Tensor, targets: Tensor, batch: SegmentBatch | MemberBatch, rows: slice
+        self,
+        pred: Tensor,
+        segment_ids: Tensor,
+        targets: Tensor,
+        batch: SegmentBatch | MemberBatch,
+        rows: slice,
     ) -> dict[str, Tensor]:
         assert batch.segment_lengths is not None and batch.sampled_steps is not None  # (its sampler's batch)
         loss = randomized_sum_loss(

@@ -67,7 +67,9 @@ class StackedRewardModule(TrajectorySumModule):
         k = config.ensemble_size
         seeds = [m for s in store_seeds for m in ensemble_seeds(s, k)]
         # ReSymNet's recipe with MemberAdamW: a store without a batch left this epoch takes no step.
-        recipe = dataclasses.replace(resymnet_recipe(config), optimiser=self._member_adamw(config, len(seeds)))
+        recipe = dataclasses.replace(
+            resymnet_recipe(config), optimiser=self._member_adamw(config, len(seeds))
+        )
         super().__init__(recipe, in_features, config, seeds)
         self.automatic_optimization = True  # one summed backward over the stacked batch (S·K networks)
         self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
@@ -109,7 +111,9 @@ class StackedRewardModule(TrajectorySumModule):
         self._resumed_noise = list(checkpoint["prism_reward_fit"]["store_noise"])
 
     @staticmethod
-    def _member_adamw(config: ReSymNetConfig, n_members: int) -> Callable[[Iterable[torch.nn.Parameter]], Optimisers]:
+    def _member_adamw(
+        config: ReSymNetConfig, n_members: int
+    ) -> Callable[[Iterable[torch.nn.Parameter]], Optimisers]:
         def adamw(parameters: Iterable[torch.nn.Parameter]) -> Optimisers:
             opt = MemberAdamW(parameters, n_members, lr=config.lr, weight_decay=config.weight_decay)
             return opt, torch.optim.lr_scheduler.ExponentialLR(opt, gamma=config.lr_decay)
