@@ -6,7 +6,7 @@ reward models and shapers that consume them.
 A step's raw inputs are ``[s_t, a_t, r_dense_t, s_{t+1}]``, of which a reward model reads a fixed choice of
 column groups: ReSymNet ``[s_t, a_t, r_dense_t]`` (``[s_t, a_t]`` "w/o dense"), RRD ``[s_t, a_t, s_{t+1}]``
 (docs/method.md §4b). A model says which through its :class:`FeatureLayout` (``inputs``), the one place that
-builds its features, for one step or a batch (:mod:`prism.reward.fitter`'s ``RewardModel`` contract).
+builds its features, for one step or a batch (:mod:`prism.reward.model`'s ``RewardModel`` contract).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def build_features(
     vector or the true one gives the same features. ``use_dense=False`` is the "w/o dense rewards"
     ablation, ``h_t = [s_t, a_t]``. ``next_obs`` is the observation the step led to (on an episode's last step
     the final observation ``env.step`` returned, before any reset), for a model that reads it
-    (:func:`uses_next_obs`). Leading batch dimensions are kept.
+    (its :class:`FeatureLayout` has ``next_obs``). Leading batch dimensions are kept.
     """
     obs_t = torch.as_tensor(obs, dtype=torch.float32)
     act_t = torch.as_tensor(action, dtype=torch.float32, device=obs_t.device)

@@ -105,8 +105,8 @@ class RewardConfig:
     formula)."""
     precision: str = "32-true"
     """Precision of the fit's Trainer, Lightning's names: ``32-true`` (the default) or ``bf16-mixed`` (bfloat16
-    autocast of the matmuls, ~2× faster on CPUs with AVX512-BF16 or AMX; refused where the CPU or GPU has no
-    bf16). Weights, optimiser and validation sums stay float32."""
+    autocast of the matmuls, faster on CPUs with AVX512-BF16 or AMX (docs/benchmarks.md has the measurements);
+    refused where the CPU or GPU has no bf16). Weights, optimiser and validation sums stay float32."""
     warm_start: bool = False
     """Refits (cycle ≥ 1) start from the previous cycle's fitted model (its best weights) instead of a fresh
     initialisation; the optimiser, learning-rate schedule and early stopping start afresh. Off (the paper's and
