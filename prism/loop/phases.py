@@ -30,7 +30,7 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
-from prism.loop.fit_phase import fit_members, score_new_episodes
+from prism.loop.fit_phase import FitProgress, MemberFitProgress, fit_members, score_new_episodes
 from prism.loop.loop_state import PHASES, LoopSettings, LoopState
 from prism.loop.progress import Progress
 from prism.memory import release_freed_memory
@@ -66,7 +66,7 @@ class PrismLoopCallback(Callback):
         self.on_phase = on_phase
         self.on_fit_progress: Callable[[], None] | None = None
         """Called when a reward fit has new progress to keep (the run saves its checkpoint)."""
-        self.fit_progress: list[dict[str, Any] | None] = [None] * members
+        self.fit_progress: FitProgress = [None] * members
         """Per member, the fit phase so far (cleared at its end; a run resumed inside it goes on from here): see
         :mod:`prism.loop.fit_phase`."""
         self.progress: Progress | None = None
@@ -250,7 +250,7 @@ class PrismLoopCallback(Callback):
             "stores": [store.state_dict() if store is not None else None for store in self.stores],
             "models": [model.to_dict() if model is not None else None for model in self.models],
             # A reward fit stopped at an epoch's end (loop.fit_checkpoint_every_s): a resumed run goes on from it.
-            "fit_progress": [_progress_to_state(p) for p in self.fit_progress],
+            "fit_progress": [p.to_state() if p is not None else None for p in self.fit_progress],
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -263,7 +263,7 @@ class PrismLoopCallback(Callback):
         ]
         saved_progress = state_dict.get("fit_progress")  # absent in checkpoints from before fit snapshots
         if saved_progress is not None:
-            self.fit_progress = [_progress_from_state(p) for p in saved_progress]
+            self.fit_progress = [MemberFitProgress.from_state(p) for p in saved_progress]
         self.models = [None] * len(self.stores)
         if any(model is not None for model in state_dict["models"]):
             # The run's reward model (from its config) rebuilds itself from its to_dict().
@@ -340,16 +340,3 @@ class PrismLoopCallback(Callback):
         # The agent asked to stop when it reached the old target in this very batch; the new cycle's target
         # lies ahead, so training goes on.
         trainer.should_stop = False
-
-
-def _progress_to_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A member's fit progress for the checkpoint: a snapshot's bytes as a uint8 tensor."""
-    if progress is None or "snapshot" not in progress:
-        return progress
-    return {**progress, "snapshot": torch.frombuffer(bytearray(progress["snapshot"]), dtype=torch.uint8)}
-
-
-def _progress_from_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
-    if progress is None or "snapshot" not in progress:
-        return progress
-    return {**progress, "snapshot": progress["snapshot"].numpy().tobytes()}
