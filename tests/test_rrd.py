@@ -23,7 +23,7 @@ from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.features import build_features
 from prism.data.segments import SegmentStore
 from prism.registry import REWARD_MODELS, REWARDS
-from prism.reward.config import RRDConfig, RRDRewardConfig
+from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
 from prism.reward.quality import score_model
 from prism.reward.rrd import RRDNetwork, RRDRewardModel, fit_rrd_model, rrd_recipe
 from prism.reward.shaping import PredictedRewardShaper, make_relabel_fn
@@ -375,3 +375,29 @@ def test_an_rrd_fits_optimiser_takes_reward_rrd_lr_and_resymnets_lr_is_refused()
         load_config([CONF / "quickstart.yaml"], ["reward.name=rrd", "reward.lr=0.1"])
     assert "\n" not in str(err.value)
     assert "lr" not in {f for f in RRDRewardConfig.__dataclass_fields__}
+
+
+def test_an_rrd_fit_clips_no_gradient_and_resymnets_clips_each_member(monkeypatch):
+    """RRD's recipe brings no gradient clip (the released code clips none); ReSymNet's clips every step of its
+    fit, per member, at ``reward.grad_clip``."""
+    import prism.reward.trajectory_sum_module as module
+
+    clips: list[float] = []
+    original = module.clip_per_member_
+
+    def spy(params, max_norm, *args, **kwargs):
+        clips.append(max_norm)
+        return original(params, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(module, "clip_per_member_", spy)
+    store = _drifting_store(12, seed=1)
+    config = RRDRewardConfig(name="rrd", sampled_steps=8, max_epochs=2, patience=2, rrd=RRDConfig(hidden=8))
+    fit_rrd_model(store, config, seed=0)
+    assert clips == []
+    from prism.reward.fit import fit_resymnet_model
+
+    resymnet = ReSymNetConfig(
+        hidden=8, ensemble_size=2, max_epochs=2, patience=2, grad_clip=0.5, use_dense_features=False
+    )
+    fit_resymnet_model(store, resymnet, seed=0)
+    assert clips and set(clips) == {0.5}
