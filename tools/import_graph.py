@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
         "prism.devices",
         "prism.errors",
         "prism.interrupt",
+        "prism.member_init",
         "prism.memory",
         "prism.phase_clock",
         "prism.registry",
