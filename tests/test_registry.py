@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from prism.agents.config import CAPQLConfig, OffPolicyConfig
-from prism.config import ConfigError, RunConfig, load_config, validate
+from prism.config import ConfigError, RunConfig, load_config, load_run_config, validate
 from prism.data.segments import SegmentStore
 from prism.envs import TOY_SPEC
 from prism.registry import AGENTS, REWARD_MODELS, REWARDS, register_reward_model
@@ -328,3 +328,36 @@ def test_only_budget_keys_are_skipped_silently_and_overrides_still_refused(confi
     load_config([CONF / "quickstart.yaml", overlay])
     (record,) = config_warnings.records
     assert record.getMessage().startswith(f"agent.per: warning: skipped: {overlay} sets it")
+
+
+def test_another_reward_models_keys_warn_in_a_file_load_silently_from_a_record_and_are_refused_as_overrides(
+    config_warnings, tmp_path
+):
+    """``reward.hidden`` (ReSymNet's) beside ``reward.name: rrd``: a config file's is skipped with one warning
+    naming the key, the file and its owner; a run folder's record (every run before ``reward:`` was typed wrote
+    every model's keys) drops it silently; an override is refused; a key no model has is refused everywhere."""
+    overlay = tmp_path / "rrd_wide.yaml"
+    overlay.write_text("reward:\n  name: rrd\n  hidden: 64\n  lr: 0.001\n")
+    config = load_config([CONF / "quickstart.yaml", overlay])
+    assert config.reward.name == "rrd" and not hasattr(config.reward, "hidden")
+    messages = sorted(r.getMessage() for r in config_warnings.records)
+    assert messages == [
+        f"reward.{key}: warning: skipped: {overlay} sets it, but reward.name=rrd has no such key "
+        "(it is a key of resymnet)"
+        for key in ("hidden", "lr")
+    ]
+    config_warnings.clear()
+    record = tmp_path / "run" / "config.yaml"
+    record.parent.mkdir()
+    quickstart = (CONF / "quickstart.yaml").read_text()
+    record.write_text(quickstart.replace("  name: resymnet\n", "  name: rrd\n  hidden: 64\n  lr: 0.001\n", 1))
+    assert load_run_config(record).reward.name == "rrd"
+    assert config_warnings.records == []
+    with pytest.raises(
+        ConfigError, match=r"^reward.hidden: .*it is a key of resymnet \(reward.name=resymnet\)$"
+    ):
+        load_config([CONF / "quickstart.yaml"], ["reward.name=rrd", "reward.hidden=64"])
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("reward:\n  hiden: 64\n")
+    with pytest.raises(ConfigError, match=r"^reward.hiden: Key 'hiden' not in 'ReSymNetConfig'"):
+        load_config([CONF / "quickstart.yaml", typo])
