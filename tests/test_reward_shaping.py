@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from prism.data.features import FeatureLayout
 from prism.envs import TOY_SPEC, make_env
 from prism.registry import REWARDS
 from prism.reward import (
@@ -253,3 +254,32 @@ def test_uniform_shaping_of_a_non_zero_channel_through_the_agent(tmp_path):
         np.testing.assert_allclose(stored[start : end + 1, 2], true[:, 2].sum() / len(true), rtol=1e-5)
         np.testing.assert_allclose(stored[start : end + 1, :2], true[:, :2], rtol=1e-6)
         start = end + 1
+
+
+class _DenseAndNextObsProbe(RewardModelBase):
+    """A model reading every column group: ``[s_t, a_t, r_dense_t, s_{t+1}] @ w``."""
+
+    inputs = FeatureLayout(dense=True, next_obs=True)
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.register_buffer("weight", weight)
+
+    def predict(self, features: torch.Tensor) -> torch.Tensor:
+        return features @ self.weight
+
+    def to_dict(self) -> dict:
+        return {"weight": self.weight}
+
+
+def test_the_shaper_builds_a_models_features_from_its_layout_dense_rewards_and_next_observation_alike():
+    rng = np.random.default_rng(3)
+    obs, nxt, act = rng.normal(size=4), rng.normal(size=4), rng.uniform(-1, 1, 2)
+    reward = rng.normal(size=3).astype(np.float32)
+    model = _DenseAndNextObsProbe(torch.tensor(rng.normal(size=4 + 2 + 2 + 4), dtype=torch.float32))
+    shaper = PredictedRewardShaper(model, sparse_channel=1)
+    (shaped,) = shaper.push(obs, act, reward, nxt, False, False, np.ones(3), False)
+    h = np.concatenate([obs, act, np.delete(reward, 1), nxt]).astype(np.float32)
+    assert shaped.reward[1] == pytest.approx(float(h @ model.weight.numpy()), rel=1e-5)
+    assert torch.equal(model.features(obs, act, reward, 1, nxt), torch.from_numpy(h))
+    assert np.array_equal(np.delete(shaped.reward, 1), np.delete(reward, 1))  # the dense channels as emitted
