@@ -361,3 +361,22 @@ def test_another_reward_models_keys_warn_in_a_file_load_silently_from_a_record_a
     typo.write_text("reward:\n  hiden: 64\n")
     with pytest.raises(ConfigError, match=r"^reward.hiden: Key 'hiden' not in 'ReSymNetConfig'"):
         load_config([CONF / "quickstart.yaml", typo])
+
+
+def test_a_reward_model_whose_config_is_not_a_reward_config_is_refused_in_one_line():
+    """A plug-in's ``config=`` must extend :class:`RewardConfig` (the shared fit keys every fit reads)."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Loose:
+        name: str = "loose"
+
+    register_reward_model("loose", fit=lambda store, config: None, load=lambda state: None, config=Loose)
+    try:
+        with pytest.raises(
+            ConfigError, match=r"^reward.name: the config class of reward model 'loose' is not a "
+        ):
+            load_config([CONF / "quickstart.yaml"], ["reward.name=loose"])
+    finally:
+        REWARD_MODELS.unregister("loose")
+        REWARDS.unregister("loose")
