@@ -172,11 +172,11 @@ class LoadedRun:
         """The reward model's per-step prediction of the sparse channel for ``transitions``.
 
         ``transitions`` is anything with ``obs``, ``action`` and ``reward`` fields (a
-        :class:`~prism.reward.shaping.Transition`, a sequence of them, or a mapping / named tuple of arrays
+        :class:`~prism.reward.shapers.Transition`, a sequence of them, or a mapping / named tuple of arrays
         with a leading batch dimension); ``obs`` is the observation before the step, ``reward`` the step's
         reward vector (only its dense channels are read, so the true and the emitted vector give the same
         values). A model that reads the next observation (``rrd``) also needs ``next_obs``, the observation
-        the step led to (a :class:`~prism.reward.shaping.Transition` has it). Returns float32 numpy with the
+        the step led to (a :class:`~prism.reward.shapers.Transition` has it). Returns float32 numpy with the
         transitions' leading shape (a scalar for one transition). A run without a reward model (oracle,
         baseline, uniform, random) raises ``ValueError``."""
         model = self._reward_models[self._member(member)] if self._reward_models else None
@@ -196,7 +196,7 @@ class LoadedRun:
 
 def _as_record(item: Any) -> Mapping[str, Any] | None:
     """A transition's fields by name: a mapping as it is, a named tuple (a
-    :class:`~prism.reward.shaping.Transition`) or an object by its attributes; None for anything else (a
+    :class:`~prism.reward.shapers.Transition`) or an object by its attributes; None for anything else (a
     sequence of transitions)."""
     if isinstance(item, Mapping):
         return item

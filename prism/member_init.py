@@ -1,6 +1,6 @@
 """Initialising one member's slice of a stacked linear layer: the one building block the agents' stacked MLPs
 (:class:`prism.agents.networks.StackedMLP`) and the reward models' batched layers
-(:class:`prism.reward.batched.BatchedLinear`) share.
+(:class:`prism.reward.models.batched.BatchedLinear`) share.
 
 Both store a layer of K members as ``weight [K, in, out]`` and ``bias [K, 1, out]``; member k's slice starts
 as an independent ``nn.Linear(in, out)`` would, so member k of a stack starts from exactly the weights of a

@@ -157,7 +157,7 @@ class RewardModelEntry:
     rebuild one from its ``to_dict()`` (``load(dict) -> model``, for checkpoints).
 
     The fit is given in one of two forms (exactly one): ``fitter``, a
-    :class:`~prism.reward.fitter.RewardFitter` returning the model and its summary together (it takes the
+    :class:`~prism.reward.fitting.fitter.RewardFitter` returning the model and its summary together (it takes the
     run's logger, callbacks, snapshots inside the fit and ``init`` for ``reward.warm_start``), or ``fit``, a
     plain ``fit(store, reward_config, *, logger, seed, device) -> model``. A model is a
     :class:`~prism.reward.model.RewardModel` (docs/add_a_reward_model.md).
@@ -168,9 +168,9 @@ class RewardModelEntry:
     fit: Target | None = None
     """A plain fit ``fit(store, reward_config, *, logger, seed, device) -> model`` (a plug-in's)."""
     fitter: Target | None = None
-    """A :class:`~prism.reward.fitter.RewardFitter` (``-> FittedReward(model, summary)``)."""
+    """A :class:`~prism.reward.fitting.fitter.RewardFitter` (``-> FittedReward(model, summary)``)."""
     population_fitter: Target | None = None
-    """Optional :class:`~prism.reward.fitter.PopulationFitter`: every member's model of a population in one go
+    """Optional :class:`~prism.reward.fitting.fitter.PopulationFitter`: every member's model of a population in one go
     (``reward.stacked_fit``), equal to ``fitter`` per store."""
     next_obs: bool = False
     """The model reads each step's next observation (RRD's ``r̂(s, a, s')``): the loop's segment stores keep
@@ -182,7 +182,7 @@ class RewardModelEntry:
             raise ValueError(f"reward model {self.name!r}: give exactly one of fit= and fitter=")
 
     def fit_fn(self, key: str = "reward.name") -> Callable[..., Any]:
-        """The plain ``fit`` (:func:`prism.reward.fitter.reward_fitter` gives either form as a fitter)."""
+        """The plain ``fit`` (:func:`prism.reward.fitting.fitter.reward_fitter` gives either form as a fitter)."""
         if self.fit is None:
             raise ValueError(f"reward model {self.name!r} is registered with a fitter, not a plain fit")
         return resolve(key, "reward model fit", self.fit)
@@ -370,7 +370,7 @@ AGENTS: Registry[AgentEntry] = Registry("agent", AgentEntry)
 REWARDS: Registry[RewardEntry] = Registry("reward redistribution", RewardEntry)
 REWARD_MODELS: Registry[RewardModelEntry] = Registry("reward model", RewardModelEntry)
 
-PREDICTED_SHAPER = "prism.reward.shaping:predicted_shaper"
+PREDICTED_SHAPER = "prism.reward.shapers:predicted_shaper"
 """The shaper of a learned reward model's method: the model's per-step prediction replaces the channel."""
 
 

@@ -17,7 +17,7 @@ from prism.agents.preferences import cone_weights
 from prism.agents.symmetry import equivariance_error, reflection_from_spec
 from prism.data.replay import ReplayBatch
 from prism.envs import TOY_SPEC, EnvSpec, SparseRewardWrapper, make_env
-from prism.reward.shaping import PassThroughShaper
+from prism.reward.shapers import PassThroughShaper
 
 SMALL = dict(actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=500)
 

@@ -15,7 +15,7 @@ import prism
 from prism.cli import main
 from prism.config import ConfigError
 from prism.evaluation.rollout import pair_seeds
-from prism.reward.shaping import PredictedRewardShaper, Transition
+from prism.reward.shapers import PredictedRewardShaper, Transition
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

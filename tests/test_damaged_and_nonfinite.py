@@ -375,7 +375,7 @@ def test_non_finite_parameter_is_never_checkpointed(tmp_path, capsys, monkeypatc
 
 
 def test_nan_shaped_reward_stops_naming_reward_shaped(tmp_path, capsys, monkeypatch):
-    from prism.reward.resymnet import ReSymNetRewardModel
+    from prism.reward.models.resymnet import ReSymNetRewardModel
 
     real_predict = ReSymNetRewardModel.predict
     bad_step = 150

@@ -220,7 +220,7 @@ PLUGIN_SOURCE = '''
 import numpy as np
 
 from prism.agents.capql import CAPQLModule
-from prism.reward.shaping import PredictedRewardShaper, Transition
+from prism.reward.shapers import PredictedRewardShaper, Transition
 
 
 class ConstantShaper:

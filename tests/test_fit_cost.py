@@ -1,5 +1,5 @@
 """Where a seed's time goes (issue 61): the run's phase times (prism.phase_clock), a fit's training/validation
-split (prism.reward.fit_timer), and validating every k-th epoch (reward.val_every) with early stopping kept on
+split (prism.reward.fitting.fit_timer), and validating every k-th epoch (reward.val_every) with early stopping kept on
 validated epochs."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from toy_runs import toy_run
 from prism.cli import main
 from prism.phase_clock import PHASES, REMAINDER, PhaseClock, fit_split, phase_breakdown
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.reward.fitting.fit import fit_resymnet_model
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
 FIT = dict(ensemble_size=3, hidden=16, max_epochs=30, patience=4, batch_size=8, dropout=0.1)

@@ -9,7 +9,7 @@ from torch import nn
 
 from prism.agents.networks import StackedMLP
 from prism.member_init import INITS, init_member_
-from prism.reward.batched import BatchedLinear
+from prism.reward.models.batched import BatchedLinear
 
 DRAWS = {
     "orthogonal": lambda w, g: nn.init.orthogonal_(w, generator=g),

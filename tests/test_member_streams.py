@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from toy_runs import toy_run
 
-import prism.reward.fit as reward_module
+import prism.reward.fitting.fit as reward_module
 from prism.config import load_config
 from prism.data.segments import SegmentStore
 from prism.envs.wrappers import SparseRewardWrapper

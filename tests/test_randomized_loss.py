@@ -11,11 +11,11 @@ import pytest
 import torch
 from segment_stores import synthetic_store
 
-import prism.reward.fit as reward_module
+import prism.reward.fitting.fit as reward_module
 from prism.config import ConfigError, load_config
 from prism.data.datamodule import StepSampler, TrajectorySumDataModule, gather_segments, sample_segment_steps
 from prism.reward.config import ReSymNetConfig, RRDRewardConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.reward.fitting.fit import fit_resymnet_model
 from prism.reward.losses import randomized_sum_loss, segment_sums, trajectory_sum_loss
 
 SMALL = dict(ensemble_size=3, hidden=16, max_epochs=6, patience=3, batch_size=8, dropout=0.1)
@@ -366,7 +366,7 @@ def test_a_runs_refit_starts_fresh_by_default_and_from_each_members_last_model_u
 
     from toy_runs import toy_run
 
-    from prism.reward.fit import ensemble_seeds
+    from prism.reward.fitting.fit import ensemble_seeds
     from prism.run.fit import fit_run
 
     fits: list[dict] = []

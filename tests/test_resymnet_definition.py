@@ -23,7 +23,7 @@ import torch
 from toy_runs import toy_run
 
 from prism.config import load_config
-from prism.reward.resymnet import ReSymNetEnsemble
+from prism.reward.models.resymnet import ReSymNetEnsemble
 from prism.run.fit import build_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

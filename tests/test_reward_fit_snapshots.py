@@ -1,4 +1,4 @@
-"""A reward fit resumed from a snapshot (prism.reward.fit.FitSnapshots) is the uninterrupted fit: the same
+"""A reward fit resumed from a snapshot (prism.reward.fitting.fit.FitSnapshots) is the uninterrupted fit: the same
 weights, early-stopping record and curves, bit for bit, in both batch layouts. A fit of hours (the paper's
 E = 1000, ≤ 1000 epochs) killed half-way then goes on instead of starting again from epoch 0."""
 
@@ -14,7 +14,7 @@ from segment_stores import synthetic_store
 from tb_events import FIT_TIMING, scalar_curves
 
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.reward.fitting.fit import fit_resymnet_model
 
 # Patience long enough that some member is still improving at the snapshots, short enough that one stops.
 CONFIG = dict(ensemble_size=3, hidden=16, max_epochs=12, patience=3, batch_size=8, dropout=0.1)
@@ -276,8 +276,8 @@ def test_a_snapshot_taken_inside_a_resumed_fit_counts_the_time_before_the_resume
 
     from lightning.pytorch.callbacks import Callback
 
-    import prism.reward.fit as fit_module
-    from prism.reward.fit import snapshot_wall_s
+    import prism.reward.fitting.fit as fit_module
+    from prism.reward.fitting.fit import snapshot_wall_s
 
     clock = [0.0]
     monkeypatch.setattr(fit_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))

@@ -15,12 +15,12 @@ from segment_stores import set_dtype, synthetic_store
 from prism.config import ConfigError, load_config
 from prism.data.datamodule import MemberBatch, TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
-from prism.reward.batched import onednn_linear_available
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fit import ensemble_seeds as member_seeds
-from prism.reward.fit import fit_resymnet_model, resymnet_recipe
-from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
-from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.reward.fitting.fit import ensemble_seeds as member_seeds
+from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
+from prism.reward.models.batched import onednn_linear_available
+from prism.reward.models.resymnet import DropoutNoiseStream, ReSymNetEnsemble
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

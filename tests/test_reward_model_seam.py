@@ -21,7 +21,7 @@ from prism.data.segments import SegmentStore
 from prism.registry import REWARD_MODELS, REWARDS, register_reward_model
 from prism.reward.config import RewardConfig
 from prism.reward.model import RewardModelBase
-from prism.reward.shaping import Transition, make_shaper
+from prism.reward.shapers import Transition, make_shaper
 from prism.run.fit import fit_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

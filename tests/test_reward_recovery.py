@@ -7,7 +7,7 @@ import torch
 
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.reward.fitting.fit import fit_resymnet_model
 from prism.reward.losses import pearson_correlation
 
 

@@ -21,7 +21,7 @@ from prism.reward import (
     relabel_rewards,
 )
 from prism.reward.model import RewardModelBase
-from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
+from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The stacked S × K reward fit of a population (prism/reward/stacked.py) equals the members' own fits."""
+"""The stacked S × K reward fit of a population (prism/reward/fitting/stacked.py) equals the members' own fits."""
 
 from __future__ import annotations
 
@@ -13,11 +13,16 @@ from segment_stores import set_dtype, synthetic_store
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fit import ensemble_seeds as member_seeds
-from prism.reward.fit import fit_resymnet_model, resymnet_recipe
-from prism.reward.fit_loggers import StoreRoutedLogger
-from prism.reward.stacked import MemberAdamW, StackedRewardModule, fit_reward_models_stacked, stacked_data
-from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.reward.fitting.fit import ensemble_seeds as member_seeds
+from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
+from prism.reward.fitting.fit_loggers import StoreRoutedLogger
+from prism.reward.fitting.stacked import (
+    MemberAdamW,
+    StackedRewardModule,
+    fit_reward_models_stacked,
+    stacked_data,
+)
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
 
 # On the CPU even on a GPU machine: the equality needs the lone fit's CPU dropout draws.
 TRAINER = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,

@@ -67,7 +67,7 @@ as the loop collects them; "—" without one). A summary line per env and option
 and the s/epoch ratio to eq. 1's. Stores are cached in ``--stores`` (collection of 10⁶ steps takes minutes).
 
 ``--stacked S``: a population's refit: S stores shaped like ``--long``'s (one per member, seeds differ) fitted
-in one stacked S × K fit (``reward.stacked_fit``, prism/reward/stacked.py) vs the S members' fits one after
+in one stacked S × K fit (``reward.stacked_fit``, prism/reward/fitting/stacked.py) vs the S members' fits one after
 the other (``fit_resymnet_model``, the run's default), E epochs each, early stopping out of reach; the last
 line is the wall-time ratio, ``stacked_speedup_vs_sequential: <x>x``. The issue's GPU goal is S = 10 on
 ~122 000 steps per member (the ``--long`` defaults).
@@ -88,9 +88,9 @@ from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.memory import release_freed_memory
 from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
-from prism.reward.fit import fit_resymnet_model
-from prism.reward.rrd import fit_rrd_model
-from prism.reward.stacked import fit_reward_models_stacked
+from prism.reward.fitting.fit import fit_resymnet_model
+from prism.reward.fitting.stacked import fit_reward_models_stacked
+from prism.reward.models.rrd import fit_rrd_model
 
 # mo-hopper-v5: 11 observation, 3 action, 2 dense-reward columns (channel 0 sparse).
 HOPPER_WIDTHS = (11, 3, 2)

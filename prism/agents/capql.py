@@ -24,7 +24,7 @@ from prism.agents.static_update import StaticReplayDraw, StaticUpdate
 from prism.agents.symmetry import OrbitAveragedActor, reflection_from_spec
 from prism.data.replay import ReplayBatch
 from prism.envs.spec import EnvSpec
-from prism.reward.shaping import RewardShaper
+from prism.reward.shapers import RewardShaper
 
 TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/alpha_log_pi", "train/q_mean")
 

@@ -47,7 +47,7 @@ from prism.agents.transfer import StepTransferMixin
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
 from prism.errors import NonFiniteError
-from prism.reward.shaping import PassThroughShaper, RewardShaper
+from prism.reward.shapers import PassThroughShaper, RewardShaper
 from prism.seeding import derive_seed, population_seed
 
 _WEIGHT_BLOCK = 1024  # preference weights drawn per sampler call (one draw per env step, amortised)

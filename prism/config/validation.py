@@ -99,7 +99,7 @@ def validate(config: RunConfig, *, record: bool = False) -> None:
         check_cuda_device(config.device)
     if config.reward.precision != "32-true":
         # Refused here, at load, not after hours of collection when the first fit starts.
-        from prism.reward.fit import check_precision
+        from prism.reward.fitting.fit import check_precision
 
         try:
             check_precision(config.reward.precision, torch_device(config.device))

@@ -29,7 +29,7 @@ from prism.data.segments import SegmentStore
 
 def member_shuffle_seeds(seed: int, n_members: int) -> list[int]:
     """Shuffle-order seed of each ensemble member, derived from the split seed (distinct from the members'
-    initialisation seeds, :func:`prism.reward.fit.ensemble_seeds`)."""
+    initialisation seeds, :func:`prism.reward.fitting.fit.ensemble_seeds`)."""
     return [int(seed) * 7919 + 104_729 * (k + 1) for k in range(n_members)]
 
 
@@ -381,7 +381,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
     def train_dataloader(self) -> _MemberShuffledBatches:
         return _MemberShuffledBatches(self)
 
-    # A fit resumed from a snapshot (prism.reward.fit) continues each member's shuffle stream where it was:
+    # A fit resumed from a snapshot (prism.reward.fitting.fit) continues each member's shuffle stream where it was:
     # Lightning saves this with the fit's checkpoint and loads it after ``setup``.
     def state_dict(self) -> dict[str, list[Tensor] | Tensor]:
         return {

@@ -2,7 +2,7 @@
 the other or in one stacked fit (``reward.stacked_fit``), each resumable from a snapshot inside it.
 
 A fit of hours (the paper's E = 1000 expert episodes, ≤ 1000 epochs) keeps its progress in the run's checkpoint
-every ``loop.fit_checkpoint_every_s`` seconds (:class:`prism.reward.fit.FitSnapshots`), in the loop's
+every ``loop.fit_checkpoint_every_s`` seconds (:class:`prism.reward.fitting.fit.FitSnapshots`), in the loop's
 ``fit_progress`` (one :class:`MemberFitProgress` or None per member):
 
 - ``snapshot`` (and ``tb_version``): member m's own fit, stopped at an epoch's end;
@@ -14,7 +14,7 @@ A run resumed inside the phase goes on from there and fits the same models as if
 
 Each fit is recorded here, whole, once it is done (:func:`fit_record`: what a member's ``summary.json`` lists
 under ``reward_fits`` and its main TensorBoard run logs under ``reward/``, against env steps), from the fit's
-:class:`~prism.reward.fitter.FittedReward` and the ``new_episodes`` score its collection kept
+:class:`~prism.reward.fitting.fitter.FittedReward` and the ``new_episodes`` score its collection kept
 (:func:`score_new_episodes`: the episodes an expert collection just brought in, by the previous cycle's
 model). Its per-epoch curves go to ``tb/reward_fit/cycle<c>/version_<n>`` of the member's folder
 (:func:`fit_tensorboard_logger`), ``c`` counted from 1 as everywhere a user reads a cycle; a fit resumed from
@@ -38,8 +38,8 @@ from prism.data.segments import SegmentStore
 from prism.loop.loop_state import LoopSettings, LoopState
 from prism.loop.progress import Progress, RewardFitProgress
 from prism.registry import REWARD_MODELS
-from prism.reward.fit import snapshot_epoch
-from prism.reward.fitter import FittedReward, RewardModel, population_fitter, reward_fitter
+from prism.reward.fitting.fit import snapshot_epoch
+from prism.reward.fitting.fitter import FittedReward, RewardModel, population_fitter, reward_fitter
 from prism.reward.quality import RewardQuality, score_model, split_sizes
 
 
@@ -49,7 +49,7 @@ class MemberFitProgress:
     a finished one (``model``). The run's checkpoint keeps it as a plain dict (:meth:`to_state`)."""
 
     snapshot: bytes | None = None
-    """The fit's state at an epoch's end (:class:`prism.reward.fit.FitSnapshots`), to resume it from."""
+    """The fit's state at an epoch's end (:class:`prism.reward.fitting.fit.FitSnapshots`), to resume it from."""
     tb_version: int | None = None
     """The TensorBoard version the member's own fit logs its curves to (None: it logs none)."""
     stacked: bool = False

@@ -36,7 +36,7 @@ from prism.loop.progress import Progress
 from prism.memory import release_freed_memory
 from prism.phase_clock import PhaseClock
 from prism.registry import REWARD_MODELS
-from prism.reward.fitter import RewardModel
+from prism.reward.fitting.fitter import RewardModel
 from prism.seeding import derive_seed
 from prism.tb_writer import tensorboard_writer
 
@@ -211,7 +211,7 @@ class PrismLoopCallback(Callback):
             shaper.model = model
         if self.settings.reward.relabel:
             # Resampled batches get the sparse channel re-predicted by the newest models (reward.relabel).
-            from prism.reward.shaping import make_relabel_fn
+            from prism.reward.shapers import make_relabel_fn
 
             agent.relabel_fn = make_relabel_fn(self.models, self.settings.sparse_channel)
 

@@ -74,7 +74,7 @@ class RewardConfig:
     other jobs stall each other (docs/benchmarks.md)."""
     stacked_fit: bool = False
     """Population runs: fit every member's model in one stacked S × K fit (one Trainer on the run's device,
-    padded layout; prism/reward/stacked.py) instead of one fit per member, for a model registered with a
+    padded layout; prism/reward/fitting/stacked.py) instead of one fit per member, for a model registered with a
     population fit (ReSymNet's). Each member's model is the one its own padded-layout fit would give (on a CPU
     the per-member fits take the ragged layout: equal up to float rounding). Meant for a GPU, where the
     per-member fits are launch-bound; off keeps the per-member fits."""
@@ -203,7 +203,7 @@ class RewardConfig:
                 f"be false with reward.name={self.name} (its reward model {model!r} has no stacked population fit)",
                 self.stacked_fit,
             )
-            # The stacked population fit (prism/reward/stacked.py) is eq. 1 from a fresh start only.
+            # The stacked population fit (prism/reward/fitting/stacked.py) is eq. 1 from a fresh start only.
             checks.require(
                 "reward.loss", self.loss == "sum", "be sum with reward.stacked_fit=true", self.loss
             )

@@ -1,4 +1,4 @@
-"""The batched layers of :class:`~prism.reward.resymnet.ReSymNetEnsemble`: K members' linear maps and
+"""The batched layers of :class:`~prism.reward.models.resymnet.ReSymNetEnsemble`: K members' linear maps and
 LayerNorms as stacked parameters, and the oneDNN fp32 linear kernel a lone member uses on a CPU (the ragged
 training path)."""
 

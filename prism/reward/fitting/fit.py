@@ -1,9 +1,9 @@
 """Fitting the ReSymNet ensemble (docs/method.md §4): :func:`fit_resymnet_model` drives a Lightning ``Trainer`` over
-:class:`~prism.reward.trajectory_sum_module.TrajectorySumModule` and returns the fitted :class:`ReSymNetRewardModel`.
+:class:`~prism.reward.fitting.trajectory_sum_module.TrajectorySumModule` and returns the fitted :class:`ReSymNetRewardModel`.
 
 How the K members are trained together yet each as if alone, and the two batch layouts (``layout``), is
-described in :mod:`prism.reward.trajectory_sum_module`. The driver itself, :func:`fit_trajectory_sums`, is shared with
-every reward model fitted on segment sums the same way (RRD, :mod:`prism.reward.rrd`): a :class:`FitRecipe`
+described in :mod:`prism.reward.fitting.trajectory_sum_module`. The driver itself, :func:`fit_trajectory_sums`, is shared with
+every reward model fitted on segment sums the same way (RRD, :mod:`prism.reward.models.rrd`): a :class:`FitRecipe`
 says what differs (network and optimiser, batch, input columns, loss).
 """
 
@@ -28,12 +28,12 @@ from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.features import FeatureLayout
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig, RewardConfig
-from prism.reward.fit_loggers import log_fit_summary
-from prism.reward.fit_timer import FitClock
-from prism.reward.fitter import FitSummary, FittedReward, NetworkRewardModel
+from prism.reward.fitting.fit_loggers import log_fit_summary
+from prism.reward.fitting.fit_timer import FitClock
+from prism.reward.fitting.fitter import FitSummary, FittedReward, NetworkRewardModel
+from prism.reward.fitting.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
+from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 from prism.reward.quality import score_validation
-from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
-from prism.reward.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -270,7 +270,7 @@ def in_memory_file(data: bytes) -> str:
 
 class FitOptions(TypedDict, total=False):
     """The keyword options of :func:`fit_trajectory_sums` that a model's fit (:func:`fit_resymnet_model`,
-    :func:`prism.reward.rrd.fit_rrd_model`) passes on unchanged."""
+    :func:`prism.reward.models.rrd.fit_rrd_model`) passes on unchanged."""
 
     log_prefix: str
     device: str | torch.device
@@ -317,7 +317,7 @@ def fit_trajectory_sums(
     with the seeded 80/20 split; deterministic given ``seed`` (and the thread count, ``config.threads``). The
     returned model (``recipe.model``; ReSymNet's :class:`ReSymNetRewardModel`) holds the training-split scaler as
     buffers, every member at its best validation epoch; it comes with its :class:`FitSummary` (a
-    :class:`~prism.reward.fitter.FittedReward`, ``model, summary = fit_trajectory_sums(...)``). Metrics
+    :class:`~prism.reward.fitting.fitter.FittedReward`, ``model, summary = fit_trajectory_sums(...)``). Metrics
     go to ``logger`` under ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run), all against the epoch;
     give each fit a logger of its own (the run gives cycle c's fit ``tb/reward_fit/cycle<c>/version_<n>``).
 

@@ -2,8 +2,8 @@
 
 A population of S members refits S ReSymNet ensembles of K each (one per member's segment store). Fitted one
 after the other, each is a small launch-bound job on a GPU; here the S·K networks are the slices of one
-:class:`~prism.reward.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
-exactly as :func:`~prism.reward.fit.fit_resymnet_model` fits them alone with the padded layout:
+:class:`~prism.reward.models.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
+exactly as :func:`~prism.reward.fitting.fit.fit_resymnet_model` fits them alone with the padded layout:
 
 - store s keeps its own data module (split, scaler, shuffle orders from its fit seed), its own initial
   weights and its own dropout stream (a generator seeded like the global one a lone fit seeds);
@@ -15,7 +15,7 @@ exactly as :func:`~prism.reward.fit.fit_resymnet_model` fits them alone with the
 
 Each store's curves (per-epoch losses, its ensemble's correlation, its networks still training, then its
 summary) are logged as its lone fit logs them, to a logger of its own (``loggers=``,
-:class:`~prism.reward.fit_loggers.StoreRoutedLogger`), and end where its lone fit would have ended.
+:class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger`), and end where its lone fit would have ended.
 
 ``tests/test_stacked_reward_fit.py`` checks the equality in float64 on the CPU. On CUDA the dropout masks come
 from per-store CUDA generators (the same distribution; a lone CUDA fit's fused dropout draws differently).
@@ -36,7 +36,7 @@ from torchmetrics import PearsonCorrCoef
 from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fit import (
+from prism.reward.fitting.fit import (
     FitSnapshots,
     check_precision,
     ensemble_seeds,
@@ -45,14 +45,14 @@ from prism.reward.fit import (
     snapshot_wall_s,
     summarise_fit,
 )
-from prism.reward.fit_loggers import StoreRoutedLogger, log_fit_summary
-from prism.reward.fit_timer import FitClock
-from prism.reward.fitter import FittedReward
+from prism.reward.fitting.fit_loggers import StoreRoutedLogger, log_fit_summary
+from prism.reward.fitting.fit_timer import FitClock
+from prism.reward.fitting.fitter import FittedReward
+from prism.reward.fitting.member_adamw import MemberAdamW
+from prism.reward.fitting.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
+from prism.reward.fitting.trajectory_sum_module import Optimisers, TrajectorySumModule
 from prism.reward.losses import segment_sums
-from prism.reward.member_adamw import MemberAdamW
-from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
-from prism.reward.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
-from prism.reward.trajectory_sum_module import Optimisers, TrajectorySumModule
+from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 
 
 class StackedRewardModule(TrajectorySumModule):
@@ -208,7 +208,7 @@ class StackedRewardModule(TrajectorySumModule):
 
     def _epoch_scalars(self, val: Tensor, corr: Tensor) -> dict[str, Tensor]:
         """The population-wide scalars (the progress bar's) and each store's own: its ensemble correlation and
-        its networks still training, as ``…/s<s>`` (:class:`~prism.reward.fit_loggers.StoreRoutedLogger`
+        its networks still training, as ``…/s<s>`` (:class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger`
         hands them to the store's logger under the lone fit's names)."""
         metrics = super()._epoch_scalars(val, corr)  # (pooled: the progress bar's)
         running = set(self._running)
@@ -260,7 +260,7 @@ def fit_reward_models_stacked(
 
     ``loggers``: store s's curves and summary go to ``loggers[s]`` under the names a lone fit logs (per-epoch
     train and validation loss per network, the store's ensemble correlation, networks active; at the end its
-    summary), through a :class:`~prism.reward.fit_loggers.StoreRoutedLogger`. ``callbacks`` (e.g. a run's
+    summary), through a :class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger`. ``callbacks`` (e.g. a run's
     progress bar over epochs), ``on_snapshot``, ``snapshot_every_s`` and ``resume`` as for
     :func:`fit_resymnet_model`: one snapshot holds every store's fit (weights, per-network AdamW step counts,
     early stopping, shuffle and dropout streams), and a fit resumed from it returns what the uninterrupted fit
@@ -282,7 +282,7 @@ def fit_reward_models_stacked(
     # (no global seed: each store's dropout stream is a generator of its own, seeded in on_fit_start)
     run_fit_trainer(module, data, config, device, logger, callbacks, resume)
     # The models are handed over on the CPU, as fit_resymnet_model hands its model over; each store's
-    # summary scores its own validation split once (prism.reward.fit.summarise_fit).
+    # summary scores its own validation split once (prism.reward.fitting.fit.summarise_fit).
     models = [model.cpu() for model in module.ensembles(data.dms, device=device)]
     elapsed = carried_s + time.perf_counter() - start  # the stacked fit's, shared by its stores
     fitted = []

@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from prism.data.features import FeatureLayout
-from prism.reward.batched import BatchedLayerNorm, BatchedLinear
 from prism.reward.model import RewardModelBase
+from prism.reward.models.batched import BatchedLayerNorm, BatchedLinear
 
 
 class ReSymNetEnsemble(nn.Module):

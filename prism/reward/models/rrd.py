@@ -12,7 +12,7 @@ prism stores: the policy's tanh output, the env acting in the [−1, 1] box), on
 dropout), Adam at 3·10⁻⁴ without weight decay, gradient clip or schedule, and the randomized loss
 (:func:`prism.reward.losses.randomized_sum_loss`) over batches of 4 episodes × K = 64 sampled steps.
 
-It is fitted by the shared driver (:func:`prism.reward.fit.fit_trajectory_sums`) on the same
+It is fitted by the shared driver (:func:`prism.reward.fitting.fit.fit_trajectory_sums`) on the same
 :class:`~prism.data.datamodule.TrajectorySumDataModule` as ReSymNet, whose features here are the raw
 ``[s_t, a_t, s_{t+1}]``: the network forms ``s_t − s_{t+1}`` itself, so the store, the shaper and every
 diagnostic hand it a step's raw data (:func:`prism.data.features.build_features` with ``next_obs``).
@@ -31,12 +31,12 @@ from torch import Tensor, nn
 from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.features import FeatureLayout
 from prism.data.segments import SegmentStore
-from prism.reward.batched import BatchedLinear
 from prism.reward.config import RRDRewardConfig
-from prism.reward.fit import FitOptions, fit_trajectory_sums
-from prism.reward.fitter import FittedReward
+from prism.reward.fitting.fit import FitOptions, fit_trajectory_sums
+from prism.reward.fitting.fitter import FittedReward
+from prism.reward.fitting.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
 from prism.reward.model import RewardModelBase
-from prism.reward.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
+from prism.reward.models.batched import BatchedLinear
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 class RRDNetwork(nn.Module):
     """RRD's reward network ``r̂(s, a, s')`` (see the module docstring), as K stacked copies (RRD fits K = 1) so
-    that the ensemble machinery of :class:`~prism.reward.trajectory_sum_module.TrajectorySumModule` fits it unchanged.
+    that the ensemble machinery of :class:`~prism.reward.fitting.trajectory_sum_module.TrajectorySumModule` fits it unchanged.
 
     Args:
         obs_dim, act_dim: widths of ``s`` and ``a``; the input is ``[s, a, s']`` (``2·obs_dim + act_dim``).
@@ -184,7 +184,7 @@ def fit_rrd_model(
     **options: Unpack[FitOptions],
 ) -> FittedReward:
     """Fit a fresh RRD model on every segment of ``store`` (which must keep next observations): the shared
-    driver :func:`~prism.reward.fit.fit_trajectory_sums` with :func:`rrd_recipe`; the arguments are that
+    driver :func:`~prism.reward.fitting.fit.fit_trajectory_sums` with :func:`rrd_recipe`; the arguments are that
     function's (snapshots and ``resume`` inside a fit, ``init``, an :class:`RRDRewardModel`, for
     ``reward.warm_start``)."""
     if not store.has_next_obs:

@@ -1,5 +1,5 @@
 """Training the ReSymNet ensemble with Lightning (docs/method.md §4): :class:`TrajectorySumModule` (driven by
-:func:`prism.reward.fit.fit_resymnet_model`).
+:func:`prism.reward.fitting.fit.fit_resymnet_model`).
 
 All K members are trained in one pass over stacked weights, yet each behaves as if trained alone:
 
@@ -43,21 +43,21 @@ from prism.data.datamodule import MemberBatch, SegmentBatch
 from prism.data.features import FeatureLayout
 from prism.reward.config import RewardConfig
 from prism.reward.losses import FitLoss, segment_sums
-from prism.reward.resymnet import DropoutNoiseStream
+from prism.reward.models.resymnet import DropoutNoiseStream
 
 if TYPE_CHECKING:
     from prism.data.datamodule import TrajectorySumDataModule
-    from prism.reward.fitter import RewardModel
+    from prism.reward.fitting.fitter import RewardModel
 
 Optimisers = tuple[torch.optim.Optimizer, "torch.optim.lr_scheduler.LRScheduler | None"]
 
 
 @dataclass(frozen=True)
 class FitRecipe:
-    """What a reward model brings to the shared fit (:func:`prism.reward.fit.fit_trajectory_sums`, driving a
+    """What a reward model brings to the shared fit (:func:`prism.reward.fitting.fit.fit_trajectory_sums`, driving a
     :class:`TrajectorySumModule`): its network, optimiser, gradient clip, loss, batch and input columns. The
     rest (the seeded split, early stopping on whole validation segments, snapshots and resume, warm start,
-    precision, threads, the :class:`~prism.reward.fitter.FitSummary`) is the driver's."""
+    precision, threads, the :class:`~prism.reward.fitting.fitter.FitSummary`) is the driver's."""
 
     n_members: int
     """Networks fitted together (ReSymNet's ensemble K; 1 for a single network)."""
@@ -80,7 +80,7 @@ class FitRecipe:
     """``model(fitted_module, datamodule)``: the fitted model on the CPU, its ``.net`` the module's network."""
     dropout_noise: bool = False
     """The network has dropout (ReSymNet's): the ragged layout hands each member the padded layout's masks
-    (:class:`~prism.reward.resymnet.DropoutNoiseStream`, ``forward_members(..., noise=)``)."""
+    (:class:`~prism.reward.models.resymnet.DropoutNoiseStream`, ``forward_members(..., noise=)``)."""
 
 
 def segment_errors(pred: Tensor, batch: SegmentBatch) -> tuple[Tensor, Tensor]:
@@ -321,7 +321,7 @@ class TrajectorySumModule(L.LightningModule):
         self.stopped |= active & (epoch - self.best_epoch >= self.config.patience)
         if bool(self.stopped.all()):
             self.trainer.should_stop = True
-        # Every scalar of the epoch is logged here, before a snapshot (prism.reward.fit.FitSnapshots) can
+        # Every scalar of the epoch is logged here, before a snapshot (prism.reward.fitting.fit.FitSnapshots) can
         # be taken at the validation's end: a fit resumed from it logs from the next epoch on.
         self._log_train_loss()
         metrics = self._epoch_scalars(val, corr)
@@ -339,7 +339,7 @@ class TrajectorySumModule(L.LightningModule):
         self._close_noise()
         self.restore_best()
 
-    # ---- snapshots (a fit resumed mid-way: prism.reward.fit) ---------------------------------------
+    # ---- snapshots (a fit resumed mid-way: prism.reward.fitting.fit) ---------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """What Lightning's checkpoint lacks to go on as if never stopped: each member's best weights, the
         curves so far, and the random streams. Taken at an epoch's end, where the dropout stream has no draw

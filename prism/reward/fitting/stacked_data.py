@@ -3,7 +3,7 @@
 Each store keeps the data module a lone fit builds (its split, scaler and shuffle orders from its fit seed);
 :class:`StackedSegmentData` walks them in step, store-major (network ``s·K + k`` is store s's network k). A
 store whose epoch has fewer batches sits out the rest of the epoch (``store_steps`` 0). The fit itself is
-:mod:`prism.reward.stacked`.
+:mod:`prism.reward.fitting.stacked`.
 """
 
 from __future__ import annotations

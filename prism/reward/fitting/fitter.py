@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 class NetworkRewardModel(RewardModel, Protocol):
-    """A model fitted by the shared driver (:func:`prism.reward.fit.fit_trajectory_sums`): its stacked
+    """A model fitted by the shared driver (:func:`prism.reward.fitting.fit.fit_trajectory_sums`): its stacked
     networks are ``net`` (what a warm start, ``reward.warm_start``, begins from)."""
 
     net: torch.nn.Module
@@ -94,8 +94,8 @@ class FittedReward(NamedTuple):
 
 
 class RewardFitter(Protocol):
-    """A reward model's fit as the loop calls it (the built-ins: :func:`prism.reward.fit.fit_resymnet_model`,
-    :func:`prism.reward.rrd.fit_rrd_model`)."""
+    """A reward model's fit as the loop calls it (the built-ins: :func:`prism.reward.fitting.fit.fit_resymnet_model`,
+    :func:`prism.reward.models.rrd.fit_rrd_model`)."""
 
     def __call__(
         self,
@@ -115,7 +115,7 @@ class RewardFitter(Protocol):
 
 class PopulationFitter(Protocol):
     """Every member's model of a population in one fit (``reward.stacked_fit``), each equal to its own fit
-    (:func:`prism.reward.stacked.fit_reward_models_stacked`); ``loggers``: one per store, or None."""
+    (:func:`prism.reward.fitting.stacked.fit_reward_models_stacked`); ``loggers``: one per store, or None."""
 
     def __call__(
         self,
