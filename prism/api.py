@@ -20,9 +20,9 @@ picks whose policy, evaluation and reward model the methods use (default: the fi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -31,6 +31,9 @@ from prism.config import ConfigError, RunConfig, run_label
 from prism.envs import EnvSpec
 from prism.evaluation.config import EvalConfig
 from prism.evaluation.result import EvalResult
+
+if TYPE_CHECKING:
+    from prism.reward.model import RewardModel
 
 __all__ = ["LoadedRun", "load_run"]
 
@@ -49,7 +52,7 @@ class LoadedRun:
         member: the default member of :meth:`act`, :meth:`evaluate` and :meth:`shaped_reward`.
     """
 
-    def __init__(self, run: Any, env_steps: int, reward_models: list[Any | None], member: int = 0):
+    def __init__(self, run: Any, env_steps: int, reward_models: list[RewardModel | None], member: int = 0):
         self._run = run
         self.config: RunConfig = run.config
         self.spec: EnvSpec = run.spec
@@ -154,7 +157,7 @@ class LoadedRun:
 
     # ---- the reward model -----------------------------------------------------------------------------
     @property
-    def reward_model(self) -> Any | None:
+    def reward_model(self) -> RewardModel | None:
         """The member's reward model as last fitted (None for a method without one, or before its first fit)."""
         return self._reward_models[self.member] if self._reward_models else None
 
@@ -169,59 +172,61 @@ class LoadedRun:
         """The reward model's per-step prediction of the sparse channel for ``transitions``.
 
         ``transitions`` is anything with ``obs``, ``action`` and ``reward`` fields (a
-        :class:`~prism.reward.shaping.Transition`, a sequence of them, or a mapping / named tuple of arrays
+        :class:`~prism.reward.shapers.Transition`, a sequence of them, or a mapping / named tuple of arrays
         with a leading batch dimension); ``obs`` is the observation before the step, ``reward`` the step's
         reward vector (only its dense channels are read, so the true and the emitted vector give the same
         values). A model that reads the next observation (``rrd``) also needs ``next_obs``, the observation
-        the step led to (a :class:`~prism.reward.shaping.Transition` has it). Returns float32 numpy with the
+        the step led to (a :class:`~prism.reward.shapers.Transition` has it). Returns float32 numpy with the
         transitions' leading shape (a scalar for one transition). A run without a reward model (oracle,
         baseline, uniform, random) raises ``ValueError``."""
-        from prism.data.features import build_features, uses_next_obs
-
         model = self._reward_models[self._member(member)] if self._reward_models else None
         channel = self.sparse_channel
         if model is None or channel is None:
             raise ValueError(
                 f"shaped_reward: run {self.run_dir} has no reward model (reward.name={self.config.reward.name})"
             )
-        reads_next = uses_next_obs(model)
+        reads_next = model.inputs.next_obs
         obs, action, reward, *rest = _fields(transitions, ("next_obs",) if reads_next else ())
-        next_obs = rest[0] if reads_next else None
-        features = build_features(obs, action, reward, channel, model.use_dense_features, next_obs)
-        mean = getattr(model, "feature_mean", None)
-        if isinstance(mean, torch.Tensor):
-            features = features.to(mean.device)
+        features = model.features(obs, action, reward, channel, rest[0] if reads_next else None)
         lead = features.shape[:-1]
         with torch.no_grad():
             values = model.predict(features.reshape(-1, features.shape[-1]))
         return values.reshape(lead).detach().cpu().numpy().astype(np.float32)
 
 
+def _as_record(item: Any) -> Mapping[str, Any] | None:
+    """A transition's fields by name: a mapping as it is, a named tuple (a
+    :class:`~prism.reward.shapers.Transition`) or an object by its attributes; None for anything else (a
+    sequence of transitions)."""
+    if isinstance(item, Mapping):
+        return item
+    try:
+        return item._asdict()  # a named tuple
+    except AttributeError:
+        try:
+            return vars(item)
+        except TypeError:
+            return None
+
+
 def _fields(transitions: Any, extra: tuple[str, ...] = ()) -> tuple[np.ndarray, ...]:
     """``(obs, action, reward, *extra)`` arrays of one transition, a sequence of them, or a batch of arrays."""
     keys = ("obs", "action", "reward", *extra)
     wanted = ", ".join(keys[:-1]) + f" and {keys[-1]}"
-
-    def missing(key: str) -> ValueError:
-        return ValueError(f"transitions: this run's reward model reads {key}; give {wanted} arrays")
-
-    if isinstance(transitions, dict):
-        for k in extra:
-            if k not in transitions:
-                raise missing(k)
-        return tuple(np.asarray(transitions[k], dtype=np.float32) for k in keys)
-    if hasattr(transitions, "obs"):
-        for k in extra:
-            if not hasattr(transitions, k):
-                raise missing(k)
-        return tuple(np.asarray(getattr(transitions, k), dtype=np.float32) for k in keys)
-    items = list(transitions)
-    if not items or not hasattr(items[0], "obs"):
-        raise ValueError(f"transitions: expected Transition(s) or a mapping with {wanted} arrays")
+    record = _as_record(transitions)
+    if record is not None and "obs" in record:
+        records, stack = [record], False
+    else:
+        records = [_as_record(t) for t in transitions] if record is None else []
+        if not records or records[0] is None or "obs" not in records[0]:
+            raise ValueError(f"transitions: expected Transition(s) or a mapping with {wanted} arrays")
+        stack = True
     for k in extra:
-        if not hasattr(items[0], k):
-            raise missing(k)
-    return tuple(np.stack([np.asarray(getattr(t, k), dtype=np.float32) for t in items]) for k in keys)
+        if k not in records[0]:
+            raise ValueError(f"transitions: this run's reward model reads {k}; give {wanted} arrays")
+    if not stack:
+        return tuple(np.asarray(records[0][k], dtype=np.float32) for k in keys)
+    return tuple(np.stack([np.asarray(r[k], dtype=np.float32) for r in records]) for k in keys)
 
 
 def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:
@@ -247,7 +252,7 @@ def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:
         raise ConfigError(f"run_dir: no checkpoint at {checkpoint_path(run.run_dir)}")
     run.agent.eval()
     saved = loaded.state["loop"]["models"]
-    models: list[Any | None] = []
+    models: list[RewardModel | None] = []
     if any(m is not None for m in saved):
         load = REWARD_MODELS.entry("reward.name", run.loop.settings.reward_model).load_fn()
         models = [load(m) if m is not None else None for m in saved]

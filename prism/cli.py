@@ -261,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return reproduce(argv[1:])
     if argv[:1] == ["advise"]:
-        from prism.experiments.advise import main as advise
+        from prism.experiments.advise_cli import main as advise
 
         return advise(argv[1:])
     if argv[:1] == ["uniform-credit"]:

@@ -24,19 +24,21 @@ def register() -> None:
     # ---- learned reward models, each with the reward method of the same name (reward.name) ---------------
     register_reward_model(
         "resymnet",
-        fitter="prism.reward.fit:fit_resymnet_model",
-        load="prism.reward.resymnet:ReSymNetRewardModel.from_dict",
-        population_fitter="prism.reward.stacked:fit_reward_models_stacked",
+        fitter="prism.reward.fitting.fit:fit_resymnet_model",
+        load="prism.reward.models.resymnet:ReSymNetRewardModel.from_dict",
+        population_fitter="prism.reward.fitting.stacked:fit_reward_models_stacked",
+        config="prism.reward.config:ReSymNetConfig",
     )
     # RRD (randomized return decomposition), fitted per member: r̂(s, a, s') reads the next observation.
     register_reward_model(
         "rrd",
-        fitter="prism.reward.rrd:fit_rrd_model",
-        load="prism.reward.rrd:RRDRewardModel.from_dict",
+        fitter="prism.reward.models.rrd:fit_rrd_model",
+        load="prism.reward.models.rrd:RRDRewardModel.from_dict",
         next_obs=True,
+        config="prism.reward.config:RRDRewardConfig",
     )
 
     # ---- reward methods without a learned model (reward.name) -------------------------------------------
-    REWARDS.register("none", shaper="prism.reward.shaping:pass_through_shaper")
-    REWARDS.register("uniform", shaper="prism.reward.shaping:uniform_shaper")
-    REWARDS.register("random", shaper="prism.reward.shaping:random_shaper")
+    REWARDS.register("none", shaper="prism.reward.shapers:pass_through_shaper")
+    REWARDS.register("uniform", shaper="prism.reward.shapers:uniform_shaper")
+    REWARDS.register("random", shaper="prism.reward.shapers:random_shaper")

@@ -6,8 +6,8 @@ Four kinds of plug-in are chosen in a run config by name:
   the config dataclass of its ``agent.*`` keys (so ``agent.name=<x>`` selects ``<x>``'s own keys);
 - a **reward method** (``reward.name``, :data:`REWARDS`): a :class:`RewardEntry` = the shaper factory and
   the name of the learned reward model it needs (``None``: no collection or fit phase);
-- a **reward model** (:data:`REWARD_MODELS`): a :class:`RewardModelEntry` = how to fit one from a segment
-  store and how to load one from a checkpoint;
+- a **reward model** (:data:`REWARD_MODELS`): a :class:`RewardModelEntry` = its config dataclass, how to fit
+  one from a segment store and how to load one from a checkpoint;
 - an **env spec** (``env.id``): registered in :mod:`prism.envs` (``prism.envs.registered_env_ids``), which
   also derives a spec for any gymnasium multi-objective env; not repeated here.
 
@@ -30,10 +30,8 @@ Class paths also work in the config itself, for plug-ins that live outside prism
   class with ``needs_model = True`` gets the reward model named by its ``reward_model`` attribute
   (default ``resymnet``) fitted and installed after every fit.
 
-A class path is imported as ``python -m`` would import it: when its top-level module is not importable from
-``sys.path``, the current folder is added (at the end, so it never shadows an installed package) and the
-import is tried once more; so ``agent.name=myplug:MyAgent`` works for a ``myplug.py`` in the folder the
-command runs from, with no ``PYTHONPATH``.
+A class path is imported as ``python -m`` would import it (the current folder is tried last, so
+``agent.name=myplug:MyAgent`` works for a ``myplug.py`` in the folder the command runs from).
 """
 
 from __future__ import annotations
@@ -159,11 +157,10 @@ class RewardModelEntry:
     rebuild one from its ``to_dict()`` (``load(dict) -> model``, for checkpoints).
 
     The fit is given in one of two forms (exactly one): ``fitter``, a
-    :class:`~prism.reward.fitter.RewardFitter` returning the model and its summary together (it takes the
+    :class:`~prism.reward.fitting.fitter.RewardFitter` returning the model and its summary together (it takes the
     run's logger, callbacks, snapshots inside the fit and ``init`` for ``reward.warm_start``), or ``fit``, a
-    plain ``fit(store, reward_config, *, logger, seed, device) -> model``. A model has ``predict(features
-    [N, F]) -> [N]``, ``use_dense_features`` and ``to_dict()``, and may have ``use_next_obs`` (true: its
-    features end with ``s_{t+1}``, :func:`prism.data.features.build_features`).
+    plain ``fit(store, reward_config, *, logger, seed, device) -> model``. A model is a
+    :class:`~prism.reward.model.RewardModel` (docs/add_a_reward_model.md).
     """
 
     name: str
@@ -171,20 +168,21 @@ class RewardModelEntry:
     fit: Target | None = None
     """A plain fit ``fit(store, reward_config, *, logger, seed, device) -> model`` (a plug-in's)."""
     fitter: Target | None = None
-    """A :class:`~prism.reward.fitter.RewardFitter` (``-> FittedReward(model, summary)``)."""
+    """A :class:`~prism.reward.fitting.fitter.RewardFitter` (``-> FittedReward(model, summary)``)."""
     population_fitter: Target | None = None
-    """Optional :class:`~prism.reward.fitter.PopulationFitter`: every member's model of a population in one go
+    """Optional :class:`~prism.reward.fitting.fitter.PopulationFitter`: every member's model of a population in one go
     (``reward.stacked_fit``), equal to ``fitter`` per store."""
     next_obs: bool = False
     """The model reads each step's next observation (RRD's ``r̂(s, a, s')``): the loop's segment stores keep
-    them (:class:`~prism.data.segments.SegmentStore` ``next_obs=True``) and its models have ``use_next_obs``."""
+    them (:class:`~prism.data.segments.SegmentStore` ``next_obs=True``) and its models read them."""
+    config: Target = "prism.reward.config:RewardConfig"  # the dataclass of its reward.* keys
 
     def __post_init__(self) -> None:
         if (self.fit is None) == (self.fitter is None):
             raise ValueError(f"reward model {self.name!r}: give exactly one of fit= and fitter=")
 
     def fit_fn(self, key: str = "reward.name") -> Callable[..., Any]:
-        """The plain ``fit`` (:func:`prism.reward.fitter.reward_fitter` gives either form as a fitter)."""
+        """The plain ``fit`` (:func:`prism.reward.fitting.fitter.reward_fitter` gives either form as a fitter)."""
         if self.fit is None:
             raise ValueError(f"reward model {self.name!r} is registered with a fitter, not a plain fit")
         return resolve(key, "reward model fit", self.fit)
@@ -201,6 +199,13 @@ class RewardModelEntry:
 
     def load_fn(self, key: str = "reward.name") -> Callable[..., Any]:
         return resolve(key, "reward model loader", self.load)
+
+    def config_class(self, key: str = "reward.name") -> type:
+        return resolve(key, "reward model config", self.config)
+
+    @classmethod
+    def from_class_path(cls, key: str, name: str) -> RewardModelEntry:  # registered by name only
+        raise ConfigError(f"{key}: reward model {name!r}: register it by name (docs/add_a_reward_model.md)")
 
 
 E = TypeVar("E", AgentEntry, RewardEntry, RewardModelEntry)
@@ -303,8 +308,7 @@ class Registry(Generic[E]):
         self.kind = kind
         self.entry_type = entry_type
         self._entries: dict[str, E] = {}
-        self._origins: dict[str, str | None] = {}
-        """The distribution that registered each name (``None``: a direct call, e.g. from a test)."""
+        self._origins: dict[str, str | None] = {}  # who registered each name (None: a direct call)
 
     def register(self, name: str, **fields: Any) -> E:
         """Register one plug-in (fields of the entry type, e.g. ``factory=`` and ``config=`` for an agent).
@@ -348,8 +352,8 @@ class Registry(Generic[E]):
         load_plugins()
         if name in self._entries:
             return self._entries[name]
-        if is_class_path(name) and hasattr(self.entry_type, "from_class_path"):
-            return self.entry_type.from_class_path(key, name)  # type: ignore[attr-defined]
+        if is_class_path(name):
+            return self.entry_type.from_class_path(key, name)
         from prism._text import did_you_mean
 
         known = self.names()
@@ -366,7 +370,7 @@ AGENTS: Registry[AgentEntry] = Registry("agent", AgentEntry)
 REWARDS: Registry[RewardEntry] = Registry("reward redistribution", RewardEntry)
 REWARD_MODELS: Registry[RewardModelEntry] = Registry("reward model", RewardModelEntry)
 
-PREDICTED_SHAPER = "prism.reward.shaping:predicted_shaper"
+PREDICTED_SHAPER = "prism.reward.shapers:predicted_shaper"
 """The shaper of a learned reward model's method: the model's per-step prediction replaces the channel."""
 
 
@@ -379,6 +383,7 @@ def register_reward_model(
     shaper: Target = PREDICTED_SHAPER,
     population_fitter: Target | None = None,
     next_obs: bool = False,
+    config: Target = "prism.reward.config:RewardConfig",
 ) -> None:
     """Register a learned reward model and the reward method of the same name that shapes with it.
 
@@ -386,9 +391,10 @@ def register_reward_model(
     ``reward.name=<name>`` collects segments, fits the model every cycle and replaces the sparse channel by
     its per-step prediction (the shaper may be replaced, e.g. by one that post-processes the prediction).
     Give a plain ``fit`` or a ``fitter`` (:class:`RewardModelEntry`); ``next_obs``: the model reads ``s_{t+1}``
-    (:attr:`RewardModelEntry.next_obs`).
+    (:attr:`RewardModelEntry.next_obs`); ``config``: the dataclass of its ``reward.*`` keys.
     """
     REWARD_MODELS.register(
-        name, fit=fit, fitter=fitter, load=load, population_fitter=population_fitter, next_obs=next_obs
-    )
+        name, fit=fit, fitter=fitter, load=load, population_fitter=population_fitter, next_obs=next_obs,
+        config=config,
+    )  # fmt: skip
     REWARDS.register(name, shaper=shaper, model=name)

@@ -1,5 +1,5 @@
-"""``prism advise`` (prism/experiments/advise.py): the numbers behind the advice, the advice itself, and the
-command's output and errors."""
+"""``prism advise`` (prism/experiments/advise.py, its command line advise_cli.py): the numbers behind the advice,
+the advice itself, and the command's output and errors."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from prism.cli import main
 from prism.config import load_config
 from prism.data.datamodule import sample_segment_steps
 from prism.envs.registry import get_env_spec
-from prism.experiments import advise, uniform_credit
+from prism.experiments import advise, advise_cli, uniform_credit
 from prism.experiments.advise import Advice, EpisodeEnds, SamplingVariance, recommend
 from prism.experiments.uniform_credit import RandomEpisode
 
@@ -50,7 +50,7 @@ def test_the_formula_is_the_variance_of_the_fits_own_step_sampler():
     prism advise computes its ratio at that K and sampling."""
     fast = load_config([ROOT / "conf" / "fit" / "fast.yaml"]).reward
     assert (fast.loss, fast.sampling) == ("randomized", "uniform")
-    config = advise._config("mo-swimmer-v5", None, [])
+    config = advise_cli._config("mo-swimmer-v5", None, [])
     assert (config.reward.sampled_steps, config.reward.sampling) == (fast.sampled_steps, "uniform")
     k = fast.sampled_steps
     rng = np.random.default_rng(1)

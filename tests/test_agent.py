@@ -17,7 +17,7 @@ from prism.agents.preferences import cone_weights
 from prism.agents.symmetry import equivariance_error, reflection_from_spec
 from prism.data.replay import ReplayBatch
 from prism.envs import TOY_SPEC, EnvSpec, SparseRewardWrapper, make_env
-from prism.reward.shaping import PassThroughShaper
+from prism.reward.shapers import PassThroughShaper
 
 SMALL = dict(actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=500)
 
@@ -99,7 +99,8 @@ class _RecordingShaper(PassThroughShaper):
 
 def test_stored_done_is_termination_only_and_truncation_keeps_final_obs():
     cfg = CAPQLConfig(learning_starts=1000, **SMALL)
-    module = CAPQLModule(cfg, COUNTING_SPEC, _CountingEnv, target_env_steps=14)  # episodes of 3,4,3,4 steps
+    # episodes of 3, 4, 3, 4 steps
+    module = CAPQLModule(cfg, COUNTING_SPEC, lambda _member: _CountingEnv(), target_env_steps=14)
     _trainer().fit(module)
     b = module.buffer.all()
     episode, t_next = b.next_obs[:, 0], b.next_obs[:, 1]
@@ -117,7 +118,7 @@ def test_stored_done_is_termination_only_and_truncation_keeps_final_obs():
 def test_shaper_sees_fresh_cone_weights_and_released_flags_from_the_wrapper():
     shaper = _RecordingShaper()
     cfg = CAPQLConfig(learning_starts=1000, **SMALL)
-    factory = lambda: SparseRewardWrapper(_CountingEnv(), [1.0, 0.0], seed=0)  # noqa: E731
+    factory = lambda _member: SparseRewardWrapper(_CountingEnv(), [1.0, 0.0], seed=0)  # noqa: E731
     module = CAPQLModule(cfg, COUNTING_SPEC, factory, shaper, target_env_steps=7)
     _trainer().fit(module)
     released = [c[4] for c in shaper.calls]
@@ -133,7 +134,8 @@ def test_shaper_sees_fresh_cone_weights_and_released_flags_from_the_wrapper():
 
 def test_dense_env_passes_released_true():
     shaper = _RecordingShaper()
-    module = CAPQLModule(CAPQLConfig(**SMALL), COUNTING_SPEC, _CountingEnv, shaper, target_env_steps=5)
+    factory = lambda _member: _CountingEnv()  # noqa: E731
+    module = CAPQLModule(CAPQLConfig(**SMALL), COUNTING_SPEC, factory, shaper, target_env_steps=5)
     _trainer().fit(module)
     assert all(c[4] for c in shaper.calls)
 
@@ -141,7 +143,7 @@ def test_dense_env_passes_released_true():
 # ---- RL clock, updates, checkpointing -------------------------------------------------------------------
 def test_env_step_clock_updates_and_resume(tmp_path):
     cfg = CAPQLConfig(learning_starts=20, **SMALL)
-    module = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=30)
+    module = CAPQLModule(cfg, TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=30)
     seen: list[ReplayBatch] = []
     module.relabel_fn = lambda batch: seen.append(batch) or batch
     critic_before = [p.detach().clone() for p in module.critic.parameters()]
@@ -162,7 +164,7 @@ def test_env_step_clock_updates_and_resume(tmp_path):
     # env_steps is checkpointed and restored into the python clock
     path = tmp_path / "agent.ckpt"
     torch.save(module.state_dict(), path)
-    fresh = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=45)
+    fresh = CAPQLModule(cfg, TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=45)
     fresh.load_state_dict(torch.load(path))
     assert fresh.env_steps.item() == 45 and fresh.target_reached
     torch.testing.assert_close(
@@ -196,7 +198,7 @@ def test_polyak_update_is_exactly_one_minus_tau_target_plus_tau_online_after_the
     tau = 0.3  # large, so that mixing in the wrong online weights or the wrong τ is far outside the tolerance
     # one (env step, update) per batch: the recorder snapshots the critics around every single update
     cfg = CAPQLConfig(learning_starts=10, tau=tau, steps_per_batch=1, **SMALL)
-    module = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=16)
+    module = CAPQLModule(cfg, TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=16)
     recorder = _PolyakRecorder()
     _trainer(callbacks=[recorder]).fit(module)
     assert len(recorder.records) == 7  # updates at env steps 10..16
@@ -213,14 +215,16 @@ def test_polyak_update_is_exactly_one_minus_tau_target_plus_tau_online_after_the
 
 
 def test_hparams_hold_no_envs_or_modules():
-    module = CAPQLModule(CAPQLConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), symreg_lambda=0.3)
+    module = CAPQLModule(
+        CAPQLConfig(**SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC), symreg_lambda=0.3
+    )
     assert set(module.hparams) == {"agent", "env_id", "seeds", "symreg_lambda", "sparse_channel"}
     assert module.hparams["symreg_lambda"] == 0.3 and module.envs == []  # envs not built in __init__
     assert module.hparams["agent"]["actor_hidden"] == [16]
 
 
 def test_symreg_lambda_resolution():
-    env = lambda: make_env(TOY_SPEC)  # noqa: E731
+    env = lambda _member: make_env(TOY_SPEC)  # noqa: E731
     assert CAPQLModule(CAPQLConfig(**SMALL), TOY_SPEC, env).symreg_lambda == TOY_SPEC.symreg_lambda
     assert CAPQLModule(CAPQLConfig(symreg_lambda=0.0, **SMALL), TOY_SPEC, env).effective_symreg_lambda == 0.0
     assert (
@@ -258,7 +262,9 @@ def _hand_policy_mean(base, obs: torch.Tensor, w: torch.Tensor, exact: bool) -> 
 
 @pytest.mark.parametrize("mode", ["regularise", "exact"])
 def test_act_policy_mean_expert_policy(mode):
-    module = CAPQLModule(CAPQLConfig(symmetry_mode=mode, **SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC))
+    module = CAPQLModule(
+        CAPQLConfig(symmetry_mode=mode, **SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC)
+    )
     obs = torch.randn(5, 6)
     w = module.sample_preferences(5)
     assert w.shape == (5, 2)
@@ -287,7 +293,7 @@ def test_tensorboard_scalars_logged_against_env_steps(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     cfg = CAPQLConfig(learning_starts=20, log_every=25, **SMALL)
-    module = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=100)
+    module = CAPQLModule(cfg, TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=100)
     logger = TensorBoardLogger(tmp_path, name="run")
     _trainer(logger=logger).fit(module)
     logger.finalize("success")
@@ -312,6 +318,8 @@ def test_tensorboard_scalars_logged_against_env_steps(tmp_path):
 
 
 def test_rejects_mixed_precision_instead_of_ignoring_it():
-    module = CAPQLModule(CAPQLConfig(**SMALL), TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=5)
+    module = CAPQLModule(
+        CAPQLConfig(**SMALL), TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=5
+    )
     with pytest.raises(ValueError, match="32-bit precision"):
         _trainer(precision="bf16-mixed").fit(module)

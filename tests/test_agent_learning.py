@@ -32,7 +32,7 @@ def _train_and_compare() -> None:
     config = CAPQLConfig(
         learning_starts=300, buffer_size=20_000, actor_hidden=[64, 64], critic_hidden=[64, 64]
     )
-    module = CAPQLModule(config, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=1500)
+    module = CAPQLModule(config, TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=1500)
     untrained = per_weight_returns(module)
     fit_to_end(module)
     random_return = random_policy_return()

@@ -15,7 +15,7 @@ import prism
 from prism.cli import main
 from prism.config import ConfigError
 from prism.evaluation.rollout import pair_seeds
-from prism.reward.shaping import ResymnetShaper, Transition
+from prism.reward.shapers import PredictedRewardShaper, Transition
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -117,7 +117,7 @@ def test_shaped_reward_is_the_shapers_per_step_prediction(run_dir):
         next_obs, reward, terminated, truncated, _ = env.step(action)
         transitions.append(Transition(obs, action, np.asarray(reward), next_obs, terminated, np.ones(2) / 2))
         obs = next_obs if not (terminated or truncated) else env.reset()[0]
-    shaper = ResymnetShaper(run.reward_model, run.sparse_channel)
+    shaper = PredictedRewardShaper(run.reward_model, run.sparse_channel)
     expected = np.array([shaper.predict_step(t.obs, t.action, t.reward) for t in transitions])
     values = run.shaped_reward(transitions)
     assert values.shape == (30,)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tb_events import scalar_curves
 from toy_runs import toy_run
 
 from prism.cli import USAGE_ERROR, main
@@ -22,7 +23,8 @@ COMPARABLE = ("env_steps", "hv", "eum", "vo", "final")
 
 
 def _fit(run_dir: Path, cycles: int, *files: str) -> None:
-    overrides = toy_run({"loop.cycles": cycles, "figures": "false"})
+    # (a method overlay's reward.name may not be ReSymNet's: its own keys are then left out)
+    overrides = toy_run({"loop.cycles": cycles, "figures": "false"}, resymnet=not files)
     config = [str(CONF / "quickstart.yaml"), *files]
     assert main(["fit", "--config", *config, *overrides, f"run_dir={run_dir}", "--progress", "none"]) == 0
 
@@ -30,6 +32,11 @@ def _fit(run_dir: Path, cycles: int, *files: str) -> None:
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         return [{k: r[k] for k in COMPARABLE} for r in csv.DictReader(fh)]
+
+
+def _final_row(run_dir: Path) -> dict[str, str]:
+    (final,) = [row for row in _rows(run_dir / "eval.csv") if row["final"] == "1"]
+    return final
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -97,6 +104,16 @@ def test_a_finished_run_continued_to_more_cycles_is_the_longer_run(finished, tmp
     _fit(fresh, 3, *files)
     assert rows == _rows(fresh / "eval.csv")
     assert (run_dir / "front.csv").read_bytes() == (fresh / "front.csv").read_bytes()
+    # TensorBoard keeps the old end's events (its eval/* and its final evaluation's eval_final/* at step 400;
+    # a purge from that step would drop them), and its eval/* curves are the longer run's
+    continued, longer = scalar_curves(run_dir / "tb"), scalar_curves(fresh / "tb")
+    evals = sorted(tag for tag in longer if tag.startswith("eval/"))
+    assert evals and evals == sorted(tag for tag in continued if tag.startswith("eval/"))
+    assert all(continued[tag] == longer[tag] for tag in evals)
+    assert [step for step, _ in continued["eval/hv"]] == [200, 400, 600]
+    finals = [tag for tag in continued if tag.startswith("eval_final/")]
+    assert finals and all([step for step, _ in continued[tag]] == [400, 600] for tag in finals)
+    assert continued["eval_final/hv"][0][1] == pytest.approx(float(_final_row(original)["hv"]))
 
 
 def test_a_fresh_runs_time_is_its_process_and_an_old_checkpoint_leaves_the_total_unknown(

@@ -94,11 +94,11 @@ def test_stacked_reward_fit_on_cuda_equals_per_member_fits_without_dropout():
     from segment_stores import synthetic_store
     from test_stacked_reward_fit import lone_fit, stacked_fit
 
-    from prism.reward.config import RewardConfig
+    from prism.reward.config import ReSymNetConfig
 
     stores = [synthetic_store(45, 1), synthetic_store(60, 2), synthetic_store(75, 3)]
     seeds = [11, 2_007, 40_003]
-    cfg = RewardConfig(hidden=16, dropout=0.0, ensemble_size=2, batch_size=8, max_epochs=8, patience=2)
+    cfg = ReSymNetConfig(hidden=16, dropout=0.0, ensemble_size=2, batch_size=8, max_epochs=8, patience=2)
     stacked, _ = stacked_fit(stores, cfg, seeds, accelerator="gpu", devices=1)
     alone = [lone_fit(st, cfg, seed, accelerator="gpu", devices=1) for st, seed in zip(stores, seeds)]
     assert stacked.epochs_run.tolist() == torch.cat([m.epochs_run for m in alone]).tolist()

@@ -19,7 +19,7 @@ import pytest
 import torch
 from subprocess_runs import kill_when as _kill_when
 from subprocess_runs import run_ok as _run
-from toy_runs import KILLABLE, toy_run
+from toy_runs import KILLABLE, RESYMNET_ONLY, toy_run
 
 from prism.cli import NON_FINITE, USAGE_ERROR, main
 from prism.run.checkpoint_files import load_checkpoint, read_checkpoint, save_atomic
@@ -28,13 +28,19 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 
 # Same tiny PRISM run as tests/test_reliability.py (3 cycles of 400 steps on the toy env).
 TINY = toy_run({**KILLABLE, "eval.final.num_weights": None, "eval.final.episodes": None})
-# Smaller still, in process: one cycle of 300 steps, checkpoints every 100.
+# Smaller still, in process: one cycle of 300 steps, checkpoints every 100 (without ReSymNet's own keys, which
+# a baseline run refuses: SMALL_RESYMNET adds them back).
 SMALL = [
-    *[o for o in TINY if not o.startswith(("loop.cycles", "loop.steps_per_cycle", "loop.checkpoint_every"))],
+    *[
+        o
+        for o in TINY
+        if not o.startswith(("loop.cycles", "loop.steps_per_cycle", "loop.checkpoint_every", *RESYMNET_ONLY))
+    ],
     "loop.cycles=1",
     "loop.steps_per_cycle=300",
     "loop.checkpoint_every=100",
 ]
+SMALL_RESYMNET = [o for o in TINY if o.startswith(RESYMNET_ONLY)]
 NONFINITE_LINE = re.compile(
     r"^prism: error: (?P<quantity>\S+) is (?P<kind>nan|inf|-inf) at env step (?P<step>\d+); "
     r"last good checkpoint: (?P<path>.+)$"
@@ -305,7 +311,8 @@ def test_truncated_last_resume_falls_back_and_stays_byte_identical(tmp_path):
 
 def _fit_small(run_dir: Path, *extra_files: str) -> int:
     files = [str(CONF / "quickstart.yaml"), *extra_files]
-    return main(["fit", "--config", *files, *SMALL, f"run_dir={run_dir}"])
+    resymnet = [] if extra_files else SMALL_RESYMNET  # (the overlays given here have no reward model)
+    return main(["fit", "--config", *files, *SMALL, *resymnet, f"run_dir={run_dir}"])
 
 
 def _nonfinite_error(capsys) -> re.Match:
@@ -368,7 +375,7 @@ def test_non_finite_parameter_is_never_checkpointed(tmp_path, capsys, monkeypatc
 
 
 def test_nan_shaped_reward_stops_naming_reward_shaped(tmp_path, capsys, monkeypatch):
-    from prism.reward.resymnet import ReSymNetRewardModel
+    from prism.reward.models.resymnet import ReSymNetRewardModel
 
     real_predict = ReSymNetRewardModel.predict
     bad_step = 150

@@ -46,6 +46,10 @@ TINY = toy_run(
 )
 
 
+TINY_ANY_REWARD = [a for a in TINY if not a.startswith("reward.hidden=")]
+"""TINY without ReSymNet's own keys, for a run with another reward method (which refuses them)."""
+
+
 def _rows(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
@@ -61,7 +65,8 @@ def _tree_digest(folder: Path) -> dict[str, str]:
 
 def _fit(run_dir: Path, *extra: str, files: tuple[str, ...] = (QUICKSTART,)) -> list[str]:
     """argv of ``prism fit`` for the tiny toy run."""
-    return ["fit", "--config", *files, *TINY, f"run_dir={run_dir}", *extra]
+    overrides = TINY if files == (QUICKSTART,) else TINY_ANY_REWARD
+    return ["fit", "--config", *files, *overrides, f"run_dir={run_dir}", *extra]
 
 
 def _equivariance_error(mean_fn, obs_sign: torch.Tensor, act_sign: torch.Tensor, n: int = 256) -> float:
@@ -103,7 +108,7 @@ def test_uniform_and_random_resume_mid_segment_gives_the_same_eval_csv(name, tmp
     crashed = tmp_path / "crashed"
     monkeypatch.setattr(checkpoint_module.RunCheckpointer, "on_train_batch_end", crash_after)
     with pytest.raises(_Crash):
-        fit_run(list(files), [*TINY, f"run_dir={crashed}"])
+        fit_run(list(files), [*TINY_ANY_REWARD, f"run_dir={crashed}"])
     monkeypatch.undo()
     # The row evaluated at 250 is newer than the checkpoint: resume must drop it and recompute it.
     assert [int(r["env_steps"]) for r in _rows(crashed / "eval.csv")] == [125, 250]
@@ -215,7 +220,7 @@ PLUGIN_SOURCE = '''
 import numpy as np
 
 from prism.agents.capql import CAPQLModule
-from prism.reward.shaping import ResymnetShaper, Transition
+from prism.reward.shapers import PredictedRewardShaper, Transition
 
 
 class ConstantShaper:
@@ -236,7 +241,7 @@ class ConstantShaper:
         self.resets += 1
 
 
-class ModelShaper(ResymnetShaper):
+class ModelShaper(PredictedRewardShaper):
     """A shaper that asks for the learned reward model and records every model the loop installs."""
 
     needs_model = True
@@ -245,9 +250,9 @@ class ModelShaper(ResymnetShaper):
         self.installed = []
         super().__init__(model, sparse_channel)
 
-    @ResymnetShaper.model.setter
+    @PredictedRewardShaper.model.setter
     def model(self, model):
-        ResymnetShaper.model.fset(self, model)
+        PredictedRewardShaper.model.fset(self, model)
         self.installed.append(model)
 
 
@@ -270,7 +275,7 @@ def test_class_path_plugins_for_reward_and_agent_are_used(tmp_path, monkeypatch)
     run = fit_run(
         [QUICKSTART],
         [
-            *TINY,
+            *TINY_ANY_REWARD,
             f"run_dir={run_dir}",
             f"reward.name={module_name}:ConstantShaper",
             f"agent.name={module_name}.CountingAgent",  # the dotted form works too
@@ -298,7 +303,7 @@ def test_class_path_plugins_for_reward_and_agent_are_used(tmp_path, monkeypatch)
 
 
 def test_class_path_reward_plugin_that_needs_a_model_gets_each_fitted_ensemble(tmp_path, monkeypatch):
-    # Before the fix, RewardConfig.validate rejected the class path at the first reward fit (a traceback).
+    # Before the fix, ReSymNetConfig.validate rejected the class path at the first reward fit (a traceback).
     module_name = f"prism_test_plugin_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{module_name}.py").write_text(textwrap.dedent(PLUGIN_SOURCE))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -322,7 +327,7 @@ def test_symmetry_mode_exact_trains_an_exactly_equivariant_policy(tmp_path):
     run_dir = tmp_path / "run"
     run = fit_run(
         [QUICKSTART, str(CONF / "method" / "baseline.yaml")],
-        [*TINY, f"run_dir={run_dir}", "agent.symmetry_mode=exact"],
+        [*TINY_ANY_REWARD, f"run_dir={run_dir}", "agent.symmetry_mode=exact"],
     )
     assert isinstance(run.agent.actor, OrbitAveragedActor) and run.agent.n_updates > 0
     rows = _rows(run_dir / "eval.csv")

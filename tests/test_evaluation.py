@@ -351,7 +351,7 @@ def test_callback_on_the_capql_agent(tmp_path):
     cfg = CAPQLConfig(
         learning_starts=10, actor_hidden=[16], critic_hidden=[16], batch_size=8, buffer_size=200
     )
-    agent = CAPQLModule(cfg, TOY_SPEC, lambda: make_env(TOY_SPEC), target_env_steps=30)
+    agent = CAPQLModule(cfg, TOY_SPEC, lambda _member: make_env(TOY_SPEC), target_env_steps=30)
     config = EvalConfig(
         every=12, num_weights=3, episodes=2, eum_weights=3, vo_preferences=5, final=FinalEvalConfig(3, 2)
     )

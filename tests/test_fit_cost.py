@@ -1,5 +1,5 @@
 """Where a seed's time goes (issue 61): the run's phase times (prism.phase_clock), a fit's training/validation
-split (prism.reward.fit_timer), and validating every k-th epoch (reward.val_every) with early stopping kept on
+split (prism.reward.fitting.fit_timer), and validating every k-th epoch (reward.val_every) with early stopping kept on
 validated epochs."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from toy_runs import toy_run
 
 from prism.cli import main
 from prism.phase_clock import PHASES, REMAINDER, PhaseClock, fit_split, phase_breakdown
-from prism.reward.config import RewardConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import fit_resymnet_model
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
 FIT = dict(ensemble_size=3, hidden=16, max_epochs=30, patience=4, batch_size=8, dropout=0.1)
@@ -86,7 +86,7 @@ def test_the_breakdown_adds_up_to_the_runs_totals():
 
 def test_a_fit_splits_its_cpu_time_into_training_and_validation():
     store = synthetic_store(80, seed=2, max_length=30)
-    _, summary = fit_resymnet_model(store, RewardConfig(**FIT, val_every=1), seed=3)
+    _, summary = fit_resymnet_model(store, ReSymNetConfig(**FIT, val_every=1), seed=3)
     assert summary.train_cpu_s > 0 and summary.validation_cpu_s > 0
     assert summary.train_cpu_s + summary.validation_cpu_s <= summary.cpu_time_s
 
@@ -95,7 +95,7 @@ def test_a_fit_splits_its_cpu_time_into_training_and_validation():
 def test_validating_every_kth_epoch_keeps_early_stopping_on_validated_epochs(layout):
     store = synthetic_store(80, seed=2, max_length=30)
     every = 3
-    model, summary = fit_resymnet_model(store, RewardConfig(**FIT, val_every=every), seed=3, layout=layout)
+    model, summary = fit_resymnet_model(store, ReSymNetConfig(**FIT, val_every=every), seed=3, layout=layout)
     # Only epochs every-1, 2·every-1, … are validated: every best epoch and every stop lies on one.
     assert all((e + 1) % every == 0 for e in summary.best_epoch)
     assert all(e % every == 0 for e in summary.epochs_run)
@@ -104,19 +104,19 @@ def test_validating_every_kth_epoch_keeps_early_stopping_on_validated_epochs(lay
             assert FIT["patience"] <= run - 1 - best < FIT["patience"] + every
     # The restored weights are each member's best validated ones: scoring them again gives the best loss.
     fresh, fresh_summary = fit_resymnet_model(
-        store, RewardConfig(**FIT, val_every=every), seed=3, layout=layout
+        store, ReSymNetConfig(**FIT, val_every=every), seed=3, layout=layout
     )
     for p, q in zip(model.parameters(), fresh.parameters(), strict=True):
         assert torch.equal(p, q)
     assert fresh_summary.best_val_loss == summary.best_val_loss
     # val_every=1 is the default, and a fit with k > 1 is another fit.
-    _, every_epoch = fit_resymnet_model(store, RewardConfig(**FIT), seed=3, layout=layout)
+    _, every_epoch = fit_resymnet_model(store, ReSymNetConfig(**FIT), seed=3, layout=layout)
     assert every_epoch.best_epoch != summary.best_epoch or every_epoch.epochs_run != summary.epochs_run
 
 
 def test_val_every_must_be_positive():
     with pytest.raises(ValueError, match=r"^reward\.val_every"):
-        RewardConfig(val_every=0)
+        ReSymNetConfig(val_every=0)
 
 
 def test_a_runs_summary_reports_where_its_time_went(tmp_path, capsys):

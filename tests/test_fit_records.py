@@ -111,7 +111,7 @@ def test_a_fits_scalars_are_its_epochs_run_mean_and_its_best_epoch_mean_each_its
     """``fit_scalars`` of a fit whose members stopped after their best epoch: reward/epochs_run_mean is the
     mean of the summary's ``epochs_run``, reward/best_epoch_mean that of ``best_epoch``, each from its own list."""
     from prism.loop.fit_phase import fit_scalars
-    from prism.reward.fitter import FitSummary, FittedReward
+    from prism.reward.fitting.fitter import FitSummary, FittedReward
     from prism.reward.quality import RewardQuality
 
     quality = RewardQuality(

@@ -24,7 +24,7 @@ MARGIN_OUTWARD = 2.5
 
 def test_refuses_more_than_one_seed():
     with pytest.raises(ValueError, match=r"^seeds: "):
-        GPIPDAgent(GPIPDConfig(), TOY_SPEC, lambda: make_env(TOY_SPEC), seeds=(0, 1))
+        GPIPDAgent(GPIPDConfig(), TOY_SPEC, lambda _member: make_env(TOY_SPEC), seeds=(0, 1))
 
 
 def test_gpi_pd_beats_random_and_untrained_policy_on_toy_env():
@@ -42,7 +42,9 @@ def test_gpi_pd_beats_random_and_untrained_policy_on_toy_env():
             dynamics_rollout_batch_size=5000,  # the toy needs no 50 000 imagined starts per round
             dynamics_net_arch=[64, 64],  # nor a 4 × 200 dynamics model (its fits were half the time)
         )
-        agent = GPIPDAgent(config, TOY_SPEC, lambda: make_env(TOY_SPEC), seeds=[0], target_env_steps=2000)
+        agent = GPIPDAgent(
+            config, TOY_SPEC, lambda _member: make_env(TOY_SPEC), seeds=[0], target_env_steps=2000
+        )
         untrained = per_weight_returns(agent)
         fit_to_end(agent)
         random_return = random_policy_return()

@@ -65,7 +65,9 @@ class RecordingAgent(GPIPDAgent):
 
 def _fit(config: GPIPDConfig, steps: int) -> RecordingAgent:
     torch.manual_seed(0)
-    agent = RecordingAgent(config, TOY_SPEC, lambda: make_env(TOY_SPEC), seeds=[0], target_env_steps=steps)
+    agent = RecordingAgent(
+        config, TOY_SPEC, lambda _member: make_env(TOY_SPEC), seeds=[0], target_env_steps=steps
+    )
     fit_to_end(agent)
     return agent
 

@@ -59,7 +59,7 @@ def _config() -> GPIPDConfig:
 
 def _agent() -> GPIPDAgent:
     # A sparse wrapper with a release stream of its own: the training env's and the eval env's both move on.
-    factory = lambda: make_env(TOY_SPEC, sparse_channel=0, p_rel=0.3, seed=5)  # noqa: E731
+    factory = lambda _member: make_env(TOY_SPEC, sparse_channel=0, p_rel=0.3, seed=5)  # noqa: E731
     return GPIPDAgent(_config(), TOY_SPEC, factory, seeds=[3], target_env_steps=TOTAL)
 
 

@@ -31,7 +31,7 @@ def trained_agent() -> GPIPDAgent:
         dynamics_net_arch=[16],
         dynamics_rollout_starts=10_000,
     )
-    agent = GPIPDAgent(config, TOY_SPEC, lambda: make_env(TOY_SPEC), seeds=[0], target_env_steps=60)
+    agent = GPIPDAgent(config, TOY_SPEC, lambda _member: make_env(TOY_SPEC), seeds=[0], target_env_steps=60)
     fit_to_end(agent)
     return agent
 

@@ -26,6 +26,11 @@ FIT_SUMMARIES: list = []
 TINY = toy_run(
     {"loop.cycles": 3, "loop.steps_per_cycle": 300, "loop.checkpoint_every": 300, "eval.every": 300}
 )
+TINY_NO_MODEL = toy_run(
+    {"loop.cycles": 3, "loop.steps_per_cycle": 300, "loop.checkpoint_every": 300, "eval.every": 300},
+    resymnet=False,
+)
+"""The same without ReSymNet's own keys, for an overlay without a reward model (they would be refused)."""
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -139,7 +144,8 @@ def test_every_cycle_updates_through_a_static_update_built_after_its_reward_fit(
 def test_oracle_has_no_reward_model_and_same_budget(tmp_path):
     run_dir = tmp_path / "oracle"
     run = fit_run(
-        [str(CONF / "quickstart.yaml"), str(CONF / "method" / "oracle.yaml")], [*TINY, f"run_dir={run_dir}"]
+        [str(CONF / "quickstart.yaml"), str(CONF / "method" / "oracle.yaml")],
+        [*TINY_NO_MODEL, f"run_dir={run_dir}"],
     )
     phases = [p for p, _, _ in run.loop.state.history]
     assert "fit" not in phases and "collect_random" not in phases
@@ -245,7 +251,10 @@ def test_prism_evaluate_reloads_the_last_checkpoint(tmp_path, capsys):
     from prism.run.evaluate import evaluate_run
 
     run_dir = tmp_path / "run"
-    overrides = [o for o in TINY if not o.startswith("loop.cycles")] + ["loop.cycles=1", f"run_dir={run_dir}"]
+    overrides = [o for o in TINY_NO_MODEL if not o.startswith("loop.cycles")] + [
+        "loop.cycles=1",
+        f"run_dir={run_dir}",
+    ]
     run = fit_run([str(CONF / "quickstart.yaml"), str(CONF / "method" / "baseline.yaml")], overrides)
     rows = _rows(run_dir / "eval.csv")
     final, periodic = rows[-1], [r for r in rows if r["final"] == "0"][-1]

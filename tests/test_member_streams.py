@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from toy_runs import toy_run
 
-import prism.reward.fit as reward_module
+import prism.reward.fitting.fit as reward_module
 from prism.config import load_config
 from prism.data.segments import SegmentStore
 from prism.envs.wrappers import SparseRewardWrapper
@@ -32,13 +32,15 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 POPULATION, SOLO = "seeds=[3,4]", "seed=4"
 # p_rel > 0: the sparse wrapper's release draws decide what the buffer and the collected segments hold.
 TOY = toy_run({"env.p_rel": 0.5, "eval.num_workers": 0})
+TOY_OVERLAY = toy_run({"env.p_rel": 0.5, "eval.num_workers": 0}, resymnet=False)
 RANDOM_STEPS = 60  # env steps taken, all before learning_starts (100): no update, no policy noise
 
 
 def _build(tmp_path: Path, *overrides: str, files: tuple[str, ...] = ()) -> Run:
     config = load_config(
         [CONF / "quickstart.yaml", *(CONF / f for f in files)],
-        [*TOY, f"run_dir={tmp_path / 'r'}", *overrides],
+        # (a method overlay here has no reward model: ReSymNet's own keys are left out)
+        [*(TOY_OVERLAY if files else TOY), f"run_dir={tmp_path / 'r'}", *overrides],
     )
     return build_run(config, progress_bar=False)
 

@@ -230,3 +230,19 @@ def test_a_sparse_cost_record_written_with_the_last_channels_index_keeps_its_met
     record.write_text(yaml.safe_dump(saved))
     for config in (load_config([record]), load_run_config(record)):
         assert (config.method, config.method_label) == ("sparse_cost", None)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["method=resymnet"],  # ReSymNet's reward name: the method is prism (or wo_loss)
+        ["method=none", "reward.name=none"],  # no reward model: baseline (or oracle)
+    ],
+)
+def test_a_built_in_reward_name_beside_the_same_reward_name_is_not_a_method(overrides):
+    """A plug-in reward's name names its method; a built-in reward's name does not, even beside the same
+    ``reward.name`` (the method is the arm it makes: prism, baseline, ...)."""
+    name = overrides[0].removeprefix("method=")
+    with pytest.raises(ConfigError, match=rf"^method: unknown method '{name}' \(built-in: ") as err:
+        load_config([QUICKSTART], overrides)
+    assert "\n" not in str(err.value) and f"set method_label={name} and leave method out" in str(err.value)

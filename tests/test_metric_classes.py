@@ -19,9 +19,10 @@ from prism.evaluation.config import EvalConfig
 from prism.evaluation.result import EvalResult
 from prism.metrics import functional as F
 from prism.metrics.classes import ExpectedUtility, Hypervolume, VarianceObjective, evaluation_metrics
-from prism.reward.config import RewardConfig
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import resymnet_recipe
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule, segment_errors
 from prism.reward.losses import pearson_correlation
-from prism.reward.trajectory_sum_module import TrajectorySumModule, segment_errors
 
 
 def _returns(seed: int, w: int = 9, e: int = 4, n_obj: int = 3) -> np.ndarray:
@@ -90,9 +91,10 @@ def test_the_evaluation_callback_records_what_its_metrics_compute():
 
 def test_resymnet_validation_metrics_are_torchmetrics_equal_to_the_formulas():
     torch.manual_seed(0)
-    config = RewardConfig(hidden=16, ensemble_size=3)
-    module = TrajectorySumModule(5, config, [0, 1, 2])
+    config = ReSymNetConfig(hidden=16, ensemble_size=3)
+    module = TrajectorySumModule(resymnet_recipe(config), 5, config, [0, 1, 2])
     assert isinstance(module.val_mse, MeanSquaredError) and isinstance(module.val_corr, PearsonCorrCoef)
+    module.eval()  # as Lightning's validation loop puts it: the network's dropout follows the mode
     module.on_validation_epoch_start()
     sse, count, preds, trues = torch.zeros(3), 0, [], []
     for _ in range(3):
@@ -111,7 +113,9 @@ def test_resymnet_validation_metrics_are_torchmetrics_equal_to_the_formulas():
 
 
 def test_a_constant_validation_target_gives_correlation_zero_without_a_warning(recwarn):
-    module = TrajectorySumModule(5, RewardConfig(hidden=16, ensemble_size=2), [0, 1])
+    module = TrajectorySumModule(
+        resymnet_recipe(small := ReSymNetConfig(hidden=16, ensemble_size=2)), 5, small, [0, 1]
+    )
     module.on_validation_epoch_start()
     batch = SegmentBatch(torch.randn(30, 5), torch.randint(0, 4, (30,)), torch.randn(4), torch.zeros(30))
     module.validation_step(batch, 0)

@@ -121,7 +121,7 @@ def test_a_missing_module_inside_a_plugin_is_not_retried(tmp_path, monkeypatch):
 
 
 def test_the_shaper_protocol_documents_its_state_methods(caplog):
-    from prism.reward.shaping import RewardShaper, make_shaper
+    from prism.reward.shapers import RewardShaper, make_shaper
     from prism.run import checkpoint
 
     assert {"push", "reset", "state_dict", "load_state_dict"} <= set(vars(RewardShaper))
@@ -223,7 +223,7 @@ def _fake_distribution(site: Path, dist: str, module: str, reward_name: str) -> 
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(
         "def register():\n    from prism.registry import REWARDS\n\n"
-        f"    REWARDS.register({reward_name!r}, shaper='prism.reward.shaping:uniform_shaper')\n"
+        f"    REWARDS.register({reward_name!r}, shaper='prism.reward.shapers:uniform_shaper')\n"
     )
     info = site / f"{dist}-0.1.dist-info"
     info.mkdir()
@@ -296,7 +296,7 @@ def test_the_from_outside_prism_examples_are_complete_and_run(tmp_path, monkeypa
     (tmp_path / "myshaper.py").write_text(_doc_block("python", "# myshaper.py\n"))
     monkeypatch.chdir(tmp_path)
     monkeypatch.delitem(sys.modules, "myshaper", raising=False)
-    from prism.reward.shaping import make_shaper
+    from prism.reward.shapers import make_shaper
 
     shaper = make_shaper("myshaper:ClippedShaper", sparse_channel=0, seed=0)
     obs, weight = np.zeros(2, np.float32), np.full(2, 0.5, np.float32)

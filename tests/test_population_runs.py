@@ -26,6 +26,10 @@ from prism.run.fit import build_run, fit_run
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 TOY = toy_run({"loop.checkpoint_every": 100, "eval.every": 100, "eval.final.num_weights": 4})
+TOY_NO_MODEL = toy_run(
+    {"loop.checkpoint_every": 100, "eval.every": 100, "eval.final.num_weights": 4}, resymnet=False
+)
+"""For a model-free overlay (baseline): without ReSymNet's own keys, which it would refuse."""
 MEMBER_FILES = {"config.yaml", "eval.csv", "front.csv", "summary.json"}
 
 
@@ -204,7 +208,11 @@ def test_steps_per_batch_changes_nothing_but_speed(method, tmp_path):
         run_dir = tmp_path / f"k{k}"
         fit_run(
             [str(CONF / "quickstart.yaml"), overlay],
-            [*TOY, f"agent.steps_per_batch={k}", f"run_dir={run_dir}"],
+            [
+                *(TOY if method == "prism" else TOY_NO_MODEL),
+                f"agent.steps_per_batch={k}",
+                f"run_dir={run_dir}",
+            ],
         )
         runs[k] = run_dir
     assert (runs[7] / "eval.csv").read_bytes() == (runs[1] / "eval.csv").read_bytes()

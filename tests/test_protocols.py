@@ -125,7 +125,9 @@ def test_released_runs_stop_at_m_for_oracle_and_baseline_and_at_ir_m_for_prism_s
     arm, expected_steps, tmp_path
 ):
     """Toy env, M = 200, IR = 2: the trained agent's env-step counter and eval.csv's final row agree."""
-    overrides = toy_run({"agent.actor_hidden": None, "agent.critic_hidden": None})
+    # (ReSymNet's own keys only where the arm fits ReSymNet: another reward.name refuses them)
+    resymnet = arm == "prism"
+    overrides = toy_run({"agent.actor_hidden": None, "agent.critic_hidden": None}, resymnet=resymnet)
     run = fit_run(
         [overlay("quickstart.yaml"), ARMS[arm]],
         [*overrides, "protocol=released", f"run_dir={tmp_path / arm}", "figures=false"],
@@ -135,7 +137,7 @@ def test_released_runs_stop_at_m_for_oracle_and_baseline_and_at_ir_m_for_prism_s
 
 
 def test_equal_protocol_gives_every_arm_ir_m_steps(tmp_path):
-    overrides = toy_run({"agent.actor_hidden": None, "agent.critic_hidden": None})
+    overrides = toy_run({"agent.actor_hidden": None, "agent.critic_hidden": None}, resymnet=False)
     run = fit_run(
         [overlay("quickstart.yaml"), ARMS["oracle"]],
         [*overrides, f"run_dir={tmp_path / 'o'}", "figures=false"],

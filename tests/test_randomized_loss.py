@@ -11,11 +11,11 @@ import pytest
 import torch
 from segment_stores import synthetic_store
 
-import prism.reward.fit as reward_module
+import prism.reward.fitting.fit as reward_module
 from prism.config import ConfigError, load_config
-from prism.data.datamodule import TrajectorySumDataModule, gather_segments, sample_segment_steps
-from prism.reward.config import RewardConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.data.datamodule import StepSampler, TrajectorySumDataModule, gather_segments, sample_segment_steps
+from prism.reward.config import ReSymNetConfig, RRDRewardConfig
+from prism.reward.fitting.fit import fit_resymnet_model
 from prism.reward.losses import randomized_sum_loss, segment_sums, trajectory_sum_loss
 
 SMALL = dict(ensemble_size=3, hidden=16, max_epochs=6, patience=3, batch_size=8, dropout=0.1)
@@ -48,13 +48,13 @@ def test_keeping_every_step_is_eq1_bit_for_bit(bias_correction):
 def test_a_fit_whose_k_covers_every_segment_is_the_eq1_fit_bit_for_bit():
     """K ≥ the longest segment: the randomized fit trains on the same batches and weights as eq. 1's."""
     store = synthetic_store(40, seed=3, max_length=9)
-    eq1 = fit_resymnet_model(store, RewardConfig(**SMALL), seed=2)
-    rrd = fit_resymnet_model(store, RewardConfig(**SMALL, loss="randomized", sampled_steps=9), seed=2)
+    eq1 = fit_resymnet_model(store, ReSymNetConfig(**SMALL), seed=2)
+    rrd = fit_resymnet_model(store, ReSymNetConfig(**SMALL, loss="randomized", sampled_steps=9), seed=2)
     for (name, p), q in zip(eq1.model.named_parameters(), rrd.model.parameters(), strict=True):
         assert torch.equal(p, q), name
     assert eq1.summary.best_val_loss == rrd.summary.best_val_loss
     # ... and a smaller K trains on other steps, so other weights
-    small_k = fit_resymnet_model(store, RewardConfig(**SMALL, loss="randomized", sampled_steps=3), seed=2)
+    small_k = fit_resymnet_model(store, ReSymNetConfig(**SMALL, loss="randomized", sampled_steps=3), seed=2)
     assert not torch.equal(small_k.model.net.inp.weight, eq1.model.net.inp.weight)
 
 
@@ -135,7 +135,9 @@ def test_the_sample_is_min_k_t_distinct_steps_of_each_segment_redrawn_and_seeded
 
 def test_validation_batches_hold_whole_segments_and_training_batches_the_sample():
     store = synthetic_store(30, seed=1, max_length=20)
-    dm = TrajectorySumDataModule(store, batch_size=4, n_members=2, seed=0, ragged=True, sampled_steps=5)
+    dm = TrajectorySumDataModule(
+        store, batch_size=4, n_members=2, seed=0, ragged=True, sampler=StepSampler(5)
+    )
     dm.setup()
     lengths = dm.offsets[1:] - dm.offsets[:-1]
     for batch in dm.val_dataloader():
@@ -153,7 +155,7 @@ def test_validation_batches_hold_whole_segments_and_training_batches_the_sample(
 
 def _fit_rrd(**kwargs):
     store = synthetic_store(60, seed=1, max_length=30)
-    config = RewardConfig(
+    config = ReSymNetConfig(
         **{**SMALL, "max_epochs": 8}, loss="randomized", sampled_steps=6, bias_correction=True
     )
     return fit_resymnet_model(store, config, seed=5, **kwargs)
@@ -175,7 +177,7 @@ def test_a_randomized_fit_is_deterministic_and_resumes_bit_for_bit():
 def test_randomized_fit_recovers_the_hidden_reward():
     """On long segments (T up to 60, K = 8) the per-step prediction still finds r = x0 + 0.5·x1²."""
     store = synthetic_store(400, seed=4, max_length=60, dense=False)
-    config = RewardConfig(
+    config = ReSymNetConfig(
         ensemble_size=2, hidden=64, max_epochs=60, patience=15, batch_size=16, dropout=0.0, lr=0.003,
         use_dense_features=False, loss="randomized", sampled_steps=8, bias_correction=False,
     )  # fmt: skip
@@ -199,26 +201,26 @@ def test_bad_fit_options_are_refused_naming_the_key(override, key):
 
 def test_bias_correction_needs_two_sampled_steps_and_the_stacked_fit_refuses_what_it_lacks():
     with pytest.raises(ValueError, match="^reward.sampled_steps: must be >= 2 with bias_correction"):
-        RewardConfig(loss="randomized", sampled_steps=1, bias_correction=True)
+        ReSymNetConfig(loss="randomized", sampled_steps=1, bias_correction=True)
     with pytest.raises(ValueError, match="^reward.loss: must be sum with reward.stacked_fit=true"):
-        RewardConfig(loss="randomized", stacked_fit=True)
+        ReSymNetConfig(loss="randomized", stacked_fit=True)
     with pytest.raises(ValueError, match="^reward.warm_start: must be false with reward.stacked_fit=true"):
-        RewardConfig(warm_start=True, stacked_fit=True)
+        ReSymNetConfig(warm_start=True, stacked_fit=True)
     with pytest.raises(
         ValueError, match="^reward.bias_correction: must be false with reward.sampling=stratified"
     ):
-        RewardConfig(loss="randomized", sampling="stratified", bias_correction=True)
+        ReSymNetConfig(loss="randomized", sampling="stratified", bias_correction=True)
     with pytest.raises(ValueError, match="^reward.sampling: must be one of uniform, stratified"):
-        RewardConfig(sampling="systematic")
+        ReSymNetConfig(sampling="systematic")
 
 
 def test_bias_correction_defaults_to_each_models_own_form_however_the_method_is_chosen():
     """``null`` resolves per model: on for ReSymNet (the benchmark's better form), off for RRD (its paper's plain
     loss), the same whether rrd comes from its overlay or from ``reward.name=rrd``; an explicit value wins."""
-    assert RewardConfig().bias_correction is None and RewardConfig().bias_corrected
-    assert not RewardConfig(name="rrd").bias_corrected
-    assert RewardConfig(name="rrd", bias_correction=True).bias_corrected
-    assert not RewardConfig(loss="randomized", bias_correction=False).bias_corrected
+    assert ReSymNetConfig().bias_correction is None and ReSymNetConfig().bias_corrected
+    assert not RRDRewardConfig(name="rrd").bias_corrected
+    assert RRDRewardConfig(name="rrd", bias_correction=True).bias_corrected
+    assert not ReSymNetConfig(loss="randomized", bias_correction=False).bias_corrected
     overlay = load_config(["conf/walker.yaml", "conf/method/rrd.yaml"])
     override = load_config(["conf/walker.yaml"], ["reward.name=rrd"])
     assert not overlay.reward.bias_corrected and not override.reward.bias_corrected
@@ -230,15 +232,15 @@ def test_bias_correction_defaults_to_each_models_own_form_however_the_method_is_
     ):
         load_config(["conf/walker.yaml"], ["reward.loss=randomized", "reward.sampling=stratified"])
     assert load_config(["conf/walker.yaml"], ["reward.sampling=stratified"]).reward.loss == "sum"
-    assert not RewardConfig(loss="randomized", sampling="stratified", bias_correction=False).bias_corrected
+    assert not ReSymNetConfig(loss="randomized", sampling="stratified", bias_correction=False).bias_corrected
     with pytest.raises(ValueError, match="^reward.bias_correction: must be true, false or null"):
-        RewardConfig(bias_correction="yes")
+        ReSymNetConfig(bias_correction="yes")
 
 
 def test_bf16_is_refused_in_one_line_where_the_cpu_lacks_it(monkeypatch):
     monkeypatch.setattr(reward_module, "bf16_supported", lambda device: False)
     with pytest.raises(ValueError, match="^reward.precision: bf16-mixed needs native bfloat16"):
-        fit_resymnet_model(synthetic_store(10), RewardConfig(**SMALL, precision="bf16-mixed"))
+        fit_resymnet_model(synthetic_store(10), ReSymNetConfig(**SMALL, precision="bf16-mixed"))
     with pytest.raises(ConfigError, match="^reward.precision: bf16-mixed needs native bfloat16"):
         load_config(["conf/quickstart.yaml"], ["reward.precision=bf16-mixed", "device=cpu"])
 
@@ -250,14 +252,14 @@ def test_a_bf16_fit_autocasts_its_matmuls_and_keeps_float32_weights(monkeypatch)
     monkeypatch.setattr(reward_module, "bf16_supported", lambda device: True)
     store = synthetic_store(80, seed=2, max_length=12)
     config = dict(SMALL, max_epochs=10, dropout=0.0, patience=10)
-    fp32 = fit_resymnet_model(store, RewardConfig(**config), seed=1)
+    fp32 = fit_resymnet_model(store, ReSymNetConfig(**config), seed=1)
     assert torch.equal(
-        fit_resymnet_model(store, RewardConfig(**config), seed=1).model.net.inp.weight,
+        fit_resymnet_model(store, ReSymNetConfig(**config), seed=1).model.net.inp.weight,
         fp32.model.net.inp.weight,
     )
     for layout in ("ragged", "padded"):
         bf16 = fit_resymnet_model(
-            store, RewardConfig(**config, precision="bf16-mixed"), seed=1, layout=layout
+            store, ReSymNetConfig(**config, precision="bf16-mixed"), seed=1, layout=layout
         )
         assert all(p.dtype == torch.float32 for p in bf16.model.parameters())
         assert not torch.equal(bf16.model.net.inp.weight, fp32.model.net.inp.weight)
@@ -266,10 +268,10 @@ def test_a_bf16_fit_autocasts_its_matmuls_and_keeps_float32_weights(monkeypatch)
 
 def test_a_warm_started_fit_begins_from_the_given_members():
     store = synthetic_store(40, seed=3, max_length=9)
-    first = fit_resymnet_model(store, RewardConfig(**SMALL), seed=2)
+    first = fit_resymnet_model(store, ReSymNetConfig(**SMALL), seed=2)
     frozen = dict(SMALL, lr=1e-30, weight_decay=0.0, max_epochs=1)
-    warm = fit_resymnet_model(store, RewardConfig(**frozen, warm_start=True), seed=9, init=first.model)
-    cold = fit_resymnet_model(store, RewardConfig(**frozen, warm_start=True), seed=9)
+    warm = fit_resymnet_model(store, ReSymNetConfig(**frozen, warm_start=True), seed=9, init=first.model)
+    cold = fit_resymnet_model(store, ReSymNetConfig(**frozen, warm_start=True), seed=9)
     # (the scaler is refitted, the weights are the first fit's; at lr ≈ 0 they do not move)
     assert torch.allclose(warm.model.net.inp.weight, first.model.net.inp.weight, atol=1e-6)
     assert not torch.allclose(cold.model.net.inp.weight, first.model.net.inp.weight, atol=1e-3)
@@ -316,16 +318,17 @@ def test_the_configs_sampling_reaches_resymnets_fit():
 
     class Sampling(Callback):  # what the fit's own data module was built with
         def on_train_start(self, trainer, pl_module):
-            self.seen = (trainer.datamodule.sampled_steps, trainer.datamodule.stratified)
+            sampler = trainer.datamodule.sampler
+            self.seen = (None, False) if sampler is None else (sampler.steps, sampler.stratified)
 
     store = synthetic_store(40, seed=3, max_length=12)
     fits = {}
     for loss, sampling, expected in (
         ("randomized", "stratified", (4, True)),
         ("randomized", "uniform", (4, False)),
-        ("sum", "stratified", (None, True)),  # (the flag is inert without a sample)
+        ("sum", "stratified", (None, False)),  # (eq. 1 has no sampler: the key is inert)
     ):
-        config = RewardConfig(
+        config = ReSymNetConfig(
             **{**SMALL, "max_epochs": 2}, loss=loss, sampled_steps=4, sampling=sampling, bias_correction=False
         )
         seen = Sampling()
@@ -333,3 +336,60 @@ def test_the_configs_sampling_reaches_resymnets_fit():
         assert seen.seen == expected, (loss, sampling)
     stratified, uniform = fits["randomized", "stratified"], fits["randomized", "uniform"]
     assert not torch.equal(stratified.model.net.inp.weight, uniform.model.net.inp.weight)
+
+
+def test_a_null_bias_correction_fits_resymnet_corrected_bit_for_bit():
+    """``reward.bias_correction: null`` is on for ReSymNet's randomized loss: the fit equals the ``true`` fit
+    bit for bit and differs from the ``false`` one (a null passed through raw would train uncorrected)."""
+    store = synthetic_store(40, seed=4, max_length=24)
+    fits = {
+        setting: fit_resymnet_model(
+            store,
+            ReSymNetConfig(**SMALL, loss="randomized", sampled_steps=4, bias_correction=setting),
+            seed=3,
+        ).model
+        for setting in (None, True, False)
+    }
+    for (name, p), q in zip(fits[None].named_parameters(), fits[True].parameters(), strict=True):
+        assert torch.equal(p, q), name
+    assert not all(torch.equal(p, r) for p, r in zip(fits[None].parameters(), fits[False].parameters()))
+
+
+@pytest.mark.parametrize("warm_start", [False, True])
+def test_a_runs_refit_starts_fresh_by_default_and_from_each_members_last_model_under_warm_start(
+    warm_start, tmp_path, monkeypatch
+):
+    """A two-cycle toy run, the weights of each fit taken as its Trainer starts and as it ends: a default run
+    refits from the fresh initialisation of the refit's seeds (as its first fit starts); ``reward.warm_start``
+    hands the refit the previous fit's model."""
+    from pathlib import Path
+
+    from toy_runs import toy_run
+
+    from prism.reward.fitting.fit import ensemble_seeds
+    from prism.run.fit import fit_run
+
+    fits: list[dict] = []
+    original = reward_module.run_fit_trainer
+
+    def spy(module, datamodule, config, device, logger, callbacks, resume, *, seed=None):
+        fresh = module.recipe.network(datamodule.in_features, ensemble_seeds(seed, module.n_members))
+        start = {n: p.detach().clone() for n, p in module.net.state_dict().items()}
+        original(module, datamodule, config, device, logger, callbacks, resume, seed=seed)
+        end = {n: p.detach().clone() for n, p in module.net.state_dict().items()}
+        fits.append({"fresh": fresh.state_dict(), "start": start, "end": end})
+
+    monkeypatch.setattr(reward_module, "run_fit_trainer", spy)
+    conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
+    overrides = toy_run({"reward.warm_start": str(warm_start).lower(), "figures": "false"})
+    fit_run([str(conf)], [*overrides, f"run_dir={tmp_path / 'run'}"])
+
+    def same(a: dict, b: dict) -> bool:
+        return all(torch.equal(a[n], b[n]) for n in a)
+
+    assert len(fits) == 2
+    assert same(fits[0]["start"], fits[0]["fresh"])  # the first fit starts fresh either way
+    assert not same(fits[0]["end"], fits[0]["start"]) and not same(fits[1]["fresh"], fits[0]["end"])
+    refit = fits[1]
+    assert same(refit["start"], fits[0]["end"]) is warm_start
+    assert same(refit["start"], refit["fresh"]) is not warm_start

@@ -14,11 +14,11 @@ import torch
 import yaml
 
 from prism.agents.config import CAPQLConfig, OffPolicyConfig
-from prism.config import ConfigError, RunConfig, load_config, validate
+from prism.config import ConfigError, RunConfig, load_config, load_run_config, validate
 from prism.data.segments import SegmentStore
 from prism.envs import TOY_SPEC
 from prism.registry import AGENTS, REWARD_MODELS, REWARDS, register_reward_model
-from prism.reward.config import RewardConfig
+from prism.reward.config import ReSymNetConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -78,8 +78,8 @@ def test_every_builtin_is_registered_once_with_its_config_and_model():
         "rrd": "rrd",
         "uniform": None,
     }
-    from prism.reward.fit import fit_resymnet_model
-    from prism.reward.resymnet import ReSymNetRewardModel
+    from prism.reward.fitting.fit import fit_resymnet_model
+    from prism.reward.models.resymnet import ReSymNetRewardModel
 
     resymnet = REWARD_MODELS.entry("reward.name", "resymnet")
     assert resymnet.fitter_fn() is fit_resymnet_model and resymnet.load_fn() == ReSymNetRewardModel.from_dict
@@ -137,7 +137,7 @@ def test_the_same_rule_applies_to_a_dataclass_built_in_python():
         CAPQLConfig(gamma=0.0)
     assert CAPQLConfig(gamma=1.0).gamma == 1.0
     with pytest.raises(ValueError, match=r"^reward\.name: unknown reward redistribution 'magic'"):
-        RewardConfig(name="magic")
+        ReSymNetConfig(name="magic")
     assert not hasattr(CAPQLConfig(), "seed") and not hasattr(CAPQLConfig(), "device")
 
 
@@ -160,7 +160,12 @@ def linear_reward_model():
     registration = _doc_registration('register_reward_model(\n    "linear"')
     assert "prism.reward.linear:fit_linear_reward" in registration
     assert "prism.reward.linear:LinearRewardModel.from_dict" in registration
-    register_reward_model("linear", fit=module.fit_linear_reward, load=module.LinearRewardModel.from_dict)
+    register_reward_model(
+        "linear",
+        fit=module.fit_linear_reward,
+        load=module.LinearRewardModel.from_dict,
+        config=module.LinearConfig,
+    )
     yield module
     REWARDS.unregister("linear")
     REWARD_MODELS.unregister("linear")
@@ -181,7 +186,7 @@ def test_linear_reward_model_recovers_a_linear_per_step_reward(linear_reward_mod
         emitted[length // 2] = true[: length // 2 + 1].sum()
         emitted[-1] = true[length // 2 + 1 :].sum()
         store.add_episode(feats, released, emitted, true)
-    model = linear_reward_model.fit_linear_reward(store, RewardConfig(weight_decay=0.0))
+    model = linear_reward_model.fit_linear_reward(store, linear_reward_model.LinearConfig(ridge=0.0))
     torch.testing.assert_close(model.weight, torch.cat([theta, torch.tensor([bias])]), atol=1e-4, rtol=0)
     again = REWARD_MODELS.entry("reward.name", "linear").load_fn()(model.to_dict())
     torch.testing.assert_close(again.predict(store.features), model.predict(store.features))
@@ -323,3 +328,55 @@ def test_only_budget_keys_are_skipped_silently_and_overrides_still_refused(confi
     load_config([CONF / "quickstart.yaml", overlay])
     (record,) = config_warnings.records
     assert record.getMessage().startswith(f"agent.per: warning: skipped: {overlay} sets it")
+
+
+def test_another_reward_models_keys_warn_in_a_file_load_silently_from_a_record_and_are_refused_as_overrides(
+    config_warnings, tmp_path
+):
+    """``reward.hidden`` (ReSymNet's) beside ``reward.name: rrd``: a config file's is skipped with one warning
+    naming the key, the file and its owner; a run folder's record (every run before ``reward:`` was typed wrote
+    every model's keys) drops it silently; an override is refused; a key no model has is refused everywhere."""
+    overlay = tmp_path / "rrd_wide.yaml"
+    overlay.write_text("reward:\n  name: rrd\n  hidden: 64\n  lr: 0.001\n")
+    config = load_config([CONF / "quickstart.yaml", overlay])
+    assert config.reward.name == "rrd" and not hasattr(config.reward, "hidden")
+    messages = sorted(r.getMessage() for r in config_warnings.records)
+    assert messages == [
+        f"reward.{key}: warning: skipped: {overlay} sets it, but reward.name=rrd has no such key "
+        "(it is a key of resymnet)"
+        for key in ("hidden", "lr")
+    ]
+    config_warnings.clear()
+    record = tmp_path / "run" / "config.yaml"
+    record.parent.mkdir()
+    quickstart = (CONF / "quickstart.yaml").read_text()
+    record.write_text(quickstart.replace("  name: resymnet\n", "  name: rrd\n  hidden: 64\n  lr: 0.001\n", 1))
+    assert load_run_config(record).reward.name == "rrd"
+    assert config_warnings.records == []
+    with pytest.raises(
+        ConfigError, match=r"^reward.hidden: .*it is a key of resymnet \(reward.name=resymnet\)$"
+    ):
+        load_config([CONF / "quickstart.yaml"], ["reward.name=rrd", "reward.hidden=64"])
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("reward:\n  hiden: 64\n")
+    with pytest.raises(ConfigError, match=r"^reward.hiden: Key 'hiden' not in 'ReSymNetConfig'"):
+        load_config([CONF / "quickstart.yaml", typo])
+
+
+def test_a_reward_model_whose_config_is_not_a_reward_config_is_refused_in_one_line():
+    """A plug-in's ``config=`` must extend :class:`RewardConfig` (the shared fit keys every fit reads)."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Loose:
+        name: str = "loose"
+
+    register_reward_model("loose", fit=lambda store, config: None, load=lambda state: None, config=Loose)
+    try:
+        with pytest.raises(
+            ConfigError, match=r"^reward.name: the config class of reward model 'loose' is not a "
+        ):
+            load_config([CONF / "quickstart.yaml"], ["reward.name=loose"])
+    finally:
+        REWARD_MODELS.unregister("loose")
+        REWARDS.unregister("loose")

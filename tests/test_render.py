@@ -168,7 +168,9 @@ def test_an_env_without_frames_is_refused(tmp_path, monkeypatch, capsys):
 
     run_dir = tmp_path / "toy"
     files = [str(CONF / "quickstart.yaml"), str(CONF / "method" / "baseline.yaml")]
-    overrides = toy_run({"loop.cycles": 1, "figures": "false"})
+    overrides = toy_run(
+        {"loop.cycles": 1, "figures": "false"}, resymnet=False
+    )  # (baseline: no ReSymNet keys)
     assert main(["fit", "--config", *files, *overrides, f"run_dir={run_dir}"]) == 0
     capsys.readouterr()
     assert main(["render", str(run_dir), "--out", str(tmp_path / "t.gif")]) == USAGE_ERROR

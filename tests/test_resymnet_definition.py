@@ -23,7 +23,7 @@ import torch
 from toy_runs import toy_run
 
 from prism.config import load_config
-from prism.reward.resymnet import ReSymNetEnsemble
+from prism.reward.models.resymnet import ReSymNetEnsemble
 from prism.run.fit import build_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -100,7 +100,7 @@ def _batched(net: ReSymNetEnsemble, x: torch.Tensor, dropout: bool = False) -> t
 
 
 def _per_member(net: ReSymNetEnsemble, x: torch.Tensor, noise=None) -> torch.Tensor:
-    return torch.stack(net.forward_members(list(x), noise, list(range(K)))).double()
+    return torch.stack(net.forward_members(list(x), list(range(K)), noise)).double()
 
 
 def _inputs(seed: int = 0) -> torch.Tensor:

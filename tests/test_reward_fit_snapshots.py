@@ -1,4 +1,4 @@
-"""A reward fit resumed from a snapshot (prism.reward.fit.FitSnapshots) is the uninterrupted fit: the same
+"""A reward fit resumed from a snapshot (prism.reward.fitting.fit.FitSnapshots) is the uninterrupted fit: the same
 weights, early-stopping record and curves, bit for bit, in both batch layouts. A fit of hours (the paper's
 E = 1000, ≤ 1000 epochs) killed half-way then goes on instead of starting again from epoch 0."""
 
@@ -13,8 +13,8 @@ import torch
 from segment_stores import synthetic_store
 from tb_events import FIT_TIMING, scalar_curves
 
-from prism.reward.config import RewardConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import fit_resymnet_model
 
 # Patience long enough that some member is still improving at the snapshots, short enough that one stops.
 CONFIG = dict(ensemble_size=3, hidden=16, max_epochs=12, patience=3, batch_size=8, dropout=0.1)
@@ -22,7 +22,7 @@ CONFIG = dict(ensemble_size=3, hidden=16, max_epochs=12, patience=3, batch_size=
 
 def _fit(layout: str, **kwargs):
     store = synthetic_store(60, seed=1, max_length=11)
-    return fit_resymnet_model(store, RewardConfig(**CONFIG), seed=5, layout=layout, **kwargs)
+    return fit_resymnet_model(store, ReSymNetConfig(**CONFIG), seed=5, layout=layout, **kwargs)
 
 
 def _same(a, b) -> None:
@@ -115,7 +115,9 @@ def _kill_and_resume(tmp_path, monkeypatch, capsys, decide, *overrides: str) -> 
     from prism.cli import main
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
-    args = [*toy_run({"reward.max_epochs": 6, "reward.patience": 6}), "seeds=[0,1]", "figures=false"]
+    resymnet = not any(o.startswith("reward.name=") and o != "reward.name=resymnet" for o in overrides)
+    args = [*toy_run({"reward.max_epochs": 6, "reward.patience": 6}, resymnet=resymnet), "seeds=[0,1]",
+            "figures=false"]  # fmt: skip
 
     def fit(run_dir, *extra):
         command = ["fit", "--config", str(conf), *args, *overrides, *extra, f"run_dir={run_dir}"]
@@ -274,8 +276,8 @@ def test_a_snapshot_taken_inside_a_resumed_fit_counts_the_time_before_the_resume
 
     from lightning.pytorch.callbacks import Callback
 
-    import prism.reward.fit as fit_module
-    from prism.reward.fit import snapshot_wall_s
+    import prism.reward.fitting.fit as fit_module
+    from prism.reward.fitting.fit import snapshot_wall_s
 
     clock = [0.0]
     monkeypatch.setattr(fit_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))

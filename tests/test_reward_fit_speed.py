@@ -15,17 +15,18 @@ from segment_stores import set_dtype, synthetic_store
 from prism.config import ConfigError, load_config
 from prism.data.datamodule import MemberBatch, TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
-from prism.reward.batched import onednn_linear_available
-from prism.reward.config import RewardConfig
-from prism.reward.fit import fit_resymnet_model, member_seeds
-from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
-from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import ensemble_seeds as member_seeds
+from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
+from prism.reward.models.batched import onednn_linear_available
+from prism.reward.models.resymnet import DropoutNoiseStream, ReSymNetEnsemble
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def _fit_module(
-    store: SegmentStore, cfg: RewardConfig, *, ragged: bool, dtype: torch.dtype
+    store: SegmentStore, cfg: ReSymNetConfig, *, ragged: bool, dtype: torch.dtype
 ) -> TrajectorySumModule:
     """A fit through Lightning as fit_resymnet_model runs it, in ``dtype`` (float64: rounding cannot grow into a
     visible difference over the epochs, so the two layouts must agree to many digits)."""
@@ -41,7 +42,7 @@ def _fit_module(
     dm.setup()
     set_dtype(dm, dtype)
     torch.manual_seed(0)
-    module = TrajectorySumModule(dm.in_features, cfg, member_seeds(0, k)).to(dtype)
+    module = TrajectorySumModule(resymnet_recipe(cfg), dm.in_features, cfg, member_seeds(0, k)).to(dtype)
     L.Trainer(
         max_epochs=cfg.max_epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0,
@@ -51,7 +52,7 @@ def _fit_module(
 
 def test_ragged_fit_equals_padded_fit_with_early_stopped_members_skipped():
     store = synthetic_store(60)
-    cfg = RewardConfig(hidden=16, dropout=0.3, ensemble_size=3, batch_size=8, max_epochs=25, patience=2)
+    cfg = ReSymNetConfig(hidden=16, dropout=0.3, ensemble_size=3, batch_size=8, max_epochs=25, patience=2)
     padded = _fit_module(store, cfg, ragged=False, dtype=torch.float64)
     ragged = _fit_module(store, cfg, ragged=True, dtype=torch.float64)
     # The fit really stopped members at different epochs, so the ragged fit left some out for a while.
@@ -76,12 +77,12 @@ def test_forward_members_draws_the_padded_forwards_dropout():
     for members in ([0, 1, 2], [0, 2]):  # member 1 left out: the others keep their masks
         torch.manual_seed(42)
         noise = net.dropout_noise(steps, members)
-        preds = net.forward_members([xs[k] for k in members], noise, members)
+        preds = net.forward_members([xs[k] for k in members], members, noise)
         for pred, k in zip(preds, members):
             torch.testing.assert_close(pred, reference[k, : steps[k]], rtol=1e-5, atol=1e-6)
     # A different draw gives different predictions: the match above is not dropout being inert.
     torch.manual_seed(43)
-    other = net.forward_members(xs, net.dropout_noise(steps, [0, 1, 2]), [0, 1, 2])
+    other = net.forward_members(xs, [0, 1, 2], net.dropout_noise(steps, [0, 1, 2]))
     assert not torch.allclose(other[1], reference[1, : steps[1]])
 
 
@@ -134,7 +135,7 @@ def test_onednn_member_linear_matches_float64_reference():
 
 def test_fit_reward_model_layouts_agree_and_threads_are_applied(monkeypatch):
     store = synthetic_store(40, seed=1)
-    cfg = RewardConfig(hidden=32, ensemble_size=2, batch_size=8, max_epochs=2, patience=5, threads=2)
+    cfg = ReSymNetConfig(hidden=32, ensemble_size=2, batch_size=8, max_epochs=2, patience=5, threads=2)
     seen: list[int] = []
     original = TrajectorySumModule.on_train_epoch_start
 
@@ -192,7 +193,7 @@ def test_loop_fits_on_the_agents_device(monkeypatch):
 
     settings = phases.LoopSettings(
         cycles=1, steps_per_cycle=10, initial_episodes=1, expert_episodes=0, sparse_channel=0, p_rel=0.0,
-        reward=RewardConfig(), needs_model=True, seed=0, reward_model="fake_fit",
+        reward=ReSymNetConfig(), needs_model=True, seed=0, reward_model="fake_fit",
     )  # fmt: skip
     # The loop fits the reward model its settings name, looked up in the registry.
     REWARD_MODELS.register("fake_fit", fit=fake_fit, load=dict)

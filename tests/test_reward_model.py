@@ -12,11 +12,12 @@ from segment_stores import synthetic_store
 
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
-from prism.reward.config import RewardConfig
-from prism.reward.fit import fit_resymnet_model, member_seeds
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import ensemble_seeds as member_seeds
+from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule, clip_per_member_
 from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
-from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
-from prism.reward.trajectory_sum_module import TrajectorySumModule, clip_per_member_
+from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 
 
 def _store(n_seg: int = 80, seed: int = 0, dense: bool = True) -> SegmentStore:
@@ -24,10 +25,10 @@ def _store(n_seg: int = 80, seed: int = 0, dense: bool = True) -> SegmentStore:
     return synthetic_store(n_seg, seed, max_length=11, dense=dense)
 
 
-def _small(**kw) -> RewardConfig:
+def _small(**kw) -> ReSymNetConfig:
     base = dict(ensemble_size=2, hidden=16, max_epochs=8, patience=3, batch_size=8)
     base.update(kw)
-    return RewardConfig(**base)
+    return ReSymNetConfig(**base)
 
 
 # ---- pure functions ------------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ def test_module_tracks_history_and_restores_best():
     cfg = _small(ensemble_size=3, max_epochs=10, patience=2, dropout=0.3)
     dm = TrajectorySumDataModule(store, batch_size=8, seed=0, n_members=3)
     dm.setup()
-    module = TrajectorySumModule(dm.in_features, cfg, member_seeds(0, 3))
+    module = TrajectorySumModule(resymnet_recipe(cfg), dm.in_features, cfg, member_seeds(0, 3))
     trainer = L.Trainer(
         max_epochs=10, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0,
@@ -207,7 +208,7 @@ def test_batched_member_equals_member_trained_alone():
         dm = TrajectorySumDataModule(
             store, batch_size=8, seed=0, n_members=len(init_seeds), shuffle_seeds=shuffles
         )
-        module = TrajectorySumModule(dm.store.feature_dim, cfg, init_seeds)
+        module = TrajectorySumModule(resymnet_recipe(cfg), dm.store.feature_dim, cfg, init_seeds)
         L.Trainer(
             max_epochs=cfg.max_epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
             enable_model_summary=False, num_sanity_val_steps=0,
@@ -296,7 +297,7 @@ def test_the_ragged_fit_backpropagates_one_member_at_a_time():
             weakref.finalize(saved, release, n)  # freed with the graph, after its backward
             return saved
 
-        config = RewardConfig(ensemble_size=members, hidden=32, max_epochs=1, batch_size=8, dropout=0.1)
+        config = ReSymNetConfig(ensemble_size=members, hidden=32, max_epochs=1, batch_size=8, dropout=0.1)
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda saved: saved.tensor):
             fit_resymnet_model(synthetic_store(64, seed=1, max_length=2), config, seed=5, layout="ragged")
         return live["peak"]
@@ -312,8 +313,8 @@ def test_fit_options_are_exactly_the_shared_drivers_keyword_options():
     import inspect
     import typing
 
-    from prism.reward.fit import FitOptions, fit_resymnet_model, fit_trajectory_sums
-    from prism.reward.rrd import fit_rrd_model
+    from prism.reward.fitting.fit import FitOptions, fit_resymnet_model, fit_trajectory_sums
+    from prism.reward.models.rrd import fit_rrd_model
 
     driver = inspect.signature(fit_trajectory_sums).parameters
     keyword_only = [name for name, p in driver.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from prism.data.segments import SegmentStore
-from prism.reward.config import RewardConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import fit_resymnet_model
 from prism.reward.losses import pearson_correlation
 
 
@@ -38,7 +38,7 @@ def _episodes(n_episodes: int, seed: int) -> SegmentStore:
 def test_recovers_per_step_reward_from_episode_sums():
     torch.manual_seed(0)
     train_store = _episodes(600, seed=0)
-    cfg = RewardConfig(
+    cfg = ReSymNetConfig(
         ensemble_size=1,
         hidden=64,
         dropout=0.0,

@@ -8,18 +8,20 @@ import numpy as np
 import pytest
 import torch
 
+from prism.data.features import FeatureLayout
 from prism.envs import TOY_SPEC, make_env
 from prism.registry import REWARDS
 from prism.reward import (
     PassThroughShaper,
+    PredictedRewardShaper,
     RandomShaper,
-    ResymnetShaper,
     UniformShaper,
     build_features,
     make_shaper,
     relabel_rewards,
 )
-from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
+from prism.reward.model import RewardModelBase
+from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +103,7 @@ def test_holding_shaper_reset_drops_pending():
 
 def test_resymnet_shaper_predicts_from_h_t_and_swaps_model():
     model = _model(9)
-    shaper = ResymnetShaper(model, sparse_channel=0)
+    shaper = PredictedRewardShaper(model, sparse_channel=0)
     out, _ = _run_through(shaper, n_steps=30)
     assert len(out) == 30  # one transition per step, at once
     obs = np.stack([t.obs for t in out])
@@ -136,7 +138,7 @@ def test_make_shaper_and_registry():
     assert isinstance(make_shaper("none"), PassThroughShaper)
     assert isinstance(make_shaper("uniform", sparse_channel=0), UniformShaper)
     assert isinstance(make_shaper("random", sparse_channel=1, seed=0), RandomShaper)
-    assert isinstance(make_shaper("resymnet", sparse_channel=0, model=_model(9)), ResymnetShaper)
+    assert isinstance(make_shaper("resymnet", sparse_channel=0, model=_model(9)), PredictedRewardShaper)
     with pytest.raises(ValueError, match="model"):
         make_shaper("resymnet", sparse_channel=0)
     with pytest.raises(ValueError, match="unknown"):
@@ -150,27 +152,26 @@ def test_make_shaper_and_registry():
 def test_reward_config_merges_shipped_overlays():
     from omegaconf import OmegaConf
 
-    from prism.reward.config import RewardConfig
+    from prism.reward.config import ReSymNetConfig
 
     for file, key, value in (
         ("conf/ablation/wo_dense.yaml", "use_dense_features", False),
         ("conf/ablation/random.yaml", "name", "random"),
         ("conf/ablation/wo_ensemble.yaml", "ensemble_size", 1),
     ):
-        merged = OmegaConf.merge(OmegaConf.structured(RewardConfig), OmegaConf.load(file).reward)
+        merged = OmegaConf.merge(OmegaConf.structured(ReSymNetConfig), OmegaConf.load(file).reward)
         cfg = OmegaConf.to_object(merged)
-        assert isinstance(cfg, RewardConfig) and getattr(cfg, key) == value
+        assert isinstance(cfg, ReSymNetConfig) and getattr(cfg, key) == value
         cfg.validate()
     with pytest.raises(ValueError, match="reward.patience"):
-        RewardConfig(patience=0).validate()
+        ReSymNetConfig(patience=0).validate()
 
 
-class _LinearModel:
+class _LinearModel(RewardModelBase):
     """A stand-in reward model, ``r̂(h) = h · coef``: its prediction is computed by hand below."""
 
-    use_dense_features = True
-
     def __init__(self, coef: np.ndarray):
+        super().__init__()
         self.coef = torch.as_tensor(coef, dtype=torch.float32)
 
     def predict(self, features: torch.Tensor) -> torch.Tensor:
@@ -253,3 +254,32 @@ def test_uniform_shaping_of_a_non_zero_channel_through_the_agent(tmp_path):
         np.testing.assert_allclose(stored[start : end + 1, 2], true[:, 2].sum() / len(true), rtol=1e-5)
         np.testing.assert_allclose(stored[start : end + 1, :2], true[:, :2], rtol=1e-6)
         start = end + 1
+
+
+class _DenseAndNextObsProbe(RewardModelBase):
+    """A model reading every column group: ``[s_t, a_t, r_dense_t, s_{t+1}] @ w``."""
+
+    inputs = FeatureLayout(dense=True, next_obs=True)
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.register_buffer("weight", weight)
+
+    def predict(self, features: torch.Tensor) -> torch.Tensor:
+        return features @ self.weight
+
+    def to_dict(self) -> dict:
+        return {"weight": self.weight}
+
+
+def test_the_shaper_builds_a_models_features_from_its_layout_dense_rewards_and_next_observation_alike():
+    rng = np.random.default_rng(3)
+    obs, nxt, act = rng.normal(size=4), rng.normal(size=4), rng.uniform(-1, 1, 2)
+    reward = rng.normal(size=3).astype(np.float32)
+    model = _DenseAndNextObsProbe(torch.tensor(rng.normal(size=4 + 2 + 2 + 4), dtype=torch.float32))
+    shaper = PredictedRewardShaper(model, sparse_channel=1)
+    (shaped,) = shaper.push(obs, act, reward, nxt, False, False, np.ones(3), False)
+    h = np.concatenate([obs, act, np.delete(reward, 1), nxt]).astype(np.float32)
+    assert shaped.reward[1] == pytest.approx(float(h @ model.weight.numpy()), rel=1e-5)
+    assert torch.equal(model.features(obs, act, reward, 1, nxt), torch.from_numpy(h))
+    assert np.array_equal(np.delete(shaped.reward, 1), np.delete(reward, 1))  # the dense channels as emitted

@@ -23,10 +23,11 @@ from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.features import build_features
 from prism.data.segments import SegmentStore
 from prism.registry import REWARD_MODELS, REWARDS
-from prism.reward.config import RewardConfig, RRDConfig
+from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
+from prism.reward.models.rrd import RRDNetwork, RRDRewardModel, fit_rrd_model, rrd_recipe
 from prism.reward.quality import score_model
-from prism.reward.rrd import RRDModule, RRDNetwork, RRDRewardModel, fit_rrd_model
-from prism.reward.shaping import ResymnetShaper, make_relabel_fn
+from prism.reward.shapers import PredictedRewardShaper, make_relabel_fn
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 OBS, ACT = 3, 2
@@ -96,7 +97,7 @@ def test_the_network_is_rrds_mlp_on_s_a_and_s_minus_next_s():
     got = net(torch.cat([s, a, s_next], 1))[0]
     torch.testing.assert_close(got, expected)
     assert not torch.allclose(_mlp(net, torch.cat([s, a, s_next - s], 1)), expected)  # the sign matters
-    torch.testing.assert_close(net.forward_members([torch.cat([s, a, s_next], 1)], None, [0])[0], expected)
+    torch.testing.assert_close(net.forward_members([torch.cat([s, a, s_next], 1)], [0])[0], expected)
     model = RRDRewardModel(net)
     assert model.use_next_obs and not model.use_dense_features
     again = RRDRewardModel.from_dict(torch.load(io.BytesIO(_saved(model.to_dict())), weights_only=True))
@@ -129,16 +130,16 @@ def test_the_loss_on_a_fixed_batch_equals_a_brute_force_loop(bias_correction):
         store.add_episode(torch.cat([s, a, dense], 1), released, emitted, torch.zeros(t_len), next_obs=s_next)
         episodes.append((s, a, s_next, ret))
     k = 5
-    config = RewardConfig(
+    config = RRDRewardConfig(
         name="rrd", sampled_steps=k, bias_correction=bias_correction, rrd=RRDConfig(hidden=16)
     )
     dm = TrajectorySumDataModule(
-        store, batch_size=4, val_fraction=0.25, seed=1, n_members=1, use_dense_features=False, sampled_steps=k,
-        next_obs=True, standardise=False,
+        store, batch_size=4, val_fraction=0.25, seed=1, n_members=1, use_dense_features=False,
+        sampler=config.fit_loss().sampler, next_obs=True, standardise=False,
     )  # fmt: skip
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
-    module = RRDModule(OBS, ACT, config, [4])
+    module = TrajectorySumModule(rrd_recipe(config, OBS, ACT), 2 * OBS + ACT, config, [4])
     pred = module.net(batch.features)
     (loss,) = module.fit_loss(pred, batch.segment_ids, batch.targets, batch, slice(None))
 
@@ -174,7 +175,7 @@ def test_the_loss_on_a_fixed_batch_equals_a_brute_force_loop(bias_correction):
 def test_an_rrd_fit_recovers_a_known_per_step_reward():
     """From episode sums only, with RRD's plain loss on K = 8 of up to 40 steps, the per-step prediction on
     held-out episodes follows the hidden reward (which needs s': its progress term is 2(x' − x))."""
-    config = RewardConfig(
+    config = RRDRewardConfig(
         name="rrd",
         sampled_steps=8,
         bias_correction=None,  # RRD's own form: the plain loss
@@ -193,7 +194,7 @@ def test_an_rrd_fit_recovers_a_known_per_step_reward():
 
 def test_an_rrd_fit_repeats_and_resumes_from_a_snapshot_bit_for_bit():
     store = _drifting_store(30, seed=2)
-    config = RewardConfig(name="rrd", sampled_steps=8, max_epochs=5, patience=5, rrd=RRDConfig(hidden=16))
+    config = RRDRewardConfig(name="rrd", sampled_steps=8, max_epochs=5, patience=5, rrd=RRDConfig(hidden=16))
     snapshots: list[bytes] = []
     whole = fit_rrd_model(store, config, seed=3, on_snapshot=snapshots.append, snapshot_every_s=0)
     assert len(snapshots) == 4
@@ -256,7 +257,7 @@ def test_the_shaper_and_relabelling_give_the_model_the_next_observation():
     obs, action, next_obs = (rng.normal(size=n).astype(np.float32) for n in (OBS, ACT, OBS))
     reward = np.array([0.0, -0.5], dtype=np.float32)
     expected = float(model.predict(torch.from_numpy(np.concatenate([obs, action, next_obs]))[None])[0])
-    shaper = ResymnetShaper(model, sparse_channel=0)
+    shaper = PredictedRewardShaper(model, sparse_channel=0)
     (stored,) = shaper.push(obs, action, reward, next_obs, False, False, np.ones(2) / 2, False)
     assert stored.reward[0] == pytest.approx(expected, rel=1e-6) and stored.reward[1] == -0.5
     with pytest.raises(ValueError, match="reads the next observation"):
@@ -349,8 +350,54 @@ def test_an_rrd_fit_batches_reward_rrd_batch_size_segments_not_resymnets_batch_s
 
     store = _drifting_store(30, seed=2)
     rrd = RRDConfig(hidden=16, batch_size=3)
-    config = RewardConfig(name="rrd", sampled_steps=8, max_epochs=1, patience=1, batch_size=64, rrd=rrd)
+    config = RRDRewardConfig(name="rrd", sampled_steps=8, max_epochs=1, patience=1, rrd=rrd)
     batches = Batches()
     _, summary = fit_rrd_model(store, config, seed=0, callbacks=[batches])
     assert summary.n_train_segments > 3 * 2
     assert batches.count == math.ceil(summary.n_train_segments / 3)
+
+
+def test_an_rrd_fits_optimiser_takes_reward_rrd_lr_and_resymnets_lr_is_refused():
+    """RRD's Adam runs at ``reward.rrd.lr`` (not ReSymNet's ``reward.lr`` nor RRD's default), without weight
+    decay; ReSymNet's ``reward.lr`` cannot reach an RRD fit: it is refused, naming its owner."""
+    from lightning.pytorch.callbacks import Callback
+
+    class Groups(Callback):
+        def on_train_start(self, trainer, pl_module):
+            self.groups = [dict(group) for group in trainer.optimizers[0].param_groups]
+
+    groups = Groups()
+    rrd = RRDConfig(hidden=8, lr=1.25e-3)
+    config = RRDRewardConfig(name="rrd", sampled_steps=8, max_epochs=1, patience=1, rrd=rrd)
+    fit_rrd_model(_drifting_store(12, seed=1), config, seed=0, callbacks=[groups])
+    assert [(g["lr"], g["weight_decay"]) for g in groups.groups] == [(1.25e-3, 0)]
+    with pytest.raises(ConfigError, match=r"^reward.lr: .*it is a key of resymnet") as err:
+        load_config([CONF / "quickstart.yaml"], ["reward.name=rrd", "reward.lr=0.1"])
+    assert "\n" not in str(err.value)
+    assert "lr" not in {f for f in RRDRewardConfig.__dataclass_fields__}
+
+
+def test_an_rrd_fit_clips_no_gradient_and_resymnets_clips_each_member(monkeypatch):
+    """RRD's recipe brings no gradient clip (the released code clips none); ReSymNet's clips every step of its
+    fit, per member, at ``reward.grad_clip``."""
+    import prism.reward.fitting.trajectory_sum_module as module
+
+    clips: list[float] = []
+    original = module.clip_per_member_
+
+    def spy(params, max_norm, *args, **kwargs):
+        clips.append(max_norm)
+        return original(params, max_norm, *args, **kwargs)
+
+    monkeypatch.setattr(module, "clip_per_member_", spy)
+    store = _drifting_store(12, seed=1)
+    config = RRDRewardConfig(name="rrd", sampled_steps=8, max_epochs=2, patience=2, rrd=RRDConfig(hidden=8))
+    fit_rrd_model(store, config, seed=0)
+    assert clips == []
+    from prism.reward.fitting.fit import fit_resymnet_model
+
+    resymnet = ReSymNetConfig(
+        hidden=8, ensemble_size=2, max_epochs=2, patience=2, grad_clip=0.5, use_dense_features=False
+    )
+    fit_resymnet_model(store, resymnet, seed=0)
+    assert clips and set(clips) == {0.5}

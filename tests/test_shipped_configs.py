@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import prism.reward.shaping as shaping
+import prism.reward.shapers as shaping
 from prism.cli import main
 from prism.config import load_config
 from prism.data.replay import ReplayBatch
@@ -57,11 +57,14 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def test_relabel_fn_replaces_only_the_sparse_channel():
     """The hook ``reward.relabel`` installs: the sparse channel becomes the model's prediction from h_t."""
 
-    class SumModel:  # predicts the sum of the features: easy to check by hand
-        use_dense_features = True
+    from prism.reward.model import RewardModelBase
 
+    class SumModel(RewardModelBase):  # predicts the sum of its features [s, a, r_dense]: easy to check by hand
         def predict(self, features):
             return features.sum(dim=1)
+
+        def to_dict(self):
+            return {}
 
     gen = torch.Generator().manual_seed(0)
     batch = ReplayBatch(

@@ -1,4 +1,4 @@
-"""The stacked S × K reward fit of a population (prism/reward/stacked.py) equals the members' own fits."""
+"""The stacked S × K reward fit of a population (prism/reward/fitting/stacked.py) equals the members' own fits."""
 
 from __future__ import annotations
 
@@ -12,18 +12,24 @@ from segment_stores import set_dtype, synthetic_store
 
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
-from prism.reward.config import RewardConfig
-from prism.reward.fit import fit_resymnet_model, member_seeds
-from prism.reward.fit_loggers import StoreRoutedLogger
-from prism.reward.stacked import MemberAdamW, StackedRewardModule, fit_reward_models_stacked, stacked_data
-from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import ensemble_seeds as member_seeds
+from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
+from prism.reward.fitting.fit_loggers import StoreRoutedLogger
+from prism.reward.fitting.stacked import (
+    MemberAdamW,
+    StackedRewardModule,
+    fit_reward_models_stacked,
+    stacked_data,
+)
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
 
 # On the CPU even on a GPU machine: the equality needs the lone fit's CPU dropout draws.
 TRAINER = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                num_sanity_val_steps=0)  # fmt: skip
 
 
-def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int, **trainer) -> TrajectorySumModule:
+def lone_fit(store: SegmentStore, cfg: ReSymNetConfig, seed: int, **trainer) -> TrajectorySumModule:
     """A member's own fit, as fit_resymnet_model runs it with the padded layout, in float64."""
     k = cfg.ensemble_size
     dm = TrajectorySumDataModule(store, batch_size=cfg.batch_size, val_fraction=cfg.val_fraction, seed=seed,
@@ -31,12 +37,12 @@ def lone_fit(store: SegmentStore, cfg: RewardConfig, seed: int, **trainer) -> Tr
     dm.setup()
     set_dtype(dm, torch.float64)
     torch.manual_seed(seed)
-    module = TrajectorySumModule(dm.in_features, cfg, member_seeds(seed, k)).double()
+    module = TrajectorySumModule(resymnet_recipe(cfg), dm.in_features, cfg, member_seeds(seed, k)).double()
     L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(module, datamodule=dm)
     return module
 
 
-def stacked_fit(stores, cfg: RewardConfig, seeds, **trainer):
+def stacked_fit(stores, cfg: ReSymNetConfig, seeds, **trainer):
     """The stacked fit of ``stores`` in float64 (data modules as fit_reward_models_stacked builds them)."""
     data = stacked_data(stores, cfg, seeds)
     for dm in data.dms:
@@ -53,7 +59,7 @@ def test_stacked_fit_equals_the_members_own_fits_in_float64():
     # a short patience stops networks at different epochs.
     stores = [synthetic_store(45, 1), synthetic_store(60, 2), synthetic_store(75, 3)]
     seeds = [11, 2_007, 40_003]
-    cfg = RewardConfig(hidden=16, dropout=0.3, ensemble_size=2, batch_size=8, max_epochs=14, patience=2)
+    cfg = ReSymNetConfig(hidden=16, dropout=0.3, ensemble_size=2, batch_size=8, max_epochs=14, patience=2)
     per_store = [_Scalars() for _ in stores]
     stacked, data = stacked_fit(stores, cfg, seeds, logger=StoreRoutedLogger(per_store, cfg.ensemble_size))
     assert [len(dm.train_dataloader()) for dm in data.dms] == [5, 6, 8]
@@ -126,7 +132,7 @@ def test_store_routed_logger_splits_networks_and_stores_and_shares_the_rest():
 
 def test_the_stacked_fits_loggers_get_each_stores_summary():
     stores = [synthetic_store(30, 4), synthetic_store(52, 5)]
-    cfg = RewardConfig(hidden=8, dropout=0.2, ensemble_size=2, batch_size=8, max_epochs=6, patience=2)
+    cfg = ReSymNetConfig(hidden=8, dropout=0.2, ensemble_size=2, batch_size=8, max_epochs=6, patience=2)
     loggers = [_Scalars(), _Scalars()]
     models = fit_reward_models_stacked(stores, cfg, [1, 2], loggers=loggers)
     for (_, summary), logged in zip(models, loggers, strict=True):
@@ -164,7 +170,7 @@ def test_member_adamw_is_torch_adamw_per_member_and_skips_inactive_members():
 
 def test_fit_reward_models_stacked_returns_one_ensemble_per_store(monkeypatch):
     stores = [synthetic_store(30, 4), synthetic_store(40, 5)]
-    cfg = RewardConfig(hidden=8, ensemble_size=2, batch_size=8, max_epochs=2, patience=5)
+    cfg = ReSymNetConfig(hidden=8, ensemble_size=2, batch_size=8, max_epochs=2, patience=5)
     seen: list[int] = []
     original = StackedRewardModule.on_train_epoch_start
 
@@ -225,7 +231,7 @@ def test_a_stacked_fit_resumed_from_any_snapshot_is_the_uninterrupted_fit():
     import io
 
     stores = [synthetic_store(30, 4), synthetic_store(52, 5)]  # 3 and 5 training batches an epoch
-    cfg = RewardConfig(hidden=8, dropout=0.2, ensemble_size=2, batch_size=8, max_epochs=9, patience=2)
+    cfg = ReSymNetConfig(hidden=8, dropout=0.2, ensemble_size=2, batch_size=8, max_epochs=9, patience=2)
     snapshots: list[bytes] = []
     whole = fit_reward_models_stacked(stores, cfg, [1, 2], on_snapshot=snapshots.append, snapshot_every_s=0)
     epochs_run = [e for fitted in whole for e in fitted.summary.epochs_run]

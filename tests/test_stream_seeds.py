@@ -27,8 +27,9 @@ from prism.run.fit import Run, build_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SMALL_INTEGERS = 20_000
-# p_rel > 0, so the sparse wrapper's release draws matter; the baseline method keeps the wrapper.
-CAPQL_TOY = toy_run({"env.p_rel": 0.5, "eval.num_workers": 0})
+# p_rel > 0, so the sparse wrapper's release draws matter; the baseline method keeps the wrapper (and has no
+# reward model: ReSymNet's own keys are left out, resymnet=False).
+CAPQL_TOY = toy_run({"env.p_rel": 0.5, "eval.num_workers": 0}, resymnet=False)
 GPI_PD_TOY = toy_run(
     {
         "env.p_rel": 0.5,
@@ -39,7 +40,8 @@ GPI_PD_TOY = toy_run(
         "agent.net_arch": "[32,32]",
         "agent.dynamics_net_arch": "[32,32]",
         "agent.eval_episodes_per_weight": 1,
-    }
+    },
+    resymnet=False,
 )
 
 

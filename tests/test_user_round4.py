@@ -128,7 +128,8 @@ def test_the_reward_fit_line_names_its_loss_and_labels_its_validation_loss(overr
     from prism.loop.progress_lines import LineProgress
     from prism.run.fit import build_run
 
-    extra = [*toy_run({"reward.max_epochs": 2}), *overrides, f"run_dir={tmp_path / 'run'}"]
+    resymnet = "reward.name=rrd" not in overrides  # (RRD refuses ReSymNet's own keys)
+    extra = [*toy_run({"reward.max_epochs": 2}, resymnet=resymnet), *overrides, f"run_dir={tmp_path / 'run'}"]
     run = build_run(load_config([CONF / "quickstart.yaml"], extra), progress_bar=False)
     log = io.StringIO()
     run.loop.progress = LineProgress(log, fit_every_s=0.0)

@@ -42,7 +42,19 @@ KILLABLE: dict[str, Any] = {
 killed during."""
 
 
-def toy_run(changes: dict[str, Any] | None = None) -> list[str]:
-    """The toy run's overrides with ``changes`` (new keys appended, ``None`` removes a key)."""
+RESYMNET_ONLY = ("reward.hidden",)
+"""Keys of :data:`TOY_RUN` that only ReSymNet's config has: another ``reward.name`` refuses them."""
+
+
+def toy_run(changes: dict[str, Any] | None = None, *, resymnet: bool | None = None) -> list[str]:
+    """The toy run's overrides with ``changes`` (new keys appended, ``None`` removes a key). ReSymNet's own keys
+    (:data:`RESYMNET_ONLY`) are left out when ``changes`` names another ``reward.name``, or ``resymnet=False``
+    (a method overlay file sets it)."""
     settings = {**TOY_RUN, **(changes or {})}
+    if resymnet is None:
+        resymnet = settings.get("reward.name", "resymnet") == "resymnet"
+    if not resymnet:
+        for key in RESYMNET_ONLY:
+            if key not in (changes or {}):
+                settings.pop(key, None)
     return [f"{key}={value}" for key, value in settings.items() if value is not None]

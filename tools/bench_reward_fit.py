@@ -67,7 +67,7 @@ as the loop collects them; "—" without one). A summary line per env and option
 and the s/epoch ratio to eq. 1's. Stores are cached in ``--stores`` (collection of 10⁶ steps takes minutes).
 
 ``--stacked S``: a population's refit: S stores shaped like ``--long``'s (one per member, seeds differ) fitted
-in one stacked S × K fit (``reward.stacked_fit``, prism/reward/stacked.py) vs the S members' fits one after
+in one stacked S × K fit (``reward.stacked_fit``, prism/reward/fitting/stacked.py) vs the S members' fits one after
 the other (``fit_resymnet_model``, the run's default), E epochs each, early stopping out of reach; the last
 line is the wall-time ratio, ``stacked_speedup_vs_sequential: <x>x``. The issue's GPU goal is S = 10 on
 ~122 000 steps per member (the ``--long`` defaults).
@@ -87,10 +87,10 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.memory import release_freed_memory
-from prism.reward.config import RewardConfig, RRDConfig
-from prism.reward.fit import fit_resymnet_model
-from prism.reward.rrd import fit_rrd_model
-from prism.reward.stacked import fit_reward_models_stacked
+from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
+from prism.reward.fitting.fit import fit_resymnet_model
+from prism.reward.fitting.stacked import fit_reward_models_stacked
+from prism.reward.models.rrd import fit_rrd_model
 
 # mo-hopper-v5: 11 observation, 3 action, 2 dense-reward columns (channel 0 sparse).
 HOPPER_WIDTHS = (11, 3, 2)
@@ -139,7 +139,7 @@ def bench_long(args: argparse.Namespace) -> None:
     for r in range(args.rounds):
         line = []
         for name, (layout, threads) in arms.items():
-            cfg = RewardConfig(
+            cfg = ReSymNetConfig(
                 ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=threads
             )
             c0 = time.process_time()
@@ -172,7 +172,7 @@ def _memory_child(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     store = synthetic_hopper_store(args.long_segments, args.short_segments, seed=args.seed)
     epochs = args.epochs or 2
-    cfg = RewardConfig(ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=0)
+    cfg = ReSymNetConfig(ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1, threads=0)
     model = fit_resymnet_model(store, cfg, seed=args.seed)
     status = _vm_mib()
     release_freed_memory()
@@ -221,14 +221,14 @@ def bench_stacked(args: argparse.Namespace) -> None:
     ]
     seeds = [args.seed * 1_000 + s for s in range(members)]
     epochs = args.epochs or 2
-    cfg = RewardConfig(ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1)
+    cfg = ReSymNetConfig(ensemble_size=args.members, max_epochs=epochs, patience=epochs + 1)
     print(
         f"data: {members} synthetic hopper-width stores of {len(stores[0])} steps each "
         f"({stores[0].num_segments} segments); epochs={epochs}, K={args.members}, hidden=256, batch=32, "
         f"device={args.device}; cpus={os.cpu_count()}, load={os.getloadavg()[0]:.2f}"
     )
     # Warm-up (allocator, kernels, Trainer imports) so neither arm pays it alone.
-    warm = RewardConfig(ensemble_size=args.members, max_epochs=1, patience=2)
+    warm = ReSymNetConfig(ensemble_size=args.members, max_epochs=1, patience=2)
     fit_reward_models_stacked(stores[:2] if members > 1 else stores, warm, seeds[:2], device=args.device)
     t0 = time.perf_counter()
     stacked = fit_reward_models_stacked(stores, cfg, seeds, device=args.device)
@@ -329,7 +329,7 @@ def expert_store(
 
 
 def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
-    """``loss[+bc][+bf16][:K][@E]`` → (RewardConfig keys, epoch cap or None). ``loss`` ``rrd`` is RRD's model
+    """``loss[+bc][+bf16][:K][@E]`` → (ReSymNetConfig keys, epoch cap or None). ``loss`` ``rrd`` is RRD's model
     (``reward.name: rrd``, its own network, Adam and batch; ``+lrX`` sets ``reward.rrd.lr``)."""
     cap = None
     if "@" in text:
@@ -377,6 +377,11 @@ def parse_option(text: str, base: dict) -> tuple[dict, int | None]:
     return keys, cap
 
 
+def reward_config(keys: dict) -> ReSymNetConfig | RRDRewardConfig:
+    """The reward config of a parsed option: RRD's for ``name: rrd``, ReSymNet's otherwise."""
+    return RRDRewardConfig(**keys) if keys.get("name") == "rrd" else ReSymNetConfig(**keys)
+
+
 def bench_quality(args: argparse.Namespace) -> None:
     from prism.reward.losses import pearson_correlation
 
@@ -388,9 +393,7 @@ def bench_quality(args: argparse.Namespace) -> None:
     seeds = [int(x) for x in args.fit_seeds.split(",")]
     for env in args.envs.split(","):
         config = _run_config(env)
-        base = {
-            k: getattr(config.reward, k) for k in ("ensemble_size", "hidden", "dropout", "lr", "batch_size")
-        }
+        base = {k: vars(config.reward)[k] for k in ("ensemble_size", "hidden", "dropout", "lr", "batch_size")}
         base.update(max_epochs=args.epochs, patience=args.patience)
         # Every option parsed and checked before anything is collected or fitted (a bad option fails at once).
         parsed = []
@@ -431,17 +434,19 @@ def bench_quality(args: argparse.Namespace) -> None:
             store, held_out = stores[is_rrd]
             for seed in seeds:
                 t0 = time.perf_counter()
-                model, fit = fit_fn(store, RewardConfig(**keys), seed=seed, layout=layout)
+                model, fit = fit_fn(store, reward_config(keys), seed=seed, layout=layout)
                 wall = time.perf_counter() - t0
                 if polish:
                     # The cheap fit, then P epochs of eq. 1 from its members (same split), the learning rate
                     # going on from where the cheap fit's schedule left it.
                     print(f"{env} {option} seed {seed}: before polish {wall / 60:.1f} min, epochs "
                           f"{fit.epochs_run}, val Pearson {fit.val_correlation:.3f}", flush=True)  # fmt: skip
-                    lr = keys["lr"] * RewardConfig().lr_decay ** max(fit.epochs_run)
+                    lr = keys["lr"] * ReSymNetConfig().lr_decay ** max(fit.epochs_run)
                     polish_keys = dict(keys, loss="sum", bias_correction=False, sampling="uniform",
                                        max_epochs=polish, lr=lr)  # fmt: skip
-                    model, fit = fit_resymnet_model(store, RewardConfig(**polish_keys), seed=seed, init=model)
+                    model, fit = fit_resymnet_model(
+                        store, ReSymNetConfig(**polish_keys), seed=seed, init=model
+                    )
                     wall = time.perf_counter() - t0
                 if refit:
                     # Cycle 1 as the loop runs it: the random episodes plus the expert ones, refitted from
@@ -452,7 +457,7 @@ def bench_quality(args: argparse.Namespace) -> None:
                     grown.extend(held_out)
                     t0 = time.perf_counter()
                     model, fit = fit_resymnet_model(
-                        grown, RewardConfig(**keys, warm_start=refit == "warm"), seed=seed + 1,
+                        grown, ReSymNetConfig(**keys, warm_start=refit == "warm"), seed=seed + 1,
                         init=model if refit == "warm" else None, layout=layout,
                     )  # fmt: skip
                     wall = time.perf_counter() - t0
@@ -553,13 +558,13 @@ def main() -> None:
         f"cpus={os.cpu_count()}, load={os.getloadavg()[0]:.2f}"
     )
 
-    def config(k: int) -> RewardConfig:
-        return RewardConfig(ensemble_size=k, max_epochs=epochs, patience=epochs + 1)
+    def config(k: int) -> ReSymNetConfig:
+        return ReSymNetConfig(ensemble_size=k, max_epochs=epochs, patience=epochs + 1)
 
     # Warm-up (allocator, first-call kernels) so neither arm pays it alone.
     fit_resymnet_model(
         store,
-        RewardConfig(ensemble_size=1, max_epochs=1, patience=2, hidden=256),
+        ReSymNetConfig(ensemble_size=1, max_epochs=1, patience=2, hidden=256),
         seed=99,
         device=args.device,
     )

@@ -307,7 +307,7 @@ def main() -> None:
     module = CAPQLModule(
         config,
         spec,
-        lambda: make_env(spec),
+        lambda _member: make_env(spec),
         seeds=(args.seed,),
         target_env_steps=LEARNING_STARTS + rounds * block,
     )

@@ -16,8 +16,8 @@ import torch
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
-from prism.reward.config import RewardConfig
-from prism.reward.fit import fit_resymnet_model
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import fit_resymnet_model
 from prism.reward.losses import pearson_correlation
 
 
@@ -59,7 +59,7 @@ def main() -> None:
 
     store = collect(args.episodes, args.seed)
     test = collect(args.test_episodes, args.seed + 10_000)
-    cfg = RewardConfig(
+    cfg = ReSymNetConfig(
         ensemble_size=args.ensemble, max_epochs=args.max_epochs, use_dense_features=not args.no_dense
     )
     print(f"threads={torch.get_num_threads()} config={cfg}")

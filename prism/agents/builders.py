@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -10,15 +9,6 @@ import torch
 
 MemberEnvFactory = Callable[[int], gym.Env]
 """``env_factory(member) -> env`` (dense, or a sparse wrapper whose release draws come from the member's seed)."""
-
-
-def member_factory(env_factory) -> MemberEnvFactory:
-    """Accept ``env_factory()`` (one member) as well as ``env_factory(member)``."""
-    try:
-        takes_member = len(inspect.signature(env_factory).parameters) >= 1
-    except (TypeError, ValueError):
-        takes_member = True
-    return env_factory if takes_member else (lambda member: env_factory())
 
 
 def adam(params, lr: float, capturable: bool = False) -> torch.optim.Adam:

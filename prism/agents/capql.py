@@ -24,7 +24,7 @@ from prism.agents.static_update import StaticReplayDraw, StaticUpdate
 from prism.agents.symmetry import OrbitAveragedActor, reflection_from_spec
 from prism.data.replay import ReplayBatch
 from prism.envs.spec import EnvSpec
-from prism.reward.shaping import RewardShaper
+from prism.reward.shapers import RewardShaper
 
 TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/alpha_log_pi", "train/q_mean")
 
@@ -127,6 +127,8 @@ class CAPQLModule(OffPolicyAgent):
             **config.off_policy_kwargs(),
         )
         self.config = config
+        self._static: StaticUpdate | None = None  # built on the first update (see _static_update)
+        self._static_key: tuple | None = None
         if symreg_lambda is None:
             symreg_lambda = config.symreg_lambda if config.symreg_lambda is not None else spec.symreg_lambda
         self.symreg_lambda = float(symreg_lambda)
@@ -241,7 +243,7 @@ class CAPQLModule(OffPolicyAgent):
         captured graph points at)."""
         assert self.buffer is not None and self._update_generator is not None
         key = (self.buffer, self._update_generator, *self._raw_optimizers)
-        runner = getattr(self, "_static", None)
+        runner = self._static
         if runner is None or self._static_key != key:
             runner = StaticUpdate(
                 StaticReplayDraw(self.buffer, self.batch_size),

@@ -33,6 +33,8 @@ class OffPolicyConfig:
     overlay (``conf/budget/``) sets them for every backbone: in a config file, one that the chosen backbone
     lacks but another backbone lists here is skipped **silently** (:mod:`prism.config.agent_keys`; other
     foreign keys warn), so ``conf/budget/tiny.yaml`` can size GPI-PD's updates and still compose with CAPQL."""
+    max_members: ClassVar[int | None] = None
+    """The most population members one process trains (None: any number; GPI-PD's is 1)."""
 
     name: str = "capql"
     """The backbone: a name registered in :mod:`prism.plugins` (``capql``) or a class path

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from prism.reward.shaping import RewardShaper
+from prism.reward.shapers import RewardShaper
 
 NumpyPolicy = Callable[[np.ndarray], np.ndarray]
 """``policy(obs [obs_dim]) -> action [act_dim]`` (numpy, one env)."""

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from prism.agents.config import TANH_LOG_PROB_FORMS
+from prism.member_init import init_member_
 
 LOG_STD_MIN = -20.0
 LOG_STD_MAX = 2.0
@@ -56,10 +57,10 @@ class StackedMLP(nn.Module):
     @torch.no_grad()
     def init_slice(self, index: int, generator: torch.Generator | None) -> None:
         """Orthogonal weights (on the ``[d_out, d_in]`` view, as ``nn.Linear``) and zero biases for slice
-        ``index``, layer by layer, drawn from ``generator`` (the global RNG when None)."""
+        ``index``, layer by layer, drawn from ``generator`` (the global RNG when None): the reward models'
+        member init (:func:`prism.member_init.init_member_`)."""
         for w, b in zip(self.weights, self.biases):
-            nn.init.orthogonal_(w[index].T, generator=generator)
-            b[index].zero_()
+            init_member_(w[index], b[index], "orthogonal", generator)
         for gain, bias in zip(self.norm_gains, self.norm_biases):
             gain[index].fill_(1.0)
             bias[index].zero_()

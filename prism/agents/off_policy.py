@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from prism.agents.builders import MemberEnvFactory, member_factory
+from prism.agents.builders import MemberEnvFactory
 from prism.agents.divergence import DivergenceWatch
 from prism.agents.log_window import LogWindowMixin
 from prism.agents.preferences import cone_weights
@@ -47,7 +47,7 @@ from prism.agents.transfer import StepTransferMixin
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
 from prism.errors import NonFiniteError
-from prism.reward.shaping import PassThroughShaper, RewardShaper
+from prism.reward.shapers import PassThroughShaper, RewardShaper
 from prism.seeding import derive_seed, population_seed
 
 _WEIGHT_BLOCK = 1024  # preference weights drawn per sampler call (one draw per env step, amortised)
@@ -100,7 +100,6 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, StepTransferMixin, L.Lig
         seeds = (0,) if seeds is None else seeds
         if shapers is not None and not isinstance(shapers, Sequence):
             shapers = [shapers]  # one shaper for a one-member agent
-        env_factory = member_factory(env_factory)
         if len(seeds) == 0 or len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds: need distinct member seeds, got {list(seeds)}")
         self.spec = spec

@@ -61,7 +61,7 @@ def describe(config: Any, width: int = 110) -> str:
 def _describe(node: Any, prefix: str, lines: list[str], width: int) -> None:
     docs = field_docs(type(node))
     for f in dataclasses.fields(node):
-        key, value = prefix + f.name, getattr(node, f.name)
+        key, value = prefix + f.name, vars(node)[f.name]
         if dataclasses.is_dataclass(value):
             summary = (inspect.getdoc(type(value)) or "").split("\n\n")[0].replace("\n", " ")
             lines.append(f"{key}:  [{type(value).__name__}] {summary}".rstrip())

@@ -5,13 +5,13 @@ files. Imports nothing heavy, so a bad config file is reported before torch or L
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from prism.config.methods import label_resolver
+from prism.config.schema import RunConfig
 from prism.errors import ConfigError
 
 
@@ -24,10 +24,9 @@ def _seed_dir(seed: int, seeds: Any) -> str:
 
 def _register(name: str, resolver: Any) -> None:
     # OmegaConf 2.4 renamed register_new_resolver (now deprecated) to register_resolver; 2.3 has only the former.
-    register = getattr(OmegaConf, "register_resolver", None)
-    if register is not None and "annotation_validation" in inspect.signature(register).parameters:
-        register(name, resolver, annotation_validation="off")
-    else:
+    try:
+        OmegaConf.register_resolver(name, resolver, annotation_validation="off")  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # OmegaConf 2.3 (no register_resolver, or one without the option)
         OmegaConf.register_new_resolver(name, resolver)
 
 
@@ -150,12 +149,12 @@ RUN_LEVEL_KEYS = {
 """Keys that older configs had under ``agent:`` and that belong to the run: the error says where they went."""
 
 
-def to_yaml(config: Any, resolved: dict[str, Any] | None = None) -> str:
+def to_yaml(config: RunConfig, resolved: dict[str, Any] | None = None) -> str:
     """The config as YAML with every key (what a run folder's config.yaml holds); a population's leaves out
     ``seed``, which it does not use. With ``resolved`` (see :func:`resolved_values`), a commented
     ``resolved:`` block follows."""
     data = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
-    if getattr(config, "seeds", None) is not None:
+    if config.seeds is not None:
         del data["seed"]
     text = OmegaConf.to_yaml(data)
     if resolved:
@@ -167,7 +166,7 @@ def to_yaml(config: Any, resolved: dict[str, Any] | None = None) -> str:
     return text
 
 
-def same_run(a: Any, b: Any) -> bool:
+def same_run(a: RunConfig, b: RunConfig) -> bool:
     """Whether two configs describe the same run (as their config.yaml would say: ``seed`` is ignored in a
     population, which does not use it)."""
     return to_yaml(a) == to_yaml(b)

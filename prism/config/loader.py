@@ -24,6 +24,12 @@ from prism.config.agent_keys import foreign_key_hint, prepare_agent_layer, warn_
 from prism.config.files import RESOLVED_KEY, RUN_LEVEL_KEYS, check_node_types, load_layer
 from prism.config.methods import derive_method, relabel_record
 from prism.config.protocols import apply_protocol
+from prism.config.reward_keys import (
+    foreign_reward_key_hint,
+    prepare_reward_layer,
+    reward_config_class,
+    selected_reward,
+)
 from prism.config.schema import DEFAULT_AGENT, RunConfig
 from prism.config.validation import resolve_env_spec, validate
 from prism.errors import ConfigError
@@ -31,7 +37,7 @@ from prism.errors import ConfigError
 
 def _one_line(err: OmegaConfBaseException) -> str:
     """OmegaConf errors are multi-line; keep the key and the first line of the message."""
-    key = getattr(err, "full_key", None)
+    key = err.full_key
     message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return f"{key}: {message}" if key else message
 
@@ -65,11 +71,16 @@ def load_config(
     try:
         backbone = _selected_agent([*layers, OmegaConf.from_dotlist(list(overrides))])
         agent_class = agent_config_class(backbone)
+        reward_name = selected_reward([*layers, OmegaConf.from_dotlist(list(overrides))])
+        reward_class = reward_config_class(reward_name)
         for file, layer in zip(files, layers):
             prepare_agent_layer(layer, file, agent_class, backbone)
+            prepare_reward_layer(layer, file, reward_class, reward_name, record=record)
         layers.append(OmegaConf.from_dotlist(list(overrides)))
         schema = OmegaConf.structured(RunConfig)
         schema.agent = OmegaConf.structured(agent_class)
+        # reward.name types the reward node as agent.name types the agent's (prism.config.reward_keys).
+        schema.reward = OmegaConf.structured(reward_class(name=reward_name))
         for source, layer in zip([*map(str, files), "overrides"], layers):
             check_node_types(layer, schema, source)
         merged = OmegaConf.merge(schema, *layers)
@@ -78,10 +89,11 @@ def load_config(
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         message = _one_line(err)
-        moved = RUN_LEVEL_KEYS.get(str(getattr(err, "full_key", "")))
+        full_key = str(err.full_key or "")
+        moved = RUN_LEVEL_KEYS.get(full_key)
         if moved is not None:
             raise ConfigError(moved) from None
-        hint = foreign_key_hint(str(getattr(err, "full_key", "")), agent_class)
+        hint = foreign_key_hint(full_key, agent_class) or foreign_reward_key_hint(full_key, reward_class)
         if hint:
             raise ConfigError(message + hint) from None
         if message.startswith("seeds"):  # e.g. `seeds[1]: Value 'a' could not be converted to Integer`

@@ -27,14 +27,22 @@ Run folders written before labels were split carry their arm in ``method`` (``me
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from omegaconf import DictConfig
 
 from prism.errors import ConfigError
 
 SYMREG_KEY = "symreg_lambda"
 """The key that makes a backbone one with SymReg (its λ)."""
+
+
+def _keys(node: Any) -> Mapping[str, Any]:
+    """A config node's keys and values, typed (a dataclass) or merged (a DictConfig): a backbone's or reward
+    model's own keys are present only on the configs of the parts that have them."""
+    return node if isinstance(node, DictConfig) else vars(node)
 
 
 @dataclass(frozen=True)
@@ -66,11 +74,11 @@ class MethodFacts:
         spec's λ, which a null ``agent.symreg_lambda`` takes (0 on an env without a symmetry table: SymReg
         off), where the caller knows it."""
         agent, reward = config.agent, config.reward
-        has_key = SYMREG_KEY in agent if hasattr(agent, "keys") else hasattr(agent, SYMREG_KEY)
-        lam = getattr(agent, SYMREG_KEY) if has_key else None
+        has_key = SYMREG_KEY in _keys(agent)
+        lam = _keys(agent).get(SYMREG_KEY)
         if lam is None and spec_symreg_lambda is not None:
             lam = spec_symreg_lambda
-        if getattr(config, "protocol", "equal") == "released" and reward.name == "none":
+        if config.protocol == "released" and reward.name == "none":
             lam = (
                 0.0  # the released protocol runs its reward-free arms without SymReg (prism.config.protocols)
             )
@@ -78,12 +86,13 @@ class MethodFacts:
             reward=str(reward.name),
             dense=bool(config.env.dense),
             # symmetry_mode none switches symmetry off whatever λ says; exact keeps it (an equivariant actor)
-            symreg=(getattr(agent, "symmetry_mode", None) != "none" and (lam is None or lam > 0))
+            symreg=(_keys(agent).get("symmetry_mode") != "none" and (lam is None or lam > 0))
             if has_key
             else None,
-            use_dense_features=bool(reward.use_dense_features),
-            ensemble_size=int(reward.ensemble_size),
-            residual=bool(reward.residual),
+            # ReSymNet's own keys (its ablations); another model's config has none: read as ReSymNet's defaults
+            use_dense_features=bool(_keys(reward).get("use_dense_features", True)),
+            ensemble_size=int(_keys(reward).get("ensemble_size", 3)),
+            residual=bool(_keys(reward).get("residual", True)),
             relabel=bool(reward.relabel),
             cycles=int(config.loop.cycles),
             sparse_channel=-1

@@ -38,7 +38,7 @@ def resolved_values(config: RunConfig, spec=None) -> dict[str, Any]:
         "final": planned_workers(spec, ev.num_workers, ev.final.num_weights * ev.final.episodes),
     }
     reward = config.reward
-    if reward.loss == "randomized" or reward.name == "rrd":
+    if reward.samples_steps:
         # Only a fit on sampled steps has the correction; null takes the model's own (ReSymNet on, RRD off).
         out["reward.bias_correction"] = reward.bias_corrected
     out["threads"] = config.threads if config.threads > 0 else torch.get_num_threads()

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prism import checks
-from prism.agents.config import CAPQLConfig
+from prism.agents.config import CAPQLConfig, OffPolicyConfig
 from prism.config.methods import DEFAULT_BACKBONE
 from prism.evaluation.config import EvalConfig
-from prism.reward.config import RewardConfig
+from prism.reward.config import ReSymNetConfig, RewardConfig
 
 DEFAULT_AGENT = DEFAULT_BACKBONE
 """The backbone of a config that does not set ``agent.name``."""
@@ -132,10 +132,13 @@ class RunConfig:
     them off saves time and never changes the numbers of a run."""
     env: EnvConfig = field(default_factory=EnvConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
-    reward: RewardConfig = field(default_factory=RewardConfig)
-    agent: Any = field(default_factory=CAPQLConfig)
+    reward: RewardConfig = field(default_factory=ReSymNetConfig)
+    """The reward model's config dataclass, chosen by ``reward.name`` (:class:`~prism.reward.config.ReSymNetConfig`
+    for ``resymnet``; the shared keys alone for a method without a model): :mod:`prism.config.reward_keys`."""
+    agent: OffPolicyConfig = field(default_factory=CAPQLConfig)
     """The backbone's own config dataclass, chosen by ``agent.name`` (:class:`~prism.agents.config.CAPQLConfig`
-    for ``capql``); typed ``Any`` here because the loader types the node per backbone (see :func:`load_config`)."""
+    for ``capql``), a subclass of the base :class:`~prism.agents.config.OffPolicyConfig`: the loader types the
+    node per backbone (see :func:`load_config`)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def __post_init__(self) -> None:

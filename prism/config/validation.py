@@ -99,13 +99,13 @@ def validate(config: RunConfig, *, record: bool = False) -> None:
         check_cuda_device(config.device)
     if config.reward.precision != "32-true":
         # Refused here, at load, not after hours of collection when the first fit starts.
-        from prism.reward.fit import check_precision
+        from prism.reward.fitting.fit import check_precision
 
         try:
             check_precision(config.reward.precision, torch_device(config.device))
         except ValueError as error:
             raise ConfigError(str(error)) from None
-    max_members = getattr(type(config.agent), "max_members", None)
+    max_members = type(config.agent).max_members
     if config.seeds is not None and max_members is not None and len(config.seeds) > max_members:
         raise ConfigError(
             f"seeds: agent.name={config.agent.name} trains at most {max_members} member(s) per process, got "

@@ -9,14 +9,14 @@ training batch holds K different sets of segments. Two layouts of the same batch
 
 - padded (:class:`SegmentBatch`, the reference): ``features [K, N_max, F]`` padded to the longest member's
   step count, padded steps carrying segment id ``B`` (discarded by the loss);
-- ragged (:class:`MemberBatch`, what :func:`~prism.reward.fit.fit_resymnet_model` trains on on a CPU): each
-  member's steps unpadded, so no arithmetic is spent on padding (with 1000 short random-policy episodes
-  beside 100 long expert ones, padding is ~40 % of the padded batch's rows).
+- ragged (:class:`MemberBatch`, what a fit trains on on a CPU): each member's steps unpadded, so no arithmetic
+  is spent on padding (~40 % of the padded rows with short random-policy episodes beside long expert ones).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 import lightning as L
@@ -29,15 +29,12 @@ from prism.data.segments import SegmentStore
 
 def member_shuffle_seeds(seed: int, n_members: int) -> list[int]:
     """Shuffle-order seed of each ensemble member, derived from the split seed (distinct from the members'
-    initialisation seeds, :func:`prism.reward.fit.member_seeds`)."""
+    initialisation seeds, :func:`prism.reward.fitting.fit.ensemble_seeds`)."""
     return [int(seed) * 7919 + 104_729 * (k + 1) for k in range(n_members)]
 
 
 class SegmentBatch(NamedTuple):
-    """A batch of segments; the leading ``K`` dim is present for training batches only.
-
-    ``segment_ids`` are in ``[0, B]`` where ``B = targets.shape[-1]`` marks padding.
-    """
+    """A batch of segments (``K`` leads in training batches); ``segment_ids`` in ``[0, B]``, B: padding."""
 
     features: Tensor  # [K, N, F] or [N, F], standardised
     segment_ids: Tensor  # [K, N] or [N] long
@@ -167,6 +164,17 @@ def sample_segment_steps(
     return rows, seg_ids, valid, counts
 
 
+@dataclass(frozen=True)
+class StepSampler:
+    """The K steps of each segment a batch holds for a sampled loss (the randomized loss owns one)."""
+
+    steps: int
+    stratified: bool = False
+
+    def sample(self, offsets: Tensor, selection: Tensor, generator: torch.Generator) -> tuple[Tensor, ...]:
+        return sample_segment_steps(offsets, selection, self.steps, generator, self.stratified)
+
+
 def step_sampling_seed(seed: int) -> int:
     """Seed of the randomized loss's step-sampling stream, derived from the split seed (apart from the
     members' shuffle and initialisation seeds, so the sum and randomized losses see the same batches)."""
@@ -195,8 +203,8 @@ class _MemberShuffledBatches:
                 yield dm.make_batch(selection)
             return
         lengths = dm.offsets[1:] - dm.offsets[:-1]
-        if dm.sampled_steps is not None:  # randomized loss: min(K, T) steps of each segment
-            lengths = lengths.clamp(max=dm.sampled_steps)
+        if dm.sampler is not None:  # a sampled loss: min(K, T) steps of each segment
+            lengths = lengths.clamp(max=dm.sampler.steps)
         steps = [tuple(lengths[selection].sum(dim=1).tolist()) for selection in selections]
         for i, selection in enumerate(selections):
             yield dm.make_member_batch(selection, steps[i + 1] if i + 1 < len(steps) else None)
@@ -232,12 +240,9 @@ class TrajectorySumDataModule(L.LightningDataModule):
         val_step_budget: validation batches hold whole segments, about this many steps each.
         ragged: training batches as :class:`MemberBatch` (unpadded) instead of the padded
             :class:`SegmentBatch`; same segments, same order.
-        sampled_steps: the randomized loss's K (``reward.loss: randomized``): each training batch holds
-            ``min(K, T)`` steps of each of its segments (:func:`sample_segment_steps`, redrawn every batch from
-            a stream of its own seeded by :func:`step_sampling_seed`); None (eq. 1) holds every step.
+        sampler: the loss's :class:`StepSampler`: training batches hold ``min(K, T)`` steps of each segment,
+            redrawn every batch from a stream seeded by :func:`step_sampling_seed`; None (eq. 1): every step.
             Validation batches always hold whole segments.
-        stratified: the randomized loss's sample is stratified (one step per stratum of T/K steps) instead of
-            uniform without replacement (:func:`sample_segment_steps`).
         next_obs: append each step's ``s_{t+1}`` to its features (:meth:`SegmentStore.inputs`; for RRD).
         standardise: z-score the features (ReSymNet); False: raw, the identity scaler (RRD's default).
 
@@ -256,8 +261,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         use_dense_features: bool = True,
         val_step_budget: int = 8192,
         ragged: bool = False,
-        sampled_steps: int | None = None,
-        stratified: bool = False,
+        sampler: StepSampler | None = None,
         next_obs: bool = False,
         standardise: bool = True,
     ):
@@ -280,10 +284,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         self.use_dense_features = use_dense_features
         self.val_step_budget = int(val_step_budget)
         self.ragged = bool(ragged)
-        if sampled_steps is not None and int(sampled_steps) < 1:
-            raise ValueError(f"sampled_steps: must be positive, got {sampled_steps!r}")
-        self.sampled_steps = None if sampled_steps is None else int(sampled_steps)
-        self.stratified = bool(stratified)
+        self.sampler = sampler
         if next_obs and not store.has_next_obs:
             raise ValueError("TrajectorySumDataModule: next_obs=True, but the store keeps none")
         self.next_obs, self.standardise = bool(next_obs), bool(standardise)
@@ -325,11 +326,9 @@ class TrajectorySumDataModule(L.LightningDataModule):
     def _gather(self, selection: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
         """The steps a training batch of ``selection [K, B]`` holds: every step of each segment, or (randomized
         loss) the sampled ones, with each segment's length and kept count."""
-        if self.sampled_steps is None:
+        if self.sampler is None:
             return (*gather_segments(self.offsets, selection), None, None)
-        rows, seg_ids, valid, counts = sample_segment_steps(
-            self.offsets, selection, self.sampled_steps, self.step_generator, self.stratified
-        )
+        rows, seg_ids, valid, counts = self.sampler.sample(self.offsets, selection, self.step_generator)
         lengths = self.offsets[selection + 1] - self.offsets[selection]
         return rows, seg_ids, valid, lengths, counts
 
@@ -382,7 +381,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
     def train_dataloader(self) -> _MemberShuffledBatches:
         return _MemberShuffledBatches(self)
 
-    # A fit resumed from a snapshot (prism.reward.fit) continues each member's shuffle stream where it was:
+    # A fit resumed from a snapshot (prism.reward.fitting.fit) continues each member's shuffle stream where it was:
     # Lightning saves this with the fit's checkpoint and loads it after ``setup``.
     def state_dict(self) -> dict[str, list[Tensor] | Tensor]:
         return {

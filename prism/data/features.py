@@ -5,15 +5,21 @@ reward models and shapers that consume them.
 
 A step's raw inputs are ``[s_t, a_t, r_dense_t, s_{t+1}]``, of which a reward model reads a fixed choice of
 column groups: ReSymNet ``[s_t, a_t, r_dense_t]`` (``[s_t, a_t]`` "w/o dense"), RRD ``[s_t, a_t, s_{t+1}]``
-(docs/method.md §4b). A model says which through its ``use_dense_features`` and (optional) ``use_next_obs``
-attributes; :func:`uses_next_obs` is the one place the optional one is read.
+(docs/method.md §4b). A model says which through its :class:`FeatureLayout` (``inputs``), the one place that
+builds its features, for one step or a batch (:mod:`prism.reward.model`'s ``RewardModel`` contract).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from prism.data.segments import SegmentStore
 
 
 def dense_channels(n_objectives: int, sparse_channel: int) -> list[int]:
@@ -21,13 +27,6 @@ def dense_channels(n_objectives: int, sparse_channel: int) -> list[int]:
     if not 0 <= sparse_channel < n_objectives:
         raise ValueError(f"sparse_channel {sparse_channel} out of range for {n_objectives} objectives")
     return [i for i in range(n_objectives) if i != sparse_channel]
-
-
-def uses_next_obs(model: object) -> bool:
-    """Whether a reward model reads the next observation ``s_{t+1}`` (its ``use_next_obs`` attribute, e.g. RRD's
-    ``r̂(s, a, s')``). The attribute is optional in the model contract: a model without one (ReSymNet, a plug-in
-    written before it existed) reads ``[s_t, a_t(, r_dense_t)]`` only."""
-    return bool(getattr(model, "use_next_obs", False))
 
 
 def feature_dim(
@@ -53,7 +52,7 @@ def build_features(
     vector or the true one gives the same features. ``use_dense=False`` is the "w/o dense rewards"
     ablation, ``h_t = [s_t, a_t]``. ``next_obs`` is the observation the step led to (on an episode's last step
     the final observation ``env.step`` returned, before any reset), for a model that reads it
-    (:func:`uses_next_obs`). Leading batch dimensions are kept.
+    (its :class:`FeatureLayout` has ``next_obs``). Leading batch dimensions are kept.
     """
     obs_t = torch.as_tensor(obs, dtype=torch.float32)
     act_t = torch.as_tensor(action, dtype=torch.float32, device=obs_t.device)
@@ -88,6 +87,57 @@ def write_features(
     if next_obs is not None:
         row[end : end + o] = next_obs
     return row
+
+
+@dataclass(frozen=True)
+class FeatureLayout:
+    """Which column groups of a step a reward model reads: ``[s_t, a_t]``, the dense rewards ``r_dense_t``
+    (``dense``) and the next observation ``s_{t+1}`` (``next_obs``), in that order."""
+
+    dense: bool = True
+    next_obs: bool = False
+
+    def width(self, obs_dim: int, act_dim: int, n_objectives: int) -> int:
+        """``F``, the features' width."""
+        return feature_dim(obs_dim, act_dim, n_objectives, self.dense, self.next_obs)
+
+    def _next(self, next_obs: Tensor | np.ndarray | None, key: str) -> Tensor | np.ndarray | None:
+        if not self.next_obs:
+            return None
+        if next_obs is None:
+            raise ValueError(f"{key}: the reward model reads the next observation; none was given")
+        return next_obs
+
+    def build(
+        self,
+        obs: Tensor | np.ndarray,
+        action: Tensor | np.ndarray,
+        reward: Tensor | np.ndarray,
+        sparse_channel: int,
+        next_obs: Tensor | np.ndarray | None = None,
+        *,
+        key: str = "reward.name",
+    ) -> Tensor:
+        """:func:`build_features` with this layout's columns (``next_obs`` is read only when the layout has it,
+        and then required: a one-line ``ValueError`` starting with ``key``)."""
+        return build_features(obs, action, reward, sparse_channel, self.dense, self._next(next_obs, key))
+
+    def write(
+        self,
+        row: np.ndarray,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        sparse_channel: int,
+        next_obs: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """:func:`write_features` with this layout's columns, in place into ``row``."""
+        nxt = self._next(next_obs, "reward.name")
+        return write_features(row, obs, action, reward, sparse_channel, self.dense, nxt)  # type: ignore[arg-type]
+
+    def of_store(self, store: SegmentStore) -> Tensor:
+        """Every stored step's features ``[N, F]`` (:meth:`SegmentStore.inputs`)."""
+        return store.inputs(self.dense, self.next_obs)
 
 
 def standardisation_stats(features: Tensor, eps: float = 1e-8) -> tuple[Tensor, Tensor]:

@@ -28,6 +28,7 @@ from prism.evaluation.result import EvalResult
 from prism.evaluation.rollout import evaluate_agent
 from prism.metrics.classes import evaluation_metrics
 from prism.phase_clock import PhaseClock
+from prism.tb_writer import tensorboard_writer
 
 __all__ = ["EvaluationCallback"]
 
@@ -243,7 +244,7 @@ class EvaluationCallback(Callback):
         metrics = {k: v for k, v in metrics.items() if not math.isnan(v)}
         for logger in [self.logger] if self.logger is not None else trainer.loggers:
             logger.log_metrics(metrics, step=env_steps)
-            experiment = getattr(logger, "experiment", None)
-            if self.figures and hasattr(experiment, "add_figure"):
+            experiment = tensorboard_writer(logger)
+            if self.figures and experiment is not None:
                 fig = front_figure(result, self.spec.objective_names, title=f"{env_steps} env steps")
                 experiment.add_figure(f"{prefix}/front", fig, global_step=env_steps, close=True)

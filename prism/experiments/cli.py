@@ -279,7 +279,7 @@ def _recompute_command(args: argparse.Namespace, out: Path, results: Path) -> st
     runs = results / "runs" if copies else out
     parts = ["prism reproduce", f"--preset {args.preset}"]
     for flag in ("envs", "methods", "seeds"):
-        values = getattr(args, flag)
+        values = vars(args)[flag]
         if values:
             parts.append(f"--{flag} " + " ".join(map(str, values)))
     parts += [f"--backbone {args.backbone}"] if args.backbone else []

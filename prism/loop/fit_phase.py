@@ -2,19 +2,19 @@
 the other or in one stacked fit (``reward.stacked_fit``), each resumable from a snapshot inside it.
 
 A fit of hours (the paper's E = 1000 expert episodes, ≤ 1000 epochs) keeps its progress in the run's checkpoint
-every ``loop.fit_checkpoint_every_s`` seconds (:class:`prism.reward.fit.FitSnapshots`), in the loop's
-``fit_progress`` (one entry per member):
+every ``loop.fit_checkpoint_every_s`` seconds (:class:`prism.reward.fitting.fit.FitSnapshots`), in the loop's
+``fit_progress`` (one :class:`MemberFitProgress` or None per member):
 
-- ``{"snapshot": bytes, "tb_version": int | None}``: member m's own fit, stopped at an epoch's end;
-- ``{"model": dict}``: member m's fit is finished (a later member's snapshot must not lose it);
-- ``{"snapshot": bytes, "stacked": True, "tb_versions": [int | None, ...]}`` in member 0's entry: the
-  population's stacked fit, every member's (and the TensorBoard run each member's curves go to).
+- ``snapshot`` (and ``tb_version``): member m's own fit, stopped at an epoch's end;
+- ``model``: member m's fit is finished (a later member's snapshot must not lose it);
+- ``snapshot`` with ``stacked`` (and ``tb_versions``) in member 0's entry: the population's stacked fit, every
+  member's (and the TensorBoard run each member's curves go to).
 
 A run resumed inside the phase goes on from there and fits the same models as if never stopped.
 
 Each fit is recorded here, whole, once it is done (:func:`fit_record`: what a member's ``summary.json`` lists
 under ``reward_fits`` and its main TensorBoard run logs under ``reward/``, against env steps), from the fit's
-:class:`~prism.reward.fitter.FittedReward` and the ``new_episodes`` score its collection kept
+:class:`~prism.reward.fitting.fitter.FittedReward` and the ``new_episodes`` score its collection kept
 (:func:`score_new_episodes`: the episodes an expert collection just brought in, by the previous cycle's
 model). Its per-epoch curves go to ``tb/reward_fit/cycle<c>/version_<n>`` of the member's folder
 (:func:`fit_tensorboard_logger`), ``c`` counted from 1 as everywhere a user reads a cycle; a fit resumed from
@@ -26,6 +26,7 @@ the snapshot, and the resumed process logs those epochs again: the same numbers,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,55 @@ from prism.data.segments import SegmentStore
 from prism.loop.loop_state import LoopSettings, LoopState
 from prism.loop.progress import Progress, RewardFitProgress
 from prism.registry import REWARD_MODELS
-from prism.reward.config import fit_loss_label
-from prism.reward.fit import snapshot_epoch
-from prism.reward.fitter import FittedReward, RewardModel, population_fitter, reward_fitter
+from prism.reward.fitting.fit import snapshot_epoch
+from prism.reward.fitting.fitter import FittedReward, RewardModel, population_fitter, reward_fitter
 from prism.reward.quality import RewardQuality, score_model, split_sizes
 
-FitProgress = list[dict[str, Any] | None]
+
+@dataclass(frozen=True)
+class MemberFitProgress:
+    """One member's fit phase so far (the module docstring): a fit stopped at an epoch's end (``snapshot``) or
+    a finished one (``model``). The run's checkpoint keeps it as a plain dict (:meth:`to_state`)."""
+
+    snapshot: bytes | None = None
+    """The fit's state at an epoch's end (:class:`prism.reward.fitting.fit.FitSnapshots`), to resume it from."""
+    tb_version: int | None = None
+    """The TensorBoard version the member's own fit logs its curves to (None: it logs none)."""
+    stacked: bool = False
+    """The snapshot is the population's stacked fit's (member 0's entry; every other member's is None)."""
+    tb_versions: list[int | None] | None = None
+    """The stacked fit's TensorBoard version of each member."""
+    model: dict[str, Any] | None = None
+    """The member's finished fit's model (``to_dict``), its record already kept."""
+
+    def to_state(self) -> dict[str, Any]:
+        """The checkpoint's form: the snapshot's bytes as a uint8 tensor (what its safe unpickler reads), and
+        only the keys that apply (``{"model": ...}``, ``{"snapshot", "tb_version"}`` or ``{"snapshot",
+        "stacked", "tb_versions"}``)."""
+        if self.model is not None:
+            return {"model": self.model}
+        assert self.snapshot is not None
+        state: dict[str, Any] = {"snapshot": torch.frombuffer(bytearray(self.snapshot), dtype=torch.uint8)}
+        if self.stacked:
+            return {**state, "stacked": True, "tb_versions": self.tb_versions}
+        return {**state, "tb_version": self.tb_version}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any] | None) -> MemberFitProgress | None:
+        """:meth:`to_state` read back (None stays None)."""
+        if state is None:
+            return None
+        if "model" in state:
+            return cls(model=state["model"])
+        return cls(
+            snapshot=state["snapshot"].numpy().tobytes(),
+            tb_version=state.get("tb_version"),
+            stacked=bool(state.get("stacked", False)),
+            tb_versions=state.get("tb_versions"),
+        )
+
+
+FitProgress = list[MemberFitProgress | None]
 """Per member, the fit phase so far (the module docstring); the run's checkpoint saves it."""
 
 
@@ -86,10 +130,10 @@ def fit_members(
         )  # fmt: skip
     models: list[RewardModel] = []
     for m, (seed, logger) in enumerate(zip(s.member_seeds, loggers)):
-        member_progress = fit_progress[m] or {}
-        if "model" in member_progress:
+        member_progress = fit_progress[m]
+        if member_progress is not None and member_progress.model is not None:
             # Fitted before the run was stopped, its record already kept: not fitted again.
-            models.append(entry.load_fn()(member_progress["model"]))
+            models.append(entry.load_fn()(member_progress.model))
             continue
         if stacked is None:
             member_dir = s.member_dir(m)
@@ -121,7 +165,7 @@ def fit_members(
             logger.log_metrics(fit_scalars(fitted, record), step=agent.env_step_count)
         if snapshots.enabled and m + 1 < len(s.member_seeds):
             # A later member's snapshot must not lose this member's finished fit.
-            fit_progress[m] = {"model": fitted.model.to_dict()}
+            fit_progress[m] = MemberFitProgress(model=fitted.model.to_dict())
     return models
 
 
@@ -130,22 +174,26 @@ def _progress_bar(progress: Progress | None, s: LoopSettings, state: LoopState, 
     if progress is None:
         return []
     tag = f" ({who})" if who else ""
-    desc = f"reward fit{tag} (cycle {state.cycle + 1}/{s.cycles}, {fit_loss_label(s.reward)})"
+    desc = f"reward fit{tag} (cycle {state.cycle + 1}/{s.cycles}, {s.reward.fit_loss_label()})"
     return [RewardFitProgress(progress, desc, s.reward.max_epochs)]
 
 
 def _stacked_fit_loggers(
-    s: LoopSettings, state: LoopState, progress: dict[str, Any] | None
+    s: LoopSettings, state: LoopState, progress: MemberFitProgress | None
 ) -> list[Any] | None:
     """Each member's TensorBoard logger for the stacked fit's curves (``tb/reward_fit/cycle<c>`` of its own
     folder, as its own fit would log them); a fit resumed from a snapshot logs on into the runs it was in."""
     dirs = [s.member_dir(m) for m in range(len(s.member_seeds))]
     if any(folder is None for folder in dirs):
         return None
-    progress = progress if progress and progress.get("stacked") else {}
-    versions = progress.get("tb_versions") or [None] * len(dirs)
+    stacked = progress if progress is not None and progress.stacked else None
+    versions = (stacked.tb_versions if stacked is not None else None) or [None] * len(dirs)
     return [
-        fit_tensorboard_logger(folder, state.cycle, {**progress, "tb_version": version} if progress else None)
+        fit_tensorboard_logger(
+            folder,
+            state.cycle,
+            None if stacked is None else MemberFitProgress(snapshot=stacked.snapshot, tb_version=version),
+        )
         for folder, version in zip(dirs, versions, strict=True)
     ]
 
@@ -167,17 +215,18 @@ class _Snapshots:
         """A long fit keeps its progress in the run's checkpoint (``loop.fit_checkpoint_every_s``), and a
         resumed run's fit goes on from there (a plain plug-in fit ignores both)."""
         extra: dict[str, Any] = {}
-        progress = self.fit_progress[member] or {}
-        if "snapshot" in progress and bool(progress.get("stacked")) == stacked:
-            extra["resume"] = progress["snapshot"]
+        progress = self.fit_progress[member]
+        if progress is not None and progress.snapshot is not None and progress.stacked == stacked:
+            extra["resume"] = progress.snapshot
         if self.enabled:
             assert self.every_s is not None
-            marks = {"stacked": True} if stacked else {}
-            extra["on_snapshot"] = lambda snapshot: self.keep(member, {"snapshot": snapshot, **marks, **kept})
+            extra["on_snapshot"] = lambda snapshot: self.keep(
+                member, MemberFitProgress(snapshot=snapshot, stacked=stacked, **kept)
+            )
             extra["snapshot_every_s"] = self.every_s
         return extra
 
-    def keep(self, member: int, progress: dict[str, Any]) -> None:
+    def keep(self, member: int, progress: MemberFitProgress) -> None:
         """Keep a fit's progress as member ``member``'s entry and have the run save its checkpoint."""
         self.fit_progress[member] = progress
         assert self.on_fit_progress is not None
@@ -185,16 +234,16 @@ class _Snapshots:
 
 
 # ---- where a fit's curves go --------------------------------------------------------------------------
-def fit_tensorboard_logger(member_dir: Path, cycle: int, progress: dict[str, Any] | None):
+def fit_tensorboard_logger(member_dir: Path, cycle: int, progress: MemberFitProgress | None):
     """The TensorBoard logger of the fit of (0-based, the loop's own count) cycle ``cycle``, in the folder
     ``cycle<cycle + 1>``; ``progress``: the member's fit progress from the run's checkpoint (a ``snapshot`` and
     the ``tb_version`` it was logging to) or ``None`` for a fresh fit, which gets the next free version."""
     from lightning.pytorch.loggers import TensorBoardLogger
 
     resumed: dict[str, Any] = {}
-    if progress and "snapshot" in progress and progress.get("tb_version") is not None:
-        epoch = snapshot_epoch(progress["snapshot"])  # the epoch whose end it was taken at
-        resumed = {"version": int(progress["tb_version"]), "purge_step": epoch + 1}
+    if progress is not None and progress.snapshot is not None and progress.tb_version is not None:
+        epoch = snapshot_epoch(progress.snapshot)  # the epoch whose end it was taken at
+        resumed = {"version": int(progress.tb_version), "purge_step": epoch + 1}
     return TensorBoardLogger(
         str(Path(member_dir) / "tb" / "reward_fit"),
         name=f"cycle{cycle + 1}",

@@ -30,14 +30,15 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
-from prism.loop.fit_phase import fit_members, score_new_episodes
+from prism.loop.fit_phase import FitProgress, MemberFitProgress, fit_members, score_new_episodes
 from prism.loop.loop_state import PHASES, LoopSettings, LoopState
 from prism.loop.progress import Progress
 from prism.memory import release_freed_memory
 from prism.phase_clock import PhaseClock
 from prism.registry import REWARD_MODELS
-from prism.reward.fitter import RewardModel
+from prism.reward.fitting.fitter import RewardModel
 from prism.seeding import derive_seed
+from prism.tb_writer import tensorboard_writer
 
 
 class PrismLoopCallback(Callback):
@@ -65,7 +66,7 @@ class PrismLoopCallback(Callback):
         self.on_phase = on_phase
         self.on_fit_progress: Callable[[], None] | None = None
         """Called when a reward fit has new progress to keep (the run saves its checkpoint)."""
-        self.fit_progress: list[dict[str, Any] | None] = [None] * members
+        self.fit_progress: FitProgress = [None] * members
         """Per member, the fit phase so far (cleared at its end; a run resumed inside it goes on from here): see
         :mod:`prism.loop.fit_phase`."""
         self.progress: Progress | None = None
@@ -111,7 +112,7 @@ class PrismLoopCallback(Callback):
 
     def _new_store(self) -> SegmentStore:
         s = self.settings
-        n_dense = self.spec.n_objectives - 1 if s.reward.use_dense_features else 0
+        n_dense = self.spec.n_objectives - 1 if s.reward.stores_dense_features else 0
         # A model that reads s_{t+1} (RRD) needs each step's next observation kept; the others' stores (and
         # so their checkpoints) stay as they were.
         next_obs = s.reward_model is not None and REWARD_MODELS.entry("reward.name", s.reward_model).next_obs
@@ -157,7 +158,7 @@ class PrismLoopCallback(Callback):
                 n,
                 self.stores[m],
                 s.sparse_channel,
-                use_dense_features=s.reward.use_dense_features,
+                use_dense_features=s.reward.stores_dense_features,
                 seed=derive_seed(seed, "collect/reset", index),
                 on_episode=bar.update if bar is not None else None,
             )
@@ -210,7 +211,7 @@ class PrismLoopCallback(Callback):
             shaper.model = model
         if self.settings.reward.relabel:
             # Resampled batches get the sparse channel re-predicted by the newest models (reward.relabel).
-            from prism.reward.shaping import make_relabel_fn
+            from prism.reward.shapers import make_relabel_fn
 
             agent.relabel_fn = make_relabel_fn(self.models, self.settings.sparse_channel)
 
@@ -220,8 +221,8 @@ class PrismLoopCallback(Callback):
         The episode's env, actions and preferences come from the ``diagnostics`` seed streams: drawing the
         figure (or not, ``figures: false``) leaves every training RNG untouched.
         """
-        experiment = getattr(logger, "experiment", None)
-        if experiment is None or not hasattr(experiment, "add_figure"):
+        experiment = tensorboard_writer(logger)
+        if experiment is None:
             return
         seed, index = self.settings.member_seeds[member], self.state.fits
         untrained = self.state.cycle == 0 and agent.env_step_count == 0
@@ -249,7 +250,7 @@ class PrismLoopCallback(Callback):
             "stores": [store.state_dict() if store is not None else None for store in self.stores],
             "models": [model.to_dict() if model is not None else None for model in self.models],
             # A reward fit stopped at an epoch's end (loop.fit_checkpoint_every_s): a resumed run goes on from it.
-            "fit_progress": [_progress_to_state(p) for p in self.fit_progress],
+            "fit_progress": [p.to_state() if p is not None else None for p in self.fit_progress],
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -262,7 +263,7 @@ class PrismLoopCallback(Callback):
         ]
         saved_progress = state_dict.get("fit_progress")  # absent in checkpoints from before fit snapshots
         if saved_progress is not None:
-            self.fit_progress = [_progress_from_state(p) for p in saved_progress]
+            self.fit_progress = [MemberFitProgress.from_state(p) for p in saved_progress]
         self.models = [None] * len(self.stores)
         if any(model is not None for model in state_dict["models"]):
             # The run's reward model (from its config) rebuilds itself from its to_dict().
@@ -339,16 +340,3 @@ class PrismLoopCallback(Callback):
         # The agent asked to stop when it reached the old target in this very batch; the new cycle's target
         # lies ahead, so training goes on.
         trainer.should_stop = False
-
-
-def _progress_to_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A member's fit progress for the checkpoint: a snapshot's bytes as a uint8 tensor."""
-    if progress is None or "snapshot" not in progress:
-        return progress
-    return {**progress, "snapshot": torch.frombuffer(bytearray(progress["snapshot"]), dtype=torch.uint8)}
-
-
-def _progress_from_state(progress: dict[str, Any] | None) -> dict[str, Any] | None:
-    if progress is None or "snapshot" not in progress:
-        return progress
-    return {**progress, "snapshot": progress["snapshot"].numpy().tobytes()}

@@ -1,21 +1,30 @@
-"""Typed configuration of the reward package (``reward:`` in a run config).
+"""Typed configuration of the reward package (``reward:`` in a run config), one dataclass per reward model.
 
-Unlike ``agent:`` (typed by the chosen backbone's own dataclass), ``reward:`` is one dataclass shared by
-every reward method: ``name`` and ``relabel`` choose and apply the redistribution, and the other keys are the
-learned reward model's (ReSymNet's) hyperparameters, passed whole to the registered model's ``fit``. Methods
-without a model (``none``, ``uniform``, ``random``) ignore them, so an ablation overlay that switches
-``reward.name`` composes with any env file. A reward model with other hyperparameters adds its keys here
-(documented as its own) or reads them from the existing ones; see docs/ARCHITECTURE.md. RRD (``rrd``) does
-both: its own keys are the ``reward.rrd`` node (:class:`RRDConfig`), and it reads the fit's shared keys
-(``sampled_steps``, ``sampling``, ``bias_correction``, ``max_epochs``, ``patience``, ``val_fraction``,
-``threads``, ``precision``, ``warm_start``, ``relabel``); ReSymNet's architecture and optimiser keys do not apply to it.
+As ``agent:`` is typed by the chosen backbone's dataclass, ``reward:`` is typed by the dataclass of the model
+``reward.name`` selects (registered with the model, :func:`prism.registry.register_reward_model` ``config=``):
+
+- :class:`RewardConfig`, the keys every method shares: ``name`` and ``relabel``, and the fit's own keys
+  (epochs, patience, validation, the loss and its sampling, precision, threads, warm start) that any learned
+  model is fitted with. The methods without a model (``none``, ``uniform``, ``random``) take it as it is;
+- :class:`ReSymNetConfig`, ReSymNet's network and optimiser on top (flat keys: ``reward.ensemble_size``,
+  ``reward.hidden``, ``reward.lr``, ...);
+- :class:`RRDRewardConfig`, RRD's on top, under ``reward.rrd`` (:class:`RRDConfig`).
+
+A key the chosen model does not have is refused, naming the model that has it (the loader,
+:mod:`prism.config.reward_keys`); in a config file it is skipped with a one-line warning instead, so an env
+file composes with every method overlay. Each model's defaults live with its class (e.g.
+:attr:`RewardConfig.default_bias_correction`), never in a branch on ``name``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 from prism import checks
+
+if TYPE_CHECKING:
+    from prism.reward.losses import FitLoss
 
 FIT_LOSSES = ("sum", "randomized")
 """``reward.loss``: eq. 1 over whole segments, or randomized return decomposition over sampled steps."""
@@ -29,6 +38,227 @@ FIT_SAMPLINGS = ("uniform", "stratified")
 """``reward.sampling``: how the randomized loss draws its K steps of a segment."""
 FIT_PRECISIONS = ("32-true", "bf16-mixed")
 """``reward.precision``: the fit Trainer's precision (Lightning's names)."""
+
+
+@dataclass
+class RewardConfig:
+    """How the sparse channel is redistributed and how a learned reward model is fitted (docs/method.md §4–5):
+    the keys shared by every reward method (a model's own keys are in its subclass)."""
+
+    default_bias_correction: ClassVar[bool] = True
+    """``reward.bias_correction: null`` resolved for this model (on: eq. 1's unbiased estimate)."""
+
+    name: str = "none"
+    """Redistribution of the sparse channel, a name registered in :mod:`prism.plugins`: ``resymnet``
+    (learned per-step prediction), ``rrd`` (randomized return decomposition's learned ``r̂(s, a, s')``, its own
+    keys under ``reward.rrd``), ``uniform`` (R/T), ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the
+    channel as emitted: the baseline); or a class path ``package.module:Name`` of a user shaper (one with
+    ``needs_model = True`` gets a fitted reward model; see :mod:`prism.registry`)."""
+    max_epochs: int = 1000
+    """Upper bound on training epochs."""
+    patience: int = 20
+    """Epochs without a validation improvement before a member stops (its best weights are restored)."""
+    val_every: int = 1
+    """Validate every ``val_every``-th epoch (0-based epochs ``val_every − 1``, ``2·val_every − 1``, …) instead
+    of every epoch: a validation pass runs the model over every step of the whole validation split, so on
+    long episodes with the randomized loss it costs more than the sampled training epoch (docs/benchmarks.md).
+    Early stopping stays on whole validation segments: a member's best epoch is the best *validated* epoch,
+    those are the weights restored, ``patience`` still counts epochs (a member stops at the first validation
+    ``patience`` or more epochs after its best), and the fit's reported validation scores the restored model
+    on the whole split. 1 (the paper's) by default."""
+    val_fraction: float = 0.2
+    """Fraction of segments held out for validation (split by segment, seeded)."""
+    threads: int = 0
+    """CPU threads torch uses during a fit (restored afterwards); 0 = the caller's count (in a run, the run's
+    ``threads``). More threads pay only on an otherwise idle machine: OpenMP threads that share cores with
+    other jobs stall each other (docs/benchmarks.md)."""
+    stacked_fit: bool = False
+    """Population runs: fit every member's model in one stacked S × K fit (one Trainer on the run's device,
+    padded layout; prism/reward/fitting/stacked.py) instead of one fit per member, for a model registered with a
+    population fit (ReSymNet's). Each member's model is the one its own padded-layout fit would give (on a CPU
+    the per-member fits take the ragged layout: equal up to float rounding). Meant for a GPU, where the
+    per-member fits are launch-bound; off keeps the per-member fits."""
+    loss: str = "sum"
+    """The fit's training loss: ``sum``, the paper's trajectory-sum regression (eq. 1) over every step of each
+    segment; or ``randomized``, randomized return decomposition (RRD, Ren et al., ICLR 2022): each training
+    batch samples ``sampled_steps`` steps of every segment, without replacement, and regresses the segment's
+    sum on ``(T/K)·Σ`` over the sample (an unbiased estimate of the sum), at about K/T of an epoch's cost on
+    long segments. Validation, early stopping and every diagnostic stay on whole segments. A segment of
+    ``T ≤ K`` steps uses all of them, so ``sampled_steps ≥`` the longest segment is eq. 1 exactly
+    (docs/method.md §4, docs/benchmarks.md for when to choose it). A model may fix its own (``rrd`` always
+    fits with the randomized loss: :meth:`fit_loss`)."""
+    sampled_steps: int = 64
+    """The randomized loss's K: the number of steps sampled per segment per batch (RRD's MuJoCo K = 64)."""
+    sampling: str = "uniform"
+    """The randomized loss's sample: ``uniform`` (RRD's: K distinct steps uniformly without replacement) or
+    ``stratified`` (one step drawn uniformly in each of K equal strata of the segment: every step is still
+    drawn with probability K/T, so the estimate stays unbiased, but a reward that changes smoothly along the
+    segment is summed with far less variance, and the variance term that pulls r̂ towards a constant within a
+    segment shrinks with it)."""
+    bias_correction: bool | None = None
+    """The randomized loss (RRD's "RRD-L(RD)" form): subtract the unbiased estimate of the sampled sum's
+    variance, ``T²(1 − K/T)·s²/K`` per segment (s² the sample variance of r̂ over the K steps), so the loss is
+    an unbiased estimate of eq. 1. Without it the expected loss is eq. 1 plus that variance, a pull towards a
+    constant r̂ within a segment. ``null`` (the default) takes the reward model's own
+    (:attr:`default_bias_correction`: on for ReSymNet, off for ``rrd``, RRD's own default; docs/benchmarks.md
+    has the measurements). Refused with ``sampling: stratified`` (the variance of a stratified draw is another
+    formula)."""
+    precision: str = "32-true"
+    """Precision of the fit's Trainer, Lightning's names: ``32-true`` (the default) or ``bf16-mixed`` (bfloat16
+    autocast of the matmuls, faster on CPUs with AVX512-BF16 or AMX (docs/benchmarks.md has the measurements);
+    refused where the CPU or GPU has no bf16). Weights, optimiser and validation sums stay float32."""
+    warm_start: bool = False
+    """Refits (cycle ≥ 1) start from the previous cycle's fitted model (its best weights) instead of a fresh
+    initialisation; the optimiser, learning-rate schedule and early stopping start afresh. Off (the paper's and
+    the reference code's refit from scratch) by default."""
+    relabel: bool = False
+    """Also relabel the sparse channel of replay samples with the current model at update time (not the
+    paper's default, which shapes once at env-step time)."""
+
+    @property
+    def bias_corrected(self) -> bool:
+        """``bias_correction`` resolved: as set, or (``null``) the model's :attr:`default_bias_correction`."""
+        if self.bias_correction is not None:
+            return bool(self.bias_correction)
+        return self.default_bias_correction
+
+    @property
+    def stores_dense_features(self) -> bool:
+        """Whether the loop's segment stores keep the dense-reward columns (ReSymNet's "w/o dense" ablation
+        stores none; every other model's store keeps them, read or not)."""
+        return True
+
+    @property
+    def samples_steps(self) -> bool:
+        """Whether the fit's loss reads a sample of each segment's steps (:meth:`fit_loss` is randomized)."""
+        return self.loss == "randomized"
+
+    def fit_loss(self) -> FitLoss:
+        """The fit's training loss, chosen once: :class:`~prism.reward.losses.SumLoss` (eq. 1) or
+        :class:`~prism.reward.losses.RandomizedSumLoss` with this config's K, sampling and bias correction."""
+        from prism.reward.losses import RandomizedSumLoss, SumLoss
+
+        if not self.samples_steps:
+            return SumLoss()
+        return RandomizedSumLoss(self.sampled_steps, self.sampling, self.bias_corrected)
+
+    def fit_loss_label(self) -> str:
+        """The fit's training loss as the progress line names it: ``<model>, <loss>`` (``rrd, randomized loss,
+        K=64``); ReSymNet's leaves its name out. Runs of two losses write the same phases; without this, their
+        logs read alike."""
+        return f"{self.name}, {self._loss_label()}"
+
+    def _loss_label(self) -> str:
+        return "eq. 1 loss" if not self.samples_steps else f"randomized loss, K={self.sampled_steps}"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` (one line, starting with the ``reward.*`` key) when a value is out of range;
+        run on construction, so a config loaded from YAML and one built in Python are checked alike."""
+        from prism.registry import REWARDS
+
+        # A registered method or an importable class path (``package.module:Name``, a user shaper).
+        REWARDS.check("reward.name", self.name)
+        checks.positive("reward.max_epochs", self.max_epochs)
+        checks.positive("reward.patience", self.patience)
+        checks.positive("reward.val_every", self.val_every)
+        checks.in_open_unit_interval("reward.val_fraction", self.val_fraction)
+        checks.non_negative("reward.threads", self.threads)
+        checks.require(
+            "reward.stacked_fit", isinstance(self.stacked_fit, bool), "be true or false", self.stacked_fit
+        )
+        checks.one_of("reward.loss", self.loss, FIT_LOSSES)
+        checks.positive("reward.sampled_steps", self.sampled_steps)
+        checks.require(
+            "reward.bias_correction", self.bias_correction is None or isinstance(self.bias_correction, bool),
+            "be true, false or null", self.bias_correction,
+        )  # fmt: skip
+        if self.samples_steps and self.bias_corrected:
+            # s² (the sample variance over the K sampled steps) needs two steps.
+            checks.require("reward.sampled_steps", self.sampled_steps >= 2, "be >= 2 with bias_correction",
+                           self.sampled_steps)  # fmt: skip
+        checks.one_of("reward.sampling", self.sampling, FIT_SAMPLINGS)
+        # The correction is the variance of a uniform sample without replacement (another for strata); on by
+        # default for ReSymNet, so the message says what to set.
+        if self.samples_steps and self.bias_corrected and self.sampling != "uniform":
+            state = "true" if self.bias_correction else "null, on for this model"
+            raise ValueError(
+                f"reward.bias_correction: must be false with reward.sampling=stratified, got {state} "
+                "(add reward.bias_correction=false)"
+            )
+        checks.one_of("reward.precision", self.precision, FIT_PRECISIONS)
+        checks.require(
+            "reward.warm_start", isinstance(self.warm_start, bool), "be true or false", self.warm_start
+        )
+        if self.stacked_fit:
+            from prism.registry import REWARD_MODELS
+
+            # Only a model registered with a population fit has one (ReSymNet's; RRD fits per member).
+            model = REWARDS.entry("reward.name", self.name).model
+            checks.require(
+                "reward.stacked_fit",
+                model is None or REWARD_MODELS.entry("reward.name", model).population_fitter is not None,
+                f"be false with reward.name={self.name} (its reward model {model!r} has no stacked population fit)",
+                self.stacked_fit,
+            )
+            # The stacked population fit (prism/reward/fitting/stacked.py) is eq. 1 from a fresh start only.
+            checks.require(
+                "reward.loss", self.loss == "sum", "be sum with reward.stacked_fit=true", self.loss
+            )
+            checks.require(
+                "reward.warm_start",
+                not self.warm_start,
+                "be false with reward.stacked_fit=true",
+                self.warm_start,
+            )
+
+
+@dataclass
+class ReSymNetConfig(RewardConfig):
+    """``reward.name: resymnet``: the shared keys and ReSymNet's ensemble, network and optimiser
+    (docs/method.md §4)."""
+
+    name: str = "resymnet"
+    ensemble_size: int = 3
+    """Number K of ensemble members; K = 1 is the "w/o ensemble" ablation."""
+    hidden: int = 256
+    """Hidden width of ReSymNet."""
+    dropout: float = 0.3
+    """Dropout probability inside the residual blocks (training only; prediction is in eval mode)."""
+    residual: bool = True
+    """Two residual blocks (True) or the "w/o residual" ablation ``Linear→LN→ReLU→Linear``."""
+    use_dense_features: bool = True
+    """``h_t = [s_t, a_t, r_dense_t]`` (True) or the "w/o dense rewards" ablation ``h_t = [s_t, a_t]``."""
+    lr: float = 0.005
+    """AdamW learning rate."""
+    weight_decay: float = 0.01
+    """AdamW (decoupled) weight decay."""
+    grad_clip: float = 1.0
+    """Gradient-norm clip, applied per ensemble member (as if each were trained alone)."""
+    lr_decay: float = 0.99
+    """ExponentialLR factor, stepped once per epoch."""
+    batch_size: int = 32
+    """Segments per training batch."""
+
+    @property
+    def stores_dense_features(self) -> bool:
+        return self.use_dense_features
+
+    def fit_loss_label(self) -> str:
+        return self._loss_label()  # the paper's model: the loss alone names the fit
+
+    def validate(self) -> None:
+        super().validate()
+        checks.positive("reward.ensemble_size", self.ensemble_size)
+        checks.positive("reward.hidden", self.hidden)
+        checks.require("reward.dropout", 0.0 <= self.dropout < 1.0, "lie in [0, 1)", self.dropout)
+        checks.positive("reward.lr", self.lr)
+        checks.non_negative("reward.weight_decay", self.weight_decay)
+        checks.positive("reward.grad_clip", self.grad_clip)
+        checks.require("reward.lr_decay", 0.0 < self.lr_decay <= 1.0, "lie in (0, 1]", self.lr_decay)
+        checks.positive("reward.batch_size", self.batch_size)
 
 
 @dataclass
@@ -55,192 +285,21 @@ class RRDConfig:
 
 
 @dataclass
-class RewardConfig:
-    """How the sparse channel is redistributed and, for ``resymnet`` and ``rrd``, how the reward model is fitted
-    (docs/method.md §4–5)."""
+class RRDRewardConfig(RewardConfig):
+    """``reward.name: rrd``: the shared keys and RRD's own under ``reward.rrd``. RRD always fits with the
+    randomized loss (``reward.loss`` does not apply), uncorrected unless ``reward.bias_correction: true``
+    (its paper's "RRD", the released code's ``rrd_bias_correction: False``)."""
 
-    name: str = "resymnet"
-    """Redistribution of the sparse channel, a name registered in :mod:`prism.plugins`: ``resymnet``
-    (learned per-step prediction), ``rrd`` (randomized return decomposition's learned ``r̂(s, a, s')``, its own
-    keys under ``reward.rrd``), ``uniform`` (R/T), ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the
-    channel as emitted: the baseline); or a class path ``package.module:Name`` of a user shaper (one with
-    ``needs_model = True`` gets a fitted reward model; see :mod:`prism.registry`)."""
-    ensemble_size: int = 3
-    """Number K of ensemble members; K = 1 is the "w/o ensemble" ablation."""
-    hidden: int = 256
-    """Hidden width of ReSymNet."""
-    dropout: float = 0.3
-    """Dropout probability inside the residual blocks (training only; prediction is in eval mode)."""
-    residual: bool = True
-    """Two residual blocks (True) or the "w/o residual" ablation ``Linear→LN→ReLU→Linear``."""
-    use_dense_features: bool = True
-    """``h_t = [s_t, a_t, r_dense_t]`` (True) or the "w/o dense rewards" ablation ``h_t = [s_t, a_t]``."""
-    lr: float = 0.005
-    """AdamW learning rate."""
-    weight_decay: float = 0.01
-    """AdamW (decoupled) weight decay."""
-    grad_clip: float = 1.0
-    """Gradient-norm clip, applied per ensemble member (as if each were trained alone)."""
-    lr_decay: float = 0.99
-    """ExponentialLR factor, stepped once per epoch."""
-    batch_size: int = 32
-    """Segments per training batch."""
-    max_epochs: int = 1000
-    """Upper bound on training epochs."""
-    patience: int = 20
-    """Epochs without a validation improvement before a member stops (its best weights are restored)."""
-    val_every: int = 1
-    """Validate every ``val_every``-th epoch (0-based epochs ``val_every − 1``, ``2·val_every − 1``, …) instead
-    of every epoch: a validation pass runs the ensemble over every step of the whole validation split, so on
-    long episodes with the randomized loss it costs more than the sampled training epoch (docs/benchmarks.md).
-    Early stopping stays on whole validation segments: a member's best epoch is the best *validated* epoch,
-    those are the weights restored, ``patience`` still counts epochs (a member stops at the first validation
-    ``patience`` or more epochs after its best), and the fit's reported validation scores the restored model
-    on the whole split. 1 (the paper's) by default."""
-    val_fraction: float = 0.2
-    """Fraction of segments held out for validation (split by segment, seeded)."""
-    threads: int = 0
-    """CPU threads torch uses during a fit (restored afterwards); 0 = the caller's count (in a run, the run's
-    ``threads``). On one thread the fit already keeps a second core busy drawing dropout masks ahead, so more
-    threads pay only on an otherwise idle machine: OpenMP threads that share cores with other jobs stall
-    each other (measured 3× *slower* with 2 threads on a loaded 2-core machine)."""
-    stacked_fit: bool = False
-    """Population runs: fit every member's ensemble in one stacked S × K fit (one Trainer on the run's device,
-    padded layout; prism/reward/stacked.py) instead of one fit per member. Each member's model is the one its
-    own padded-layout fit would give (on a CPU the per-member fits take the ragged layout: equal up to float
-    rounding). Meant for a GPU, where the per-member fits are launch-bound; off keeps the per-member fits."""
+    default_bias_correction: ClassVar[bool] = False
 
-    loss: str = "sum"
-    """The fit's training loss: ``sum``, the paper's trajectory-sum regression (eq. 1) over every step of each
-    segment; or ``randomized``, randomized return decomposition (RRD, Ren et al., ICLR 2022): each training
-    batch samples ``sampled_steps`` steps of every segment, without replacement, and regresses the segment's
-    sum on ``(T/K)·Σ`` over the sample (an unbiased estimate of the sum), at about K/T of an epoch's cost on
-    long segments. Validation, early stopping and every diagnostic stay on whole segments. A segment of
-    ``T ≤ K`` steps uses all of them, so ``sampled_steps ≥`` the longest segment is eq. 1 exactly
-    (docs/method.md §4, docs/benchmarks.md for when to choose it). ReSymNet's choice: ``rrd`` always fits with
-    the randomized loss."""
-    sampled_steps: int = 64
-    """``loss: randomized`` and ``rrd``: the number K of steps sampled per segment per batch (RRD's MuJoCo
-    K = 64)."""
-    sampling: str = "uniform"
-    """``loss: randomized`` and ``rrd``: how the K steps are drawn: ``uniform`` (RRD's: K distinct steps
-    uniformly without replacement) or ``stratified`` (one step drawn uniformly in each of K equal strata of the
-    segment: every step is still drawn with probability K/T, so the estimate stays unbiased, but a reward that
-    changes smoothly along the segment is summed with far less variance, and the variance term that pulls r̂
-    towards a constant within a segment shrinks with it)."""
-    bias_correction: bool | None = None
-    """``loss: randomized`` and ``rrd`` (RRD's "RRD-L(RD)" form): subtract the unbiased estimate of the sampled
-    sum's variance, ``T²(1 − K/T)·s²/K`` per segment (s² the sample variance of r̂ over the K steps), so the loss
-    is an unbiased estimate of eq. 1. Without it the expected loss is eq. 1 plus that variance, a pull towards a
-    constant r̂ within a segment. ``null`` (the default) takes the reward model's own (:attr:`bias_corrected`):
-    on for ReSymNet, where docs/benchmarks.md found it ahead at K = 64 on 1000-step episodes (swimmer, one
-    fit seed each: per-step Pearson 0.84 against 0.46, episode-sum MSE 31 against 49); off for ``rrd``, RRD's own default
-    (its paper's "RRD", the code's ``rrd_bias_correction: False``). Refused with ``sampling: stratified`` (the
-    variance of a stratified draw is another formula)."""
-    precision: str = "32-true"
-    """Precision of the fit's Trainer, Lightning's names: ``32-true`` (the default) or ``bf16-mixed`` (bfloat16
-    autocast of the matmuls, ~2× faster on CPUs with AVX512-BF16 or AMX; refused where the CPU or GPU has no
-    bf16). Weights, optimiser and validation sums stay float32."""
-    warm_start: bool = False
-    """Refits (cycle ≥ 1) start from the previous cycle's fitted members (their best weights) instead of a fresh
-    initialisation; the optimiser, learning-rate schedule and early stopping start afresh. Off (the paper's and
-    the reference code's refit from scratch) by default."""
-
-    relabel: bool = False
-    """Also relabel the sparse channel of replay samples with the current model at update time (not the
-    paper's default, which shapes once at env-step time)."""
+    name: str = "rrd"
     rrd: RRDConfig = field(default_factory=RRDConfig)
-    """``reward.name: rrd``'s network and optimiser (ignored by every other method)."""
+    """RRD's network and optimiser."""
 
     @property
-    def bias_corrected(self) -> bool:
-        """``bias_correction`` resolved: as set, or (``null``) the reward model's default, off for RRD (its
-        plain loss) and on for ReSymNet and every other model."""
-        if self.bias_correction is not None:
-            return bool(self.bias_correction)
-        return self.name != "rrd"
-
-    def __post_init__(self) -> None:
-        self.validate()
+    def samples_steps(self) -> bool:
+        return True  # RRD's loss is the randomized one, whatever reward.loss says
 
     def validate(self) -> None:
-        """Raise ``ValueError`` (one line, starting with the ``reward.*`` key) when a value is out of range;
-        run on construction, so a config loaded from YAML and one built in Python are checked alike."""
-        from prism.registry import REWARDS
-
-        # A registered method or an importable class path (``package.module:Name``, a user shaper).
-        REWARDS.check("reward.name", self.name)
-        checks.positive("reward.ensemble_size", self.ensemble_size)
-        checks.positive("reward.hidden", self.hidden)
-        checks.require("reward.dropout", 0.0 <= self.dropout < 1.0, "lie in [0, 1)", self.dropout)
-        checks.positive("reward.lr", self.lr)
-        checks.non_negative("reward.weight_decay", self.weight_decay)
-        checks.positive("reward.grad_clip", self.grad_clip)
-        checks.require("reward.lr_decay", 0.0 < self.lr_decay <= 1.0, "lie in (0, 1]", self.lr_decay)
-        checks.positive("reward.batch_size", self.batch_size)
-        checks.positive("reward.max_epochs", self.max_epochs)
-        checks.positive("reward.patience", self.patience)
-        checks.positive("reward.val_every", self.val_every)
-        checks.in_open_unit_interval("reward.val_fraction", self.val_fraction)
-        checks.non_negative("reward.threads", self.threads)
-        checks.require(
-            "reward.stacked_fit", isinstance(self.stacked_fit, bool), "be true or false", self.stacked_fit
-        )
-        checks.one_of("reward.loss", self.loss, FIT_LOSSES)
-        checks.positive("reward.sampled_steps", self.sampled_steps)
-        checks.require(
-            "reward.bias_correction", self.bias_correction is None or isinstance(self.bias_correction, bool),
-            "be true, false or null", self.bias_correction,
-        )  # fmt: skip
+        super().validate()
         self.rrd.validate()
-        if (self.loss == "randomized" or self.name == "rrd") and self.bias_corrected:
-            # s² (the sample variance over the K sampled steps) needs two steps.
-            checks.require("reward.sampled_steps", self.sampled_steps >= 2, "be >= 2 with bias_correction",
-                           self.sampled_steps)  # fmt: skip
-        checks.one_of("reward.sampling", self.sampling, FIT_SAMPLINGS)
-        # The correction is the variance of a uniform sample without replacement (another for strata); on by
-        # default for ReSymNet, so the message says what to set.
-        sampled = self.loss == "randomized" or self.name == "rrd"
-        if sampled and self.bias_corrected and self.sampling != "uniform":
-            state = "true" if self.bias_correction else "null, on for this model"
-            raise ValueError(
-                f"reward.bias_correction: must be false with reward.sampling=stratified, got {state} "
-                "(add reward.bias_correction=false)"
-            )
-        checks.one_of("reward.precision", self.precision, FIT_PRECISIONS)
-        checks.require(
-            "reward.warm_start", isinstance(self.warm_start, bool), "be true or false", self.warm_start
-        )
-        if self.stacked_fit:
-            from prism.registry import REWARD_MODELS
-
-            # Only a model registered with a population fit has one (ReSymNet's; RRD fits per member).
-            model = REWARDS.entry("reward.name", self.name).model
-            checks.require(
-                "reward.stacked_fit",
-                model is None or REWARD_MODELS.entry("reward.name", model).population_fitter is not None,
-                f"be false with reward.name={self.name} (its reward model {model!r} has no stacked population fit)",
-                self.stacked_fit,
-            )
-            # The stacked population fit (prism/reward/stacked.py) is eq. 1 from a fresh start only.
-            checks.require(
-                "reward.loss", self.loss == "sum", "be sum with reward.stacked_fit=true", self.loss
-            )
-            checks.require(
-                "reward.warm_start",
-                not self.warm_start,
-                "be false with reward.stacked_fit=true",
-                self.warm_start,
-            )
-
-
-def fit_loss_label(reward: RewardConfig) -> str:
-    """The fit's training loss as the progress line names it: ``eq. 1 loss`` (ReSymNet's default),
-    ``randomized loss, K=64`` (``reward.loss=randomized``), ``rrd, randomized loss, K=64`` (RRD's is always
-    randomized), or ``<model>, <reward.loss> loss`` for a plug-in model. Runs of two losses write the same
-    phases; without this, their logs read alike."""
-    sampled = f"randomized loss, K={reward.sampled_steps}"
-    if reward.name == "rrd":
-        return f"rrd, {sampled}"
-    loss = "eq. 1 loss" if reward.loss == "sum" else sampled
-    return loss if reward.name == "resymnet" else f"{reward.name}, {loss}"

@@ -1,10 +1,17 @@
-"""Pure functions for the reward model's objective: the paper's trajectory-sum regression (eq. 1) and its
-randomized form over sampled steps (randomized return decomposition, Ren et al., ICLR 2022)."""
+"""The reward model's objective: pure functions for the paper's trajectory-sum regression (eq. 1) and its
+randomized form over sampled steps (randomized return decomposition, Ren et al., ICLR 2022), and the loss
+objects a fit is given once (:class:`SumLoss`, :class:`RandomizedSumLoss`; TorchRL's ``LossModule`` idea):
+each returns named terms, ``loss`` the one trained on, and owns the step sampler its batches need."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
 import torch
 from torch import Tensor
+
+from prism.data.datamodule import MemberBatch, SegmentBatch, StepSampler
 
 
 def segment_sums(values: Tensor, segment_ids: Tensor, num_segments: int) -> Tensor:
@@ -89,6 +96,88 @@ def randomized_sum_loss(
         sample_var = segment_sums(deviations.pow(2), segment_ids, n_seg) / (counts - 1).clamp_min(1)
         per_segment = per_segment - lengths.pow(2) * (1 - counts / lengths) * sample_var / counts
     return per_segment.mean(dim=-1)
+
+
+class FitLoss(Protocol):
+    """A fit's training loss, chosen once (``reward.loss``, or the model's own: RRD's is always randomized)."""
+
+    label: str
+    """How the fit's progress line names it (``eq. 1 loss``, ``randomized loss, K=64``)."""
+
+    @property
+    def sampler(self) -> StepSampler | None:
+        """The steps its batches must hold (None: every step of each segment)."""
+        ...
+
+    def __call__(
+        self,
+        pred: Tensor,
+        segment_ids: Tensor,
+        targets: Tensor,
+        batch: SegmentBatch | MemberBatch,
+        rows: slice,
+    ) -> dict[str, Tensor]:
+        """Named terms ``[M]`` (one value per member) for members ``rows`` of ``batch``, with ``loss`` the
+        objective (sum it over members before ``backward``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SumLoss:
+    """Paper eq. 1 over every step of each segment (:func:`trajectory_sum_loss`)."""
+
+    label: ClassVar[str] = "eq. 1 loss"
+    sampler: ClassVar[StepSampler | None] = None
+
+    def __call__(
+        self,
+        pred: Tensor,
+        segment_ids: Tensor,
+        targets: Tensor,
+        batch: SegmentBatch | MemberBatch,
+        rows: slice,
+    ) -> dict[str, Tensor]:
+        return {"loss": trajectory_sum_loss(pred, segment_ids, targets)}  # (eq. 1)
+
+
+@dataclass(frozen=True)
+class RandomizedSumLoss:
+    """Randomized return decomposition on ``sampled_steps`` sampled steps of each segment
+    (:func:`randomized_sum_loss`), its sample drawn by :attr:`sampler`."""
+
+    sampled_steps: int
+    """K."""
+    sampling: str = "uniform"
+    """``uniform`` (K distinct steps) or ``stratified`` (one per stratum of T/K steps)."""
+    bias_correction: bool = False
+    """Subtract the sampled sum's variance estimate (uniform sampling only)."""
+
+    def __post_init__(self) -> None:
+        if self.bias_correction and self.sampling != "uniform":
+            raise ValueError("RandomizedSumLoss: bias_correction is the variance of a uniform sample")
+
+    @property
+    def label(self) -> str:
+        return f"randomized loss, K={self.sampled_steps}"
+
+    @property
+    def sampler(self) -> StepSampler:
+        return StepSampler(self.sampled_steps, stratified=self.sampling == "stratified")
+
+    def __call__(
+        self,
+        pred: Tensor,
+        segment_ids: Tensor,
+        targets: Tensor,
+        batch: SegmentBatch | MemberBatch,
+        rows: slice,
+    ) -> dict[str, Tensor]:
+        assert batch.segment_lengths is not None and batch.sampled_steps is not None  # (its sampler's batch)
+        loss = randomized_sum_loss(
+            pred, segment_ids, targets, batch.segment_lengths[rows], batch.sampled_steps[rows],
+            bias_correction=self.bias_correction,
+        )  # fmt: skip
+        return {"loss": loss}
 
 
 def pearson_correlation(x: Tensor, y: Tensor, eps: float = 1e-12) -> Tensor:

@@ -16,14 +16,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from prism.data.features import uses_next_obs
+from prism.data.features import FeatureLayout
 from prism.data.segments import EPISODE_FINAL, TERMINATED, SegmentStore
+
+if TYPE_CHECKING:
+    from prism.reward.model import RewardModel
 
 PREDICT_CHUNK_ROWS = 65_536
 """Rows predicted per call: bounds the ensemble's activations (K × rows × hidden floats) on a 10⁶-step store."""
@@ -95,16 +98,15 @@ def score_segments(
     store: SegmentStore,
     segments: Tensor | None = None,
     *,
-    use_dense: bool = True,
-    next_obs: bool = False,
+    inputs: FeatureLayout = FeatureLayout(),  # noqa: B008 (frozen, immutable)
 ) -> RewardQuality:
     """Score ``predict`` (e.g. a fitted model's ``predict``) on the ``segments`` of ``store`` (all when None).
 
-    ``predict`` is given the store's per-step inputs with the column groups the model reads
-    (:meth:`SegmentStore.inputs`: ``use_dense``, ``next_obs``; by default every stored feature column).
-    Every number is over the selected segments' steps; see :class:`RewardQuality` for each."""
+    ``predict`` is given the store's per-step inputs with the column groups the model reads (``inputs``; by
+    default ``[s, a, r_dense]``). Every number is over the selected segments' steps; see :class:`RewardQuality`
+    for each."""
     selected, rows = _selection(store, segments)
-    pred = predict_rows(predict, store.inputs(use_dense, next_obs)[rows])
+    pred = predict_rows(predict, inputs.of_store(store)[rows])
     return _quality(store, selected, rows, pred)
 
 
@@ -141,14 +143,12 @@ def _quality(store: SegmentStore, selected: Tensor, rows: Tensor, pred: np.ndarr
 
 
 def score_validation(
-    model: Any, store: SegmentStore, val_segments: Tensor
+    model: RewardModel, store: SegmentStore, val_segments: Tensor
 ) -> tuple[RewardQuality, RewardQuality | None]:
     """A fit's validation split scored once: ``(the split, its segments collected by a trained policy)``,
     the second from the same per-step predictions (None before the first expert collection)."""
     selected, rows = _selection(store, val_segments)
-    pred = predict_rows(
-        model.predict, store.inputs(bool(model.use_dense_features), uses_next_obs(model))[rows]
-    )
+    pred = predict_rows(model.predict, model.inputs.of_store(store)[rows])
     validation = _quality(store, selected, rows, pred)
     expert = selected & (store.segment_collections() >= 1)
     if not bool(expert.any()):
@@ -166,13 +166,6 @@ def split_sizes(store: SegmentStore, segments: Tensor) -> dict[str, int]:
     return {"segments": int(selected.sum()), "episodes": int(final.sum()), "steps": int(rows.sum())}
 
 
-def score_model(model: Any, store: SegmentStore, segments: Tensor | None = None) -> RewardQuality:
-    """:func:`score_segments` of a fitted reward model, given the input columns it reads (its
-    ``use_dense_features``, and ``s_{t+1}`` when it reads the next observation)."""
-    return score_segments(
-        model.predict,
-        store,
-        segments,
-        use_dense=bool(model.use_dense_features),
-        next_obs=uses_next_obs(model),
-    )
+def score_model(model: RewardModel, store: SegmentStore, segments: Tensor | None = None) -> RewardQuality:
+    """:func:`score_segments` of a fitted reward model, given the input columns it reads (its ``inputs``)."""
+    return score_segments(model.predict, store, segments, inputs=model.inputs)

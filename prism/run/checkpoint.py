@@ -135,7 +135,7 @@ class RunCheckpointer(Callback):
 
     def phase_changed(self, state: LoopState) -> None:
         """Checkpoint at a phase's start. Entering the fit phase, also keep the global RNG state: a reward fit
-        draws from its own forked stream (prism.reward.fit), so a checkpoint taken during the fit must
+        draws from its own forked stream (prism.reward.fitting.fit), so a checkpoint taken during the fit must
         carry the run's stream as it was before the fit, which is what continues after it."""
         self._rng_at_fit = _global_rng_state() if state.phase == "fit" else None
         self.save()

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from prism.agents.config import OffPolicyConfig
 from prism.config import ConfigError
 from prism.run.layout import CHECKPOINT_DIR
 
@@ -201,10 +202,10 @@ def load_agent_weights(run) -> int:
     return int(loaded.state["env_steps"])
 
 
-def is_untrained(agent_config: Any, env_steps: int) -> bool:
+def is_untrained(agent_config: OffPolicyConfig, env_steps: int) -> bool:
     """Whether a checkpoint at ``env_steps`` predates the first policy update (the agent updates from its
-    ``learning_starts``-th env step on; a backbone without the key counts as trained once RL has begun)."""
-    return env_steps < max(int(getattr(agent_config, "learning_starts", 0)), 1)
+    ``learning_starts``-th env step on)."""
+    return env_steps < max(int(agent_config.learning_starts), 1)
 
 
 def resume_line(run_dir: Path, loop_config: Any, loaded: LoadedCheckpoint | None) -> str:

@@ -54,8 +54,10 @@ def log_hparams(logger: Any, config: Any, spec: Any = None) -> None:
     ``TensorBoardLogger``); a logger without a TensorBoard writer is skipped."""
     from torch.utils.tensorboard.summary import hparams
 
-    experiment = getattr(logger, "experiment", None)
-    if experiment is None or not hasattr(experiment, "_get_file_writer"):
+    from prism.tb_writer import tensorboard_writer
+
+    experiment = tensorboard_writer(logger)
+    if experiment is None:
         return
     # metric values are not part of these summaries: the tab reads each metric's latest scalar in the run
     summaries = hparams(hparam_values(config, spec), {name: 0.0 for name in HPARAM_METRICS})

@@ -65,7 +65,7 @@ from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
 from prism.agents.symmetry import reflection_from_spec
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
-from prism.reward.shaping import RewardShaper
+from prism.reward.shapers import RewardShaper
 from prism.seeding import derive_seed
 
 TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/q_mean", "train/priority")

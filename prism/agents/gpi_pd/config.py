@@ -187,4 +187,4 @@ class GPIPDConfig(OffPolicyConfig):
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
-            raise ValueError(f"agent.{bad[0]}: invalid value {getattr(self, bad[0])!r}")
+            raise ValueError(f"agent.{bad[0]}: invalid value {vars(self)[bad[0]]!r}")

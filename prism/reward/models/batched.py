@@ -1,4 +1,4 @@
-"""The batched layers of :class:`~prism.reward.resymnet.ReSymNetEnsemble`: K members' linear maps and
+"""The batched layers of :class:`~prism.reward.models.resymnet.ReSymNetEnsemble`: K members' linear maps and
 LayerNorms as stacked parameters, and the oneDNN fp32 linear kernel a lone member uses on a CPU (the ragged
 training path)."""
 
@@ -9,6 +9,8 @@ import functools
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from prism.member_init import init_member_
 
 
 @functools.cache
@@ -74,20 +76,9 @@ class BatchedLinear(nn.Module):
     def reset_member(self, k: int, generator: torch.Generator, kind: str) -> None:
         """Initialise member ``k`` (zero bias): ``kind`` is ``"kaiming"`` (ReSymNet's hidden layers), ``"output"``
         (ReSymNet's output layer: Xavier-uniform, gain 0.01) or ``"xavier"`` (Xavier-uniform, gain 1: every
-        layer of RRD's network, TensorFlow's ``xavier_initializer``)."""
-        # nn.init works on the [out, in] layout of nn.Linear (fan_in = in); initialise that, store transposed.
-        w = torch.empty(self.out_features, self.in_features)
-        if kind == "kaiming":
-            nn.init.kaiming_uniform_(w, nonlinearity="relu", generator=generator)
-        elif kind == "output":
-            nn.init.xavier_uniform_(w, gain=0.01, generator=generator)
-        elif kind == "xavier":
-            nn.init.xavier_uniform_(w, generator=generator)
-        else:
-            raise ValueError(kind)
-        with torch.no_grad():
-            self.weight[k].copy_(w.T)
-            self.bias[k].zero_()
+        layer of RRD's network, TensorFlow's ``xavier_initializer``); the agents' stacked MLPs share it
+        (:func:`prism.member_init.init_member_`)."""
+        init_member_(self.weight[k], self.bias[k], kind, generator)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() == 2:

@@ -1,9 +1,9 @@
 """Fitting the ReSymNet ensemble (docs/method.md §4): :func:`fit_resymnet_model` drives a Lightning ``Trainer`` over
-:class:`~prism.reward.trajectory_sum_module.TrajectorySumModule` and returns the fitted :class:`ReSymNetRewardModel`.
+:class:`~prism.reward.fitting.trajectory_sum_module.TrajectorySumModule` and returns the fitted :class:`ReSymNetRewardModel`.
 
 How the K members are trained together yet each as if alone, and the two batch layouts (``layout``), is
-described in :mod:`prism.reward.trajectory_sum_module`. The driver itself, :func:`fit_trajectory_sums`, is shared with
-every reward model fitted on segment sums the same way (RRD, :mod:`prism.reward.rrd`): a :class:`FitRecipe`
+described in :mod:`prism.reward.fitting.trajectory_sum_module`. The driver itself, :func:`fit_trajectory_sums`, is shared with
+every reward model fitted on segment sums the same way (RRD, :mod:`prism.reward.models.rrd`): a :class:`FitRecipe`
 says what differs (network and optimiser, batch, input columns, loss).
 """
 
@@ -13,8 +13,7 @@ import contextlib
 import io
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypedDict
 
 import fsspec  # (lightning's own dependency: it reads checkpoint paths through fsspec)
@@ -26,69 +25,62 @@ from lightning.pytorch.loggers import Logger
 from prism import interrupt
 from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
+from prism.data.features import FeatureLayout
 from prism.data.segments import SegmentStore
-from prism.reward.config import RewardConfig
-from prism.reward.fit_loggers import log_fit_summary
-from prism.reward.fit_timer import FitClock
-from prism.reward.fitter import FitSummary, FittedReward
+from prism.reward.config import ReSymNetConfig, RewardConfig
+from prism.reward.fitting.fit_loggers import log_fit_summary
+from prism.reward.fitting.fit_timer import FitClock
+from prism.reward.fitting.fitter import FitSummary, FittedReward, NetworkRewardModel
+from prism.reward.fitting.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
+from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 from prism.reward.quality import score_validation
-from prism.reward.resymnet import ReSymNetRewardModel
-from prism.reward.trajectory_sum_module import TrajectorySumModule
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
-@dataclass(frozen=True)
-class FitRecipe:
-    """What a reward model brings to :func:`fit_trajectory_sums`; everything else (the seeded split, early
-    stopping on whole validation segments, snapshots and resume, warm start, precision, threads, the
-    :class:`FitSummary`) is the shared driver's."""
+def resymnet_optimiser(config: ReSymNetConfig) -> Callable[[Iterable[torch.nn.Parameter]], Optimisers]:
+    """ReSymNet's optimiser: AdamW at ``reward.lr`` with ``reward.weight_decay``, the learning rate decayed by
+    ``reward.lr_decay`` every epoch."""
 
-    n_members: int
-    """Networks fitted together (ReSymNet's ensemble K; 1 for a single network)."""
-    batch_size: int
-    """Segments per training batch."""
-    use_dense_features: bool
-    """The dense-reward columns are inputs (refused when the store has none)."""
-    next_obs: bool
-    """``s_{t+1}`` is an input (the store must keep it)."""
-    standardise: bool
-    """Inputs z-scored with the training split's scaler (False: raw)."""
-    sampled_steps: int | None
-    """The randomized loss's K (None: eq. 1 over whole segments)."""
-    stratified: bool
-    """The randomized loss's sample is stratified (``reward.sampling``), not uniform without replacement."""
-    module: Callable[[int, list[int], str], TrajectorySumModule]
-    """``module(in_features, member_seeds, log_prefix)``: the LightningModule that fits the network(s)."""
-    model: Callable[[TrajectorySumModule, TrajectorySumDataModule], torch.nn.Module]
-    """``model(fitted_module, datamodule)``: the fitted reward model on the CPU (with the datamodule's scaler
-    where it standardises), whose ``.net`` is the module's network."""
+    def adamw(parameters: Iterable[torch.nn.Parameter]) -> Optimisers:
+        opt = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
+        return opt, torch.optim.lr_scheduler.ExponentialLR(opt, gamma=config.lr_decay)
+
+    return adamw
 
 
-def resymnet_recipe(config: RewardConfig) -> FitRecipe:
-    """ReSymNet's fit (docs/method.md §4): K residual networks, AdamW, standardised ``[s, a, r_dense]``."""
+def resymnet_recipe(config: ReSymNetConfig) -> FitRecipe:
+    """ReSymNet's fit (docs/method.md §4): K residual networks with dropout, AdamW, the per-member gradient
+    clip, standardised ``[s, a, r_dense]``, the loss ``reward.loss`` chooses."""
 
     def ensemble(module: TrajectorySumModule, dm: TrajectorySumDataModule) -> ReSymNetRewardModel:
         model = ReSymNetRewardModel(module.net.cpu(), use_dense_features=dm.use_dense_features)
         model.set_scaler(dm.feature_mean, dm.feature_scale)
         return model
 
+    def network(in_features: int, seeds: list[int]) -> ReSymNetEnsemble:
+        return ReSymNetEnsemble(
+            len(seeds), in_features, config.hidden, config.dropout, config.residual, seeds
+        )
+
     return FitRecipe(
         n_members=config.ensemble_size,
         batch_size=config.batch_size,
-        use_dense_features=config.use_dense_features,
-        next_obs=False,
+        inputs=FeatureLayout(dense=config.use_dense_features),
         standardise=True,
-        sampled_steps=config.sampled_steps if config.loss == "randomized" else None,
-        stratified=config.sampling == "stratified",
-        module=lambda in_features, seeds, prefix: TrajectorySumModule(in_features, config, seeds, prefix),
+        loss=config.fit_loss(),
+        network=network,
+        optimiser=resymnet_optimiser(config),
+        grad_clip=config.grad_clip,
         model=ensemble,
+        dropout_noise=True,
     )
 
 
-def member_seeds(seed: int, n_members: int) -> list[int]:
-    """Initialisation seed of each member, derived from the fit seed."""
+def ensemble_seeds(seed: int, n_members: int) -> list[int]:
+    """Initialisation seed of each network of a fit (ReSymNet's ensemble members), derived from the fit seed
+    (not a population's member seeds: :func:`prism.config.schema.member_seeds`)."""
     return [int(seed) * 1_000_003 + 7 * (k + 1) for k in range(n_members)]
 
 
@@ -189,6 +181,36 @@ def summarise_fit(
     )
 
 
+def run_fit_trainer(
+    module: TrajectorySumModule,
+    datamodule: L.LightningDataModule,
+    config: RewardConfig,
+    device: torch.device,
+    logger: Logger | bool | None,
+    callbacks: Sequence[Callback],
+    resume: bytes | None,
+    *,
+    seed: int | None = None,
+) -> None:
+    """Fit ``module`` on ``datamodule`` with a Trainer of its own (:func:`fit_trainer`), for a lone and a
+    stacked fit alike: Lightning kept quiet, ``config.threads`` CPU threads, and torch's global generator
+    forked (seeded with ``seed`` when given: the padded layout's dropout masks come from it) so that a refit
+    in the middle of an RL run leaves the caller's stream as it was; from the snapshot ``resume`` when given."""
+    # Lightning resumes from a path (read through fsspec): the snapshot's bytes go to fsspec's in-memory file
+    # system, not to a temporary file that a killed process would leave behind.
+    ckpt_path = None if resume is None else in_memory_file(resume)
+    with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
+        if seed is not None:
+            torch.manual_seed(seed)
+        trainer = fit_trainer(device, config, logger, callbacks)
+        try:
+            interrupt.fit(trainer, module, datamodule=datamodule, ckpt_path=ckpt_path)
+        finally:
+            module._close_noise()  # the dropout worker, should the fit stop on an exception
+            if ckpt_path is not None:
+                fsspec.filesystem("memory").rm(ckpt_path)
+
+
 class FitSnapshots(Callback):
     """Hands ``on_snapshot`` the fit's state at the end of an epoch once ``every_s`` seconds have passed since
     the fit (or the last snapshot) began (0: every epoch), never at the last epoch (the fit is about to
@@ -248,7 +270,7 @@ def in_memory_file(data: bytes) -> str:
 
 class FitOptions(TypedDict, total=False):
     """The keyword options of :func:`fit_trajectory_sums` that a model's fit (:func:`fit_resymnet_model`,
-    :func:`prism.reward.rrd.fit_rrd_model`) passes on unchanged."""
+    :func:`prism.reward.models.rrd.fit_rrd_model`) passes on unchanged."""
 
     log_prefix: str
     device: str | torch.device
@@ -257,12 +279,12 @@ class FitOptions(TypedDict, total=False):
     on_snapshot: Callable[[bytes], None] | None
     snapshot_every_s: float
     resume: bytes | None
-    init: torch.nn.Module | None
+    init: NetworkRewardModel | None
 
 
 def fit_resymnet_model(
     store: SegmentStore,
-    config: RewardConfig,
+    config: ReSymNetConfig,
     logger: Logger | None = None,
     seed: int = 0,
     **options: Unpack[FitOptions],
@@ -287,7 +309,7 @@ def fit_trajectory_sums(
     on_snapshot: Callable[[bytes], None] | None = None,
     snapshot_every_s: float = 600.0,
     resume: bytes | None = None,
-    init: torch.nn.Module | None = None,
+    init: NetworkRewardModel | None = None,
 ) -> FittedReward:
     """Fit a fresh reward model (``recipe``) on every segment in ``store`` and return it (on CPU, eval mode).
 
@@ -295,7 +317,7 @@ def fit_trajectory_sums(
     with the seeded 80/20 split; deterministic given ``seed`` (and the thread count, ``config.threads``). The
     returned model (``recipe.model``; ReSymNet's :class:`ReSymNetRewardModel`) holds the training-split scaler as
     buffers, every member at its best validation epoch; it comes with its :class:`FitSummary` (a
-    :class:`~prism.reward.fitter.FittedReward`, ``model, summary = fit_trajectory_sums(...)``). Metrics
+    :class:`~prism.reward.fitting.fitter.FittedReward`, ``model, summary = fit_trajectory_sums(...)``). Metrics
     go to ``logger`` under ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run), all against the epoch;
     give each fit a logger of its own (the run gives cycle c's fit ``tb/reward_fit/cycle<c>/version_<n>``).
 
@@ -331,46 +353,26 @@ def fit_trajectory_sums(
         seed=seed,
         n_members=k,
         shuffle_seeds=member_shuffle_seeds(seed, k),
-        use_dense_features=recipe.use_dense_features,
+        use_dense_features=recipe.inputs.dense,
         ragged=layout == "ragged",
-        sampled_steps=recipe.sampled_steps,
-        stratified=recipe.stratified,
-        next_obs=recipe.next_obs,
+        sampler=recipe.loss.sampler,
+        next_obs=recipe.inputs.next_obs,
         standardise=recipe.standardise,
     )
-    if recipe.use_dense_features and not dm.use_dense_features:
+    if recipe.inputs.dense and not dm.use_dense_features:
         raise ValueError(
             "fit_resymnet_model: use_dense_features=True but the store holds no dense-reward columns"
         )
     dm.setup("fit")
-    # fork_rng: the fit seeds torch's global RNG (dropout masks come from it) without disturbing the caller's
-    # stream, so a refit in the middle of an RL run leaves the agent's randomness as it was.
     carried_s = snapshot_wall_s(resume)
     clock = FitClock(resume)
     callbacks = [*callbacks, clock.timer]
     if on_snapshot is not None:
         callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
-    with (
-        quiet_lightning(),
-        torch.random.fork_rng(devices=[]),
-        _torch_threads(fit_threads(config)),
-    ):
-        torch.manual_seed(seed)
-        module = recipe.module(dm.in_features, member_seeds(seed, k), log_prefix)
-        if init is not None:
-            module.start_from(init.net)
-        ckpt_path = None
-        if resume is not None:
-            # Lightning resumes from a path (read through fsspec): the snapshot's bytes go to fsspec's
-            # in-memory file system, not to a temporary file that a killed process would leave behind.
-            ckpt_path = in_memory_file(resume)
-        trainer = fit_trainer(device, config, logger, callbacks)
-        try:
-            interrupt.fit(trainer, module, datamodule=dm, ckpt_path=ckpt_path)
-        finally:
-            module._close_noise()  # the dropout worker, should the fit stop on an exception
-            if ckpt_path is not None:
-                fsspec.filesystem("memory").rm(ckpt_path)
+    module = TrajectorySumModule(recipe, dm.in_features, config, ensemble_seeds(seed, k), log_prefix)
+    if init is not None:
+        module.start_from(init.net)
+    run_fit_trainer(module, dm, config, device, logger, callbacks, resume, seed=seed)
     model = recipe.model(module, dm)
     model.eval()
     summary = summarise_fit(

@@ -2,8 +2,8 @@
 
 A population of S members refits S ReSymNet ensembles of K each (one per member's segment store). Fitted one
 after the other, each is a small launch-bound job on a GPU; here the S·K networks are the slices of one
-:class:`~prism.reward.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
-exactly as :func:`~prism.reward.fit.fit_resymnet_model` fits them alone with the padded layout:
+:class:`~prism.reward.models.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
+exactly as :func:`~prism.reward.fitting.fit.fit_resymnet_model` fits them alone with the padded layout:
 
 - store s keeps its own data module (split, scaler, shuffle orders from its fit seed), its own initial
   weights and its own dropout stream (a generator seeded like the global one a lone fit seeds);
@@ -15,7 +15,7 @@ exactly as :func:`~prism.reward.fit.fit_resymnet_model` fits them alone with the
 
 Each store's curves (per-epoch losses, its ensemble's correlation, its networks still training, then its
 summary) are logged as its lone fit logs them, to a logger of its own (``loggers=``,
-:class:`~prism.reward.fit_loggers.StoreRoutedLogger`), and end where its lone fit would have ended.
+:class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger`), and end where its lone fit would have ended.
 
 ``tests/test_stacked_reward_fit.py`` checks the equality in float64 on the CPU. On CUDA the dropout masks come
 from per-store CUDA generators (the same distribution; a lone CUDA fit's fused dropout draws differently).
@@ -23,40 +23,36 @@ from per-store CUDA generators (the same distribution; a lone CUDA fit's fused d
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-import fsspec
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 from torch import Tensor
 from torchmetrics import PearsonCorrCoef
 
-from prism import interrupt
-from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
-from prism.reward.config import RewardConfig
-from prism.reward.fit import (
+from prism.reward.config import ReSymNetConfig
+from prism.reward.fitting.fit import (
     FitSnapshots,
-    _torch_threads,
     check_precision,
-    fit_threads,
-    fit_trainer,
-    in_memory_file,
-    member_seeds,
+    ensemble_seeds,
+    resymnet_recipe,
+    run_fit_trainer,
     snapshot_wall_s,
     summarise_fit,
 )
-from prism.reward.fit_loggers import StoreRoutedLogger, log_fit_summary
-from prism.reward.fit_timer import FitClock
-from prism.reward.fitter import FittedReward
+from prism.reward.fitting.fit_loggers import StoreRoutedLogger, log_fit_summary
+from prism.reward.fitting.fit_timer import FitClock
+from prism.reward.fitting.fitter import FittedReward
+from prism.reward.fitting.member_adamw import MemberAdamW
+from prism.reward.fitting.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
+from prism.reward.fitting.trajectory_sum_module import Optimisers, TrajectorySumModule
 from prism.reward.losses import segment_sums
-from prism.reward.member_adamw import MemberAdamW
-from prism.reward.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
-from prism.reward.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
-from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 
 
 class StackedRewardModule(TrajectorySumModule):
@@ -67,10 +63,14 @@ class StackedRewardModule(TrajectorySumModule):
         store_seeds: the fit seed of each store (its networks' init seeds and dropout stream derive from it).
     """
 
-    def __init__(self, in_features: int, config: RewardConfig, store_seeds: Sequence[int]):
+    def __init__(self, in_features: int, config: ReSymNetConfig, store_seeds: Sequence[int]):
         k = config.ensemble_size
-        seeds = [m for s in store_seeds for m in member_seeds(s, k)]
-        super().__init__(in_features, config, seeds)
+        seeds = [m for s in store_seeds for m in ensemble_seeds(s, k)]
+        # ReSymNet's recipe with MemberAdamW: a store without a batch left this epoch takes no step.
+        recipe = dataclasses.replace(
+            resymnet_recipe(config), optimiser=self._member_adamw(config, len(seeds))
+        )
+        super().__init__(recipe, in_features, config, seeds)
         self.automatic_optimization = True  # one summed backward over the stacked batch (S·K networks)
         self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
         self._noise_generators: list[torch.Generator] = []
@@ -110,11 +110,15 @@ class StackedRewardModule(TrajectorySumModule):
         # Lightning loads the snapshot before on_fit_start makes the generators: set them there.
         self._resumed_noise = list(checkpoint["prism_reward_fit"]["store_noise"])
 
-    def configure_optimizers(self):
-        cfg = self.config
-        opt = MemberAdamW(self.net.parameters(), self.n_members, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.lr_decay)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+    @staticmethod
+    def _member_adamw(
+        config: ReSymNetConfig, n_members: int
+    ) -> Callable[[Iterable[torch.nn.Parameter]], Optimisers]:
+        def adamw(parameters: Iterable[torch.nn.Parameter]) -> Optimisers:
+            opt = MemberAdamW(parameters, n_members, lr=config.lr, weight_decay=config.weight_decay)
+            return opt, torch.optim.lr_scheduler.ExponentialLR(opt, gamma=config.lr_decay)
+
+        return adamw
 
     def _dropout_noise(self, store_steps: list[int], n: int) -> list[Tensor] | None:
         """Per residual block ``[S·K, N, H]``: store s's rows drawn as its lone padded forward draws them."""
@@ -204,7 +208,7 @@ class StackedRewardModule(TrajectorySumModule):
 
     def _epoch_scalars(self, val: Tensor, corr: Tensor) -> dict[str, Tensor]:
         """The population-wide scalars (the progress bar's) and each store's own: its ensemble correlation and
-        its networks still training, as ``…/s<s>`` (:class:`~prism.reward.fit_loggers.StoreRoutedLogger`
+        its networks still training, as ``…/s<s>`` (:class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger`
         hands them to the store's logger under the lone fit's names)."""
         metrics = super()._epoch_scalars(val, corr)  # (pooled: the progress bar's)
         running = set(self._running)
@@ -241,7 +245,7 @@ class StackedRewardModule(TrajectorySumModule):
 
 def fit_reward_models_stacked(
     stores: Sequence[SegmentStore],
-    config: RewardConfig,
+    config: ReSymNetConfig,
     seeds: Sequence[int],
     *,
     device: str | torch.device = "cpu",
@@ -256,7 +260,7 @@ def fit_reward_models_stacked(
 
     ``loggers``: store s's curves and summary go to ``loggers[s]`` under the names a lone fit logs (per-epoch
     train and validation loss per network, the store's ensemble correlation, networks active; at the end its
-    summary), through a :class:`~prism.reward.fit_loggers.StoreRoutedLogger`. ``callbacks`` (e.g. a run's
+    summary), through a :class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger`. ``callbacks`` (e.g. a run's
     progress bar over epochs), ``on_snapshot``, ``snapshot_every_s`` and ``resume`` as for
     :func:`fit_resymnet_model`: one snapshot holds every store's fit (weights, per-network AdamW step counts,
     early stopping, shuffle and dropout streams), and a fit resumed from it returns what the uninterrupted fit
@@ -274,18 +278,11 @@ def fit_reward_models_stacked(
     callbacks = [*callbacks, clock.timer]
     if on_snapshot is not None:
         callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
-    with quiet_lightning(), torch.random.fork_rng(devices=[]), _torch_threads(fit_threads(config)):
-        module = StackedRewardModule(data.dms[0].in_features, config, seeds)
-        trainer = fit_trainer(device, config, logger, callbacks)
-        # A snapshot goes to Lightning through fsspec's in-memory file system (no temporary file to leave).
-        ckpt_path = None if resume is None else in_memory_file(resume)
-        try:
-            interrupt.fit(trainer, module, datamodule=data, ckpt_path=ckpt_path)
-        finally:
-            if ckpt_path is not None:
-                fsspec.filesystem("memory").rm(ckpt_path)
+    module = StackedRewardModule(data.dms[0].in_features, config, seeds)
+    # (no global seed: each store's dropout stream is a generator of its own, seeded in on_fit_start)
+    run_fit_trainer(module, data, config, device, logger, callbacks, resume)
     # The models are handed over on the CPU, as fit_resymnet_model hands its model over; each store's
-    # summary scores its own validation split once (prism.reward.fit.summarise_fit).
+    # summary scores its own validation split once (prism.reward.fitting.fit.summarise_fit).
     models = [model.cpu() for model in module.ensembles(data.dms, device=device)]
     elapsed = carried_s + time.perf_counter() - start  # the stacked fit's, shared by its stores
     fitted = []

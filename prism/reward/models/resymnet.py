@@ -31,7 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from prism.reward.batched import BatchedLayerNorm, BatchedLinear
+from prism.data.features import FeatureLayout
+from prism.reward.model import RewardModelBase
+from prism.reward.models.batched import BatchedLayerNorm, BatchedLinear
 
 
 class ReSymNetEnsemble(nn.Module):
@@ -150,15 +152,15 @@ class ReSymNetEnsemble(nn.Module):
     def forward_members(
         self,
         features: Sequence[Tensor],
-        noise: Sequence[Sequence[Tensor]] | None,
         members: Sequence[int],
+        noise: Sequence[Sequence[Tensor]] | None = None,
     ) -> list[Tensor]:
         """Per-step rewards of the listed members, each on its own unpadded steps (the ragged training path).
 
         Args:
             features: one ``[N_k, F]`` standardised input per listed member.
-            noise: from :meth:`dropout_noise` for the same batch and members (``None``: no dropout).
             members: indices k of the members to run (members that stopped early are left out).
+            noise: from :meth:`dropout_noise` for the same batch and members (``None``: no dropout).
 
         Returns:
             One ``[N_k]`` prediction per listed member.
@@ -244,18 +246,18 @@ class DropoutNoiseStream:
             self._executor = None
 
 
-class ReSymNetRewardModel(nn.Module):
+class ReSymNetRewardModel(RewardModelBase):
     """The fitted reward model: input scaler (buffers) + :class:`ReSymNetEnsemble`.
 
     ``predict(h) = mean_k r̂_k((h − mean) / scale)`` with every member in eval mode (no dropout).
-    ``use_dense_features`` records which ``h_t`` layout the model was trained on, so shapers and relabelling
-    build matching inputs.
+    ``use_dense_features`` records which ``h_t`` layout the model was trained on (its ``inputs``), so shapers
+    and relabelling build matching inputs.
     """
 
     def __init__(self, net: ReSymNetEnsemble, use_dense_features: bool = True):
         super().__init__()
         self.net = net
-        self.use_dense_features = bool(use_dense_features)
+        self.inputs = FeatureLayout(dense=bool(use_dense_features))
         self.register_buffer("feature_mean", torch.zeros(net.in_features))
         self.register_buffer("feature_scale", torch.ones(net.in_features))
 

@@ -4,8 +4,9 @@ A shaper receives each env step with the *emitted* reward vector and returns the
 to be stored, with the sparse channel replaced by the redistribution it implements (docs/method.md §5):
 
 - ``none``: the sparse channel exactly as emitted (the baseline; also the oracle on a dense env).
-- ``resymnet`` (and every learned model, e.g. ``rrd``): the model's per-step prediction from ``h_t``
-  (:class:`ResymnetShaper`; ``h_t`` carries ``s_{t+1}`` for a model that reads it, RRD's ``r̂(s, a, s')``).
+- ``resymnet``, ``rrd`` and every learned model: the model's per-step prediction from ``h_t``
+  (:class:`PredictedRewardShaper`; ``h_t`` as the model builds it, with ``s_{t+1}`` for a model that reads it,
+  RRD's ``r̂(s, a, s')``).
 - ``uniform`` / ``random``: need the released sum and the segment length, so the transitions of a segment are
   held until the segment is released (:class:`UniformShaper`, :class:`RandomShaper`).
 
@@ -19,13 +20,17 @@ The shaped values are checked on the host (a NaN/inf raises :class:`~prism.error
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 import torch
 
-from prism.data.features import build_features, feature_dim, uses_next_obs, write_features
 from prism.errors import NonFiniteError
+
+if TYPE_CHECKING:
+    from prism.data.replay import ReplayBatch
+    from prism.reward.model import RewardModel
 
 
 class Transition(NamedTuple):
@@ -94,28 +99,28 @@ class PassThroughShaper(_Stateless):
 # ---- redistributions added by the reward package (docs/method.md §5) ----------------------------------------------
 
 
-class ResymnetShaper(_Stateless):
-    """``resymnet``: replace the sparse channel by the reward model's per-step prediction from ``h_t`` at once.
+class PredictedRewardShaper(_Stateless):
+    """A learned reward model's method (``resymnet``, ``rrd``, a plug-in's): replace the sparse channel by the
+    model's per-step prediction at once.
 
-    ``model`` is a :class:`~prism.reward.resymnet.ReSymNetRewardModel` (or anything with ``predict(features [N, F])
-    -> [N]`` and ``use_dense_features``; one with ``use_next_obs`` true, e.g.
-    :class:`~prism.reward.rrd.RRDRewardModel`, gets ``s_{t+1}`` appended: the ``next_obs`` that :meth:`push`
+    ``model`` is a :class:`~prism.reward.model.RewardModel`: the shaper hands it the step's features as the
+    model builds them (its ``inputs``; one that reads ``s_{t+1}`` gets the ``next_obs`` that :meth:`push`
     receives, which on an episode's last step is the final observation, before the env resets); assign a new
     one after a refit (``shaper.model = ...``). Transitions pushed before the swap keep the reward they were
     given (the paper's faithful mode; see ``relabel``).
     """
 
-    def __init__(self, model, sparse_channel: int):
+    def __init__(self, model: RewardModel | None, sparse_channel: int):
         self.sparse_channel = int(sparse_channel)
         self._buf: torch.Tensor | None = None
         self.model = model
 
     @property
-    def model(self):
+    def model(self) -> RewardModel | None:
         return self._model
 
     @model.setter
-    def model(self, model) -> None:
+    def model(self, model: RewardModel | None) -> None:
         self._model = model
         self._buf = None  # input width or device may change with the model
 
@@ -124,32 +129,28 @@ class ResymnetShaper(_Stateless):
     ) -> torch.Tensor:
         """``h_t`` in a pre-allocated ``[1, F]`` tensor on the model's device (no per-step tensor allocation)."""
         model = self._model
-        use_dense = model.use_dense_features
-        if not uses_next_obs(model):
-            next_obs = None
-        elif next_obs is None:
-            raise ValueError("reward.name: the reward model reads the next observation; none was given")
-        width = feature_dim(
-            obs.shape[-1], action.shape[-1], reward.shape[-1], use_dense, next_obs is not None
-        )
+        if model is None:
+            raise ValueError("reward.name: the shaper has no fitted reward model yet")
+        inputs = model.inputs
+        width = inputs.width(obs.shape[-1], action.shape[-1], reward.shape[-1])
         if self._buf is None or self._buf.shape[1] != width:
-            mean = getattr(model, "feature_mean", None)
-            device = mean.device if isinstance(mean, torch.Tensor) else torch.device("cpu")
-            self._buf = torch.zeros(1, width, device=device)
+            self._buf = torch.zeros(1, width, device=model.device)
         buf = self._buf
         if buf.device.type == "cpu":
             row = buf.numpy()[0]  # shares memory with the tensor
-            write_features(row, obs, action, reward, self.sparse_channel, use_dense, next_obs)
+            inputs.write(row, obs, action, reward, self.sparse_channel, next_obs)
         else:
-            buf.copy_(build_features(obs, action, reward, self.sparse_channel, use_dense, next_obs)[None])
+            buf.copy_(model.features(obs, action, reward, self.sparse_channel, next_obs)[None])
         return buf
 
     def predict_step(
         self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray | None = None
     ) -> float:
         """The model's shaped sparse reward for one step (``next_obs``: needed by a model that reads it)."""
+        features = self._features(obs, action, reward, next_obs)
+        assert self._model is not None  # (checked by _features)
         with torch.no_grad():
-            return float(self._model.predict(self._features(obs, action, reward, next_obs))[0])
+            return float(self._model.predict(features)[0])
 
     def push(
         self, obs, action, reward, next_obs, terminated, truncated, weight, released
@@ -203,8 +204,8 @@ class _SegmentHoldingShaper:
         if not self._pending:
             return {"pending": None}
         fields = {
-            name: np.stack([np.asarray(getattr(tr, name), dtype=np.float32) for tr in self._pending])
-            for name in Transition._fields
+            name: np.stack([np.asarray(value, dtype=np.float32) for value in values])
+            for name, values in zip(Transition._fields, zip(*self._pending))
         }
         return {"pending": {name: torch.from_numpy(values) for name, values in fields.items()}}
 
@@ -271,7 +272,7 @@ def pass_through_shaper(*, sparse_channel: int | None = None, model=None, seed: 
 def predicted_shaper(*, sparse_channel: int | None = None, model=None, seed: int | None = None):
     """A learned reward model's method (``resymnet``): the model's per-step prediction (``model`` may be
     ``None`` at build time; the loop installs each fitted model)."""
-    return ResymnetShaper(model, _channel("a learned reward model", sparse_channel))
+    return PredictedRewardShaper(model, _channel("a learned reward model", sparse_channel))
 
 
 def uniform_shaper(*, sparse_channel: int | None = None, model=None, seed: int | None = None):
@@ -311,7 +312,7 @@ def make_shaper(
 
 
 def relabel_rewards(
-    model,
+    model: RewardModel,
     obs: torch.Tensor,
     action: torch.Tensor,
     reward: torch.Tensor,
@@ -322,14 +323,10 @@ def relabel_rewards(
     by ``model.predict(h_t)``; the dense channels (true values, stored as emitted) are kept and feed ``h_t``.
     ``next_obs`` (the batch's ``s_{t+1}``) is read only by a model that uses it, and then it is required.
     """
-    if not uses_next_obs(model):
-        next_obs = None
-    elif next_obs is None:
+    if model.inputs.next_obs and next_obs is None:
         raise ValueError("reward.relabel: the reward model reads the next observation; none was given")
-    feats = build_features(obs, action, reward, sparse_channel, model.use_dense_features, next_obs)
-    mean = getattr(model, "feature_mean", None)
-    if isinstance(mean, torch.Tensor):
-        feats = feats.to(mean.device)  # the replay batch may live on another device than the model
+    # (on the model's device: the replay batch may live on another)
+    feats = model.features(obs, action, reward, sparse_channel, next_obs)
     with torch.no_grad():
         pred = model.predict(feats).to(device=reward.device, dtype=reward.dtype)
     out = reward.clone()
@@ -337,7 +334,9 @@ def relabel_rewards(
     return out
 
 
-def make_relabel_fn(models, sparse_channel: int):
+def make_relabel_fn(
+    models: RewardModel | Sequence[RewardModel], sparse_channel: int
+) -> Callable[[ReplayBatch], ReplayBatch]:
     """The agent's ``relabel_fn`` for ``reward.relabel: true``: a replay batch with its rewards passed through
     :func:`relabel_rewards` (the sparse channel re-predicted, every other field unchanged).
 
@@ -345,7 +344,7 @@ def make_relabel_fn(models, sparse_channel: int):
     ``[S, B, ...]``, member s relabelled by ``models[s]``."""
     models = list(models) if isinstance(models, (list, tuple)) else [models]
 
-    def relabel(batch):
+    def relabel(batch: ReplayBatch) -> ReplayBatch:
         if batch.obs.dim() == 2:
             reward = relabel_rewards(
                 models[0], batch.obs, batch.action, batch.reward, sparse_channel, batch.next_obs

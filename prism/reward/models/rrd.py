@@ -12,7 +12,7 @@ prism stores: the policy's tanh output, the env acting in the [−1, 1] box), on
 dropout), Adam at 3·10⁻⁴ without weight decay, gradient clip or schedule, and the randomized loss
 (:func:`prism.reward.losses.randomized_sum_loss`) over batches of 4 episodes × K = 64 sampled steps.
 
-It is fitted by the shared driver (:func:`prism.reward.fit.fit_trajectory_sums`) on the same
+It is fitted by the shared driver (:func:`prism.reward.fitting.fit.fit_trajectory_sums`) on the same
 :class:`~prism.data.datamodule.TrajectorySumDataModule` as ReSymNet, whose features here are the raw
 ``[s_t, a_t, s_{t+1}]``: the network forms ``s_t − s_{t+1}`` itself, so the store, the shaper and every
 diagnostic hand it a step's raw data (:func:`prism.data.features.build_features` with ``next_obs``).
@@ -20,7 +20,7 @@ diagnostic hand it a step's raw data (:func:`prism.data.features.build_features`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,12 +29,14 @@ from lightning.pytorch.loggers import Logger
 from torch import Tensor, nn
 
 from prism.data.datamodule import TrajectorySumDataModule
+from prism.data.features import FeatureLayout
 from prism.data.segments import SegmentStore
-from prism.reward.batched import BatchedLinear
-from prism.reward.config import RewardConfig
-from prism.reward.fit import FitOptions, FitRecipe, fit_trajectory_sums
-from prism.reward.fitter import FittedReward
-from prism.reward.trajectory_sum_module import TrajectorySumModule
+from prism.reward.config import RRDRewardConfig
+from prism.reward.fitting.fit import FitOptions, fit_trajectory_sums
+from prism.reward.fitting.fitter import FittedReward
+from prism.reward.fitting.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
+from prism.reward.model import RewardModelBase
+from prism.reward.models.batched import BatchedLinear
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
 class RRDNetwork(nn.Module):
     """RRD's reward network ``r̂(s, a, s')`` (see the module docstring), as K stacked copies (RRD fits K = 1) so
-    that the ensemble machinery of :class:`~prism.reward.trajectory_sum_module.TrajectorySumModule` fits it unchanged.
+    that the ensemble machinery of :class:`~prism.reward.fitting.trajectory_sum_module.TrajectorySumModule` fits it unchanged.
 
     Args:
         obs_dim, act_dim: widths of ``s`` and ``a``; the input is ``[s, a, s']`` (``2·obs_dim + act_dim``).
@@ -62,7 +64,6 @@ class RRDNetwork(nn.Module):
         super().__init__()
         self.obs_dim, self.act_dim, self.hidden, self.n_members = obs_dim, act_dim, hidden, n_members
         self.in_features = 2 * obs_dim + act_dim
-        self.dropout = 0.0  # (none: read by the fit's ragged path, which then draws no noise)
         self.fc1 = BatchedLinear(n_members, self.in_features, hidden)
         self.fc2 = BatchedLinear(n_members, hidden, hidden)
         self.out = BatchedLinear(n_members, hidden, 1)
@@ -80,18 +81,13 @@ class RRDNetwork(nn.Module):
         o, a = self.obs_dim, self.act_dim
         return torch.cat([x[..., : o + a], x[..., :o] - x[..., o + a :]], dim=-1)
 
-    def forward(
-        self, x: Tensor, *, dropout: bool | None = None, noise: Sequence[Tensor] | None = None
-    ) -> Tensor:
-        """Per-step rewards ``[K, N]`` from ``x = [s, a, s']`` (``[N, F]`` shared or ``[K, N, F]``); ``dropout``
-        and ``noise`` are accepted for the fit's interface and ignored (the network has no dropout)."""
+    def forward(self, x: Tensor) -> Tensor:
+        """Per-step rewards ``[K, N]`` from ``x = [s, a, s']`` (``[N, F]`` shared or ``[K, N, F]``)."""
         h = F.relu(self.fc1(self.transition_input(x)))
         h = F.relu(self.fc2(h))
         return self.out(h).squeeze(-1)
 
-    def forward_members(
-        self, features: Sequence[Tensor], noise: Sequence[Sequence[Tensor]] | None, members: Sequence[int]
-    ) -> list[Tensor]:
+    def forward_members(self, features: Sequence[Tensor], members: Sequence[int]) -> list[Tensor]:
         """Copy ``k`` on its own ``[N_k, F]`` steps for each listed ``k`` (the fit's ragged layout)."""
         preds = []
         for x, k in zip(features, members):
@@ -99,10 +95,6 @@ class RRDNetwork(nn.Module):
             h = F.relu(self.fc2.member(k, h))
             preds.append(self.out.member(k, h).squeeze(-1))
         return preds
-
-    def dropout_noise(self, *args: Any, **kwargs: Any) -> None:
-        """No dropout, so no noise (the fit's ragged path asks)."""
-        return None
 
     def hparams(self) -> dict[str, Any]:
         return {
@@ -114,36 +106,12 @@ class RRDNetwork(nn.Module):
         }
 
 
-class RRDModule(TrajectorySumModule):
-    """The fit of :class:`RRDNetwork`: :class:`TrajectorySumModule` (the randomized loss, per-network early stopping
-    on whole validation segments, snapshots) with RRD's optimiser: Adam at ``reward.rrd.lr``, no weight decay, no
-    gradient clip and no learning-rate schedule (the code's ``tf.train.AdamOptimizer(r_lr)``)."""
-
-    def __init__(
-        self,
-        obs_dim: int,
-        act_dim: int,
-        config: RewardConfig,
-        seeds: list[int],
-        log_prefix: str = "reward_fit",
-    ):
-        net = RRDNetwork(obs_dim, act_dim, config.rrd.hidden, len(seeds), seeds)
-        super().__init__(net.in_features, config, seeds, log_prefix, net=net)
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.net.parameters(), lr=self.config.rrd.lr)
-
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        pass  # RRD clips no gradient
-
-
-class RRDRewardModel(nn.Module):
+class RRDRewardModel(RewardModelBase):
     """A fitted RRD reward model: ``predict([s, a, s'] [N, 2·obs + act]) -> [N]`` (the mean over its stacked
-    copies: the one network when K = 1). It reads the next observation (``use_next_obs``) and no dense reward
-    (``use_dense_features`` false); its inputs are raw, so it has no scaler."""
+    copies: the one network when K = 1). It reads the next observation and no dense reward (``inputs``); its
+    inputs are raw, so it has no scaler."""
 
-    use_dense_features = False
-    use_next_obs = True
+    inputs = FeatureLayout(dense=False, next_obs=True)
 
     def __init__(self, net: RRDNetwork):
         super().__init__()
@@ -161,8 +129,7 @@ class RRDRewardModel(nn.Module):
         """``[N]`` per-step reward for ``features = [s, a, s'] [N, F]``, computed where the network lives (the
         features are moved there: a replay batch may be on another device)."""
         with torch.no_grad():
-            x = features.to(self.net.fc1.weight.device)
-            return self.net(x, dropout=False).mean(dim=0)
+            return self.net(features.to(self.device)).mean(dim=0)
 
     def forward(self, features: Tensor) -> Tensor:
         return self.predict(features)
@@ -178,10 +145,20 @@ class RRDRewardModel(nn.Module):
         return model.eval()
 
 
-def rrd_recipe(config: RewardConfig, obs_dim: int, act_dim: int) -> FitRecipe:
-    """RRD's fit for the shared driver: one network, ``reward.rrd.batch_size`` segments × ``reward.sampled_steps``
-    sampled steps per batch (the randomized loss, with ``reward.bias_correction`` and ``reward.sampling``), raw
-    ``[s, a, s']``."""
+def rrd_optimiser(config: RRDRewardConfig) -> Callable[[Iterable[nn.Parameter]], Optimisers]:
+    """RRD's optimiser: Adam at ``reward.rrd.lr``, no weight decay and no learning-rate schedule (the code's
+    ``tf.train.AdamOptimizer(r_lr)``)."""
+
+    def adam(parameters: Iterable[nn.Parameter]) -> Optimisers:
+        return torch.optim.Adam(parameters, lr=config.rrd.lr), None
+
+    return adam
+
+
+def rrd_recipe(config: RRDRewardConfig, obs_dim: int, act_dim: int) -> FitRecipe:
+    """RRD's fit for the shared driver: one network on raw ``[s, a, s']``, Adam, no gradient clip, and
+    ``reward.rrd.batch_size`` segments × ``reward.sampled_steps`` sampled steps per batch (the randomized loss,
+    always, with ``reward.bias_correction``, off by default, and ``reward.sampling``)."""
 
     def fitted(module: TrajectorySumModule, dm: TrajectorySumDataModule) -> RRDRewardModel:
         return RRDRewardModel(module.net.cpu())
@@ -189,25 +166,25 @@ def rrd_recipe(config: RewardConfig, obs_dim: int, act_dim: int) -> FitRecipe:
     return FitRecipe(
         n_members=1,
         batch_size=config.rrd.batch_size,
-        use_dense_features=False,
-        next_obs=True,
+        inputs=RRDRewardModel.inputs,
         standardise=False,  # the released code's default for SAC: obs_normalization off
-        sampled_steps=config.sampled_steps,
-        stratified=config.sampling == "stratified",  # (not RRD's: its sample is uniform, the default)
-        module=lambda in_features, seeds, prefix: RRDModule(obs_dim, act_dim, config, seeds, prefix),
+        loss=config.fit_loss(),  # (RRD's config: always the randomized loss)
+        network=lambda in_features, seeds: RRDNetwork(obs_dim, act_dim, config.rrd.hidden, len(seeds), seeds),
+        optimiser=rrd_optimiser(config),
+        grad_clip=None,  # RRD clips no gradient
         model=fitted,
     )
 
 
 def fit_rrd_model(
     store: SegmentStore,
-    config: RewardConfig,
+    config: RRDRewardConfig,
     logger: Logger | None = None,
     seed: int = 0,
     **options: Unpack[FitOptions],
 ) -> FittedReward:
     """Fit a fresh RRD model on every segment of ``store`` (which must keep next observations): the shared
-    driver :func:`~prism.reward.fit.fit_trajectory_sums` with :func:`rrd_recipe`; the arguments are that
+    driver :func:`~prism.reward.fitting.fit.fit_trajectory_sums` with :func:`rrd_recipe`; the arguments are that
     function's (snapshots and ``resume`` inside a fit, ``init``, an :class:`RRDRewardModel`, for
     ``reward.warm_start``)."""
     if not store.has_next_obs:

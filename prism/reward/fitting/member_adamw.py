@@ -1,5 +1,5 @@
 """AdamW over parameters stacked along a leading member dimension, each member with its own step count: the
-optimiser of a population's stacked reward fit (:mod:`prism.reward.stacked`), where a store whose epoch has run
+optimiser of a population's stacked reward fit (:mod:`prism.reward.fitting.stacked`), where a store whose epoch has run
 out of batches sits out the step exactly as its lone fit would by not taking it."""
 
 from __future__ import annotations

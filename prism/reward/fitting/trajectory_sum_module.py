@@ -1,5 +1,5 @@
 """Training the ReSymNet ensemble with Lightning (docs/method.md §4): :class:`TrajectorySumModule` (driven by
-:func:`prism.reward.fit.fit_resymnet_model`).
+:func:`prism.reward.fitting.fit.fit_resymnet_model`).
 
 All K members are trained in one pass over stacked weights, yet each behaves as if trained alone:
 
@@ -30,16 +30,57 @@ import math
 import re
 import time
 import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torchmetrics import MeanSquaredError, PearsonCorrCoef
 
 from prism.data.datamodule import MemberBatch, SegmentBatch
+from prism.data.features import FeatureLayout
 from prism.reward.config import RewardConfig
-from prism.reward.losses import randomized_sum_loss, segment_sums, trajectory_sum_loss
-from prism.reward.resymnet import DropoutNoiseStream, ReSymNetEnsemble
+from prism.reward.losses import FitLoss, segment_sums
+from prism.reward.models.resymnet import DropoutNoiseStream
+
+if TYPE_CHECKING:
+    from prism.data.datamodule import TrajectorySumDataModule
+    from prism.reward.fitting.fitter import RewardModel
+
+Optimisers = tuple[torch.optim.Optimizer, "torch.optim.lr_scheduler.LRScheduler | None"]
+
+
+@dataclass(frozen=True)
+class FitRecipe:
+    """What a reward model brings to the shared fit (:func:`prism.reward.fitting.fit.fit_trajectory_sums`, driving a
+    :class:`TrajectorySumModule`): its network, optimiser, gradient clip, loss, batch and input columns. The
+    rest (the seeded split, early stopping on whole validation segments, snapshots and resume, warm start,
+    precision, threads, the :class:`~prism.reward.fitting.fitter.FitSummary`) is the driver's."""
+
+    n_members: int
+    """Networks fitted together (ReSymNet's ensemble K; 1 for a single network)."""
+    batch_size: int
+    """Segments per training batch."""
+    inputs: FeatureLayout
+    """The column groups of a step the network reads (dense rewards, ``s_{t+1}``)."""
+    standardise: bool
+    """Inputs z-scored with the training split's scaler (False: raw)."""
+    loss: FitLoss
+    """The training loss, chosen once; its sampler decides which steps a training batch holds."""
+    network: Callable[[int, list[int]], nn.Module]
+    """``network(in_features, member_seeds)``: the stacked networks (member index first in every parameter),
+    ``forward(x) -> [K, N]`` and ``forward_members(features, members) -> [N_k]`` per listed member."""
+    optimiser: Callable[[Iterable[nn.Parameter]], Optimisers]
+    """``optimiser(parameters) -> (optimiser, per-epoch scheduler or None)``."""
+    grad_clip: float | None
+    """Gradient-norm clip per member (:func:`clip_per_member_`), or None."""
+    model: Callable[[TrajectorySumModule, TrajectorySumDataModule], RewardModel]
+    """``model(fitted_module, datamodule)``: the fitted model on the CPU, its ``.net`` the module's network."""
+    dropout_noise: bool = False
+    """The network has dropout (ReSymNet's): the ragged layout hands each member the padded layout's masks
+    (:class:`~prism.reward.models.resymnet.DropoutNoiseStream`, ``forward_members(..., noise=)``)."""
 
 
 def segment_errors(pred: Tensor, batch: SegmentBatch) -> tuple[Tensor, Tensor]:
@@ -55,33 +96,29 @@ class TrajectorySumModule(L.LightningModule):
     """Fits a :class:`ReSymNetEnsemble` by trajectory-sum regression (paper eq. 1); see the module docstring.
 
     Args:
+        recipe: the model's network, optimiser, clip and loss (:class:`FitRecipe`).
         in_features: width of ``h_t``.
-        config: the reward config (architecture, optimiser, early stopping).
+        config: the fit's shared keys (early stopping's ``patience``).
         seeds: one initialisation seed per member (``len(seeds)`` = K).
         log_prefix: TensorBoard namespace (``reward_fit``); every scalar is logged against the epoch (the
             ``step`` key Lightning reads as the x-axis), not against optimiser steps.
-        net: another network to fit in ReSymNet's place (a subclass's, e.g. RRD's,
-            :class:`~prism.reward.rrd.RRDModule`): stacked parameters with the member index first, ``forward(x,
-            *, dropout=None) -> [K, N]``, ``forward_members`` and ``dropout_noise`` as
-            :class:`ReSymNetEnsemble` has them; the subclass brings its optimiser and gradient rule.
     """
 
     def __init__(
         self,
+        recipe: FitRecipe,
         in_features: int,
         config: RewardConfig,
         seeds: list[int],
         log_prefix: str = "reward_fit",
-        *,
-        net: torch.nn.Module | None = None,
     ):
         super().__init__()
+        self.recipe = recipe
         self.config = config
+        self.loss = recipe.loss
         self.log_prefix = log_prefix
         k = len(seeds)
-        if net is None:
-            net = ReSymNetEnsemble(k, in_features, config.hidden, config.dropout, config.residual, seeds)
-        self.net = net
+        self.net = recipe.network(in_features, seeds)
         # Manual optimisation: the ragged layout backpropagates each member's loss right after its forward
         # pass, so only one member's activations are alive at a time (see training_step).
         self.automatic_optimization = False
@@ -109,8 +146,8 @@ class TrajectorySumModule(L.LightningModule):
     def n_members(self) -> int:
         return self.net.n_members
 
-    def start_from(self, net: torch.nn.Module) -> None:
-        """Warm start (``reward.warm_start``): begin from ``net``'s weights (a fitted ensemble of this shape)
+    def start_from(self, net: nn.Module) -> None:
+        """Warm start (``reward.warm_start``): begin from ``net``'s weights (a fitted network of this shape)
         instead of the fresh initialisation; they are also each member's best so far until validated."""
         self.net.load_state_dict(net.state_dict())
         self.best_state = {n: p.detach().clone() for n, p in self.net.named_parameters()}
@@ -125,10 +162,10 @@ class TrajectorySumModule(L.LightningModule):
         params = dict(self.net.named_parameters())
         self.best_state = {n: t.to(params[n]) for n, t in self.best_state.items()}  # device and dtype
 
-    def configure_optimizers(self):
-        cfg = self.config
-        opt = torch.optim.AdamW(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.lr_decay)
+    def configure_optimizers(self) -> Any:
+        opt, sched = self.recipe.optimiser(self.net.parameters())
+        if sched is None:
+            return opt
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
     def on_train_epoch_start(self) -> None:
@@ -147,17 +184,22 @@ class TrajectorySumModule(L.LightningModule):
         optimizer.zero_grad()
         if self._ragged:
             members = self._trained
-            if self._noise is None:
-                # The global generator as the padded layout's first dropout would find it.
-                self._noise = DropoutNoiseStream(self.net, torch.get_rng_state())
-            noise = self._noise.take(batch.steps, members, batch.next_steps)
+            noise = None
+            if self.recipe.dropout_noise:
+                if self._noise is None:
+                    # The global generator as the padded layout's first dropout would find it.
+                    self._noise = DropoutNoiseStream(self.net, torch.get_rng_state())
+                noise = self._noise.take(batch.steps, members, batch.next_steps)
             losses = []
             for i, k in enumerate(members):
                 # Member by member, forward then backward: one member's activations are alive at a time, not
                 # K members' (the fit's peak memory). Members share no parameter, so each gradient slice is
                 # the one a single backward of the summed loss gives, bit for bit.
-                own_noise = None if noise is None else [[block[i]] for block in noise]
-                pred = self.net.forward_members([batch.features[k]], own_noise, [k])[0]
+                if noise is None:
+                    pred = self.net.forward_members([batch.features[k]], [k])[0]
+                else:
+                    own_noise = [[block[i]] for block in noise]
+                    pred = self.net.forward_members([batch.features[k]], [k], noise=own_noise)[0]
                 ids, targets = batch.segment_ids[k][None], batch.targets[k : k + 1]
                 loss = self.fit_loss(pred[None], ids, targets, batch, slice(k, k + 1))[0]
                 self.manual_backward(loss)
@@ -180,20 +222,15 @@ class TrajectorySumModule(L.LightningModule):
         batch: SegmentBatch | MemberBatch,
         rows: slice,
     ) -> Tensor:
-        """The training loss ``[M]`` of members ``rows`` of ``batch`` (``reward.loss``): eq. 1 on whole segments,
-        or the randomized return decomposition on the batch's sampled steps. The sums are taken in the
-        networks' own dtype: under ``bf16-mixed`` the per-step predictions leave the matmuls in bfloat16, whose
-        8-bit mantissa would lose a 1000-step sum."""
-        pred = pred.to(self.dtype)
-        if batch.sampled_steps is None:
-            return trajectory_sum_loss(pred, segment_ids, targets)  # (eq. 1)
-        return randomized_sum_loss(
-            pred, segment_ids, targets, batch.segment_lengths[rows], batch.sampled_steps[rows],
-            bias_correction=self.config.bias_corrected,
-        )  # fmt: skip
+        """The training loss ``[M]`` of members ``rows`` of ``batch``: the recipe's loss object (eq. 1 on whole
+        segments, or the randomized return decomposition on the batch's sampled steps), its ``loss`` term. The
+        sums are taken in the networks' own dtype: under ``bf16-mixed`` the per-step predictions leave the
+        matmuls in bfloat16, whose 8-bit mantissa would lose a 1000-step sum."""
+        return self.loss(pred.to(self.dtype), segment_ids, targets, batch, rows)["loss"]
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        clip_per_member_(list(self.net.parameters()), self.config.grad_clip)
+        if self.recipe.grad_clip is not None:
+            clip_per_member_(list(self.net.parameters()), self.recipe.grad_clip)
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         if isinstance(batch, MemberBatch) and bool(self._frozen.any()):
@@ -235,9 +272,9 @@ class TrajectorySumModule(L.LightningModule):
     def validation_step(self, batch: SegmentBatch, batch_idx: int) -> None:
         if self._ragged:  # the same kernels as training (oneDNN GEMMs, fused LayerNorm)
             members = range(self.n_members)
-            pred = torch.stack(self.net.forward_members([batch.features] * self.n_members, None, members))
+            pred = torch.stack(self.net.forward_members([batch.features] * self.n_members, members))
         else:
-            pred = self.net(batch.features, dropout=False)  # [K, N] (shared inputs)
+            pred = self.net(batch.features)  # [K, N] (shared inputs; eval mode: no dropout)
         pred = pred.to(self.dtype)  # (bf16-mixed: sum in float32, see fit_loss)
         _, sums = segment_errors(pred, batch)  # [K, B] predicted segment sums
         # [B, K] predicted segment sums vs the released sums: one MSE column per member
@@ -284,7 +321,7 @@ class TrajectorySumModule(L.LightningModule):
         self.stopped |= active & (epoch - self.best_epoch >= self.config.patience)
         if bool(self.stopped.all()):
             self.trainer.should_stop = True
-        # Every scalar of the epoch is logged here, before a snapshot (prism.reward.fit.FitSnapshots) can
+        # Every scalar of the epoch is logged here, before a snapshot (prism.reward.fitting.fit.FitSnapshots) can
         # be taken at the validation's end: a fit resumed from it logs from the next epoch on.
         self._log_train_loss()
         metrics = self._epoch_scalars(val, corr)
@@ -302,7 +339,7 @@ class TrajectorySumModule(L.LightningModule):
         self._close_noise()
         self.restore_best()
 
-    # ---- snapshots (a fit resumed mid-way: prism.reward.fit) ---------------------------------------
+    # ---- snapshots (a fit resumed mid-way: prism.reward.fitting.fit) ---------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """What Lightning's checkpoint lacks to go on as if never stopped: each member's best weights, the
         curves so far, and the random streams. Taken at an epoch's end, where the dropout stream has no draw

@@ -3,7 +3,7 @@
 Each store keeps the data module a lone fit builds (its split, scaler and shuffle orders from its fit seed);
 :class:`StackedSegmentData` walks them in step, store-major (network ``s·K + k`` is store s's network k). A
 store whose epoch has fewer batches sits out the rest of the epoch (``store_steps`` 0). The fit itself is
-:mod:`prism.reward.stacked`.
+:mod:`prism.reward.fitting.stacked`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from torch import Tensor
 
 from prism.data.datamodule import FixedBatches, SegmentBatch, TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
-from prism.reward.config import RewardConfig
+from prism.reward.config import ReSymNetConfig
 
 
 class StackedBatch(NamedTuple):
@@ -103,7 +103,7 @@ class StackedSegmentData(L.LightningDataModule):
 
 
 def stacked_data(
-    stores: Sequence[SegmentStore], config: RewardConfig, seeds: Sequence[int]
+    stores: Sequence[SegmentStore], config: ReSymNetConfig, seeds: Sequence[int]
 ) -> StackedSegmentData:
     """Each store's data module exactly as :func:`fit_resymnet_model` builds it (padded layout), stacked."""
     k, dms = config.ensemble_size, []

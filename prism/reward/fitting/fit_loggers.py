@@ -1,8 +1,8 @@
 """Where a reward fit's scalars go: a fit's closing summary, and a stacked fit's curves split per store.
 
-A lone fit (:func:`~prism.reward.fit.fit_resymnet_model`) logs its per-epoch curves to its own logger and,
+A lone fit (:func:`~prism.reward.fitting.fit.fit_resymnet_model`) logs its per-epoch curves to its own logger and,
 when it ends, its summary (:func:`log_fit_summary`). A population's stacked fit
-(:func:`~prism.reward.stacked.fit_reward_models_stacked`) trains S stores × K networks in one Trainer, whose
+(:func:`~prism.reward.fitting.stacked.fit_reward_models_stacked`) trains S stores × K networks in one Trainer, whose
 one logger is a :class:`StoreRoutedLogger`: it hands each store's logger the scalars a lone fit of that store
 would have logged, under the same names, so a member's ``tb/reward_fit/cycle<c>`` reads the same whichever
 way its model was fitted.
@@ -17,7 +17,7 @@ from typing import Any
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
-from prism.reward.fitter import FitSummary
+from prism.reward.fitting.fitter import FitSummary
 
 _NETWORK_KEY = re.compile(r"^(?P<name>.+)/m(?P<index>\d+)$")  # a network's scalar: reward_fit/val_loss/m5
 _STORE_KEY = re.compile(r"^(?P<name>.+)/s(?P<index>\d+)$")  # a store's own: reward_fit/val_corr/s1
@@ -26,7 +26,7 @@ _STORE_KEY = re.compile(r"^(?P<name>.+)/s(?P<index>\d+)$")  # a store's own: rew
 def log_fit_summary(logger: Logger, summary: FitSummary, log_prefix: str = "reward_fit") -> None:
     """A finished fit's summary scalars (epochs run and best validation loss per network, the ensemble's final
     validation correlation, wall time), at the fit's last epoch; ``summary``: its
-    :class:`~prism.reward.fit.FitSummary`."""
+    :class:`~prism.reward.fitting.fit.FitSummary`."""
     step = max(0, max(summary.epochs_run) - 1)  # the last epoch: the fit's scalars are per epoch
     final = {f"{log_prefix}/epochs_run/m{i}": float(e) for i, e in enumerate(summary.epochs_run)}
     final.update({f"{log_prefix}/best_val_loss/m{i}": float(v) for i, v in enumerate(summary.best_val_loss)})

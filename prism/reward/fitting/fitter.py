@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig
+from prism.reward.model import RewardModel
 from prism.reward.quality import RewardQuality
 
 if TYPE_CHECKING:
@@ -34,19 +35,11 @@ if TYPE_CHECKING:
     from prism.registry import RewardModelEntry
 
 
-class RewardModel(Protocol):
-    """What the loop, shapers and checkpoints use of a fitted reward model."""
+class NetworkRewardModel(RewardModel, Protocol):
+    """A model fitted by the shared driver (:func:`prism.reward.fitting.fit.fit_trajectory_sums`): its stacked
+    networks are ``net`` (what a warm start, ``reward.warm_start``, begins from)."""
 
-    use_dense_features: bool
-    """Whether its inputs ``h_t`` include the dense-reward columns."""
-
-    def predict(self, features: Tensor) -> Tensor:
-        """``[N]`` per-step reward of raw features ``[N, F]``."""
-        ...
-
-    def to_dict(self) -> dict[str, Any]:
-        """Its state as plain values and tensors (the registered ``load`` rebuilds it)."""
-        ...
+    net: torch.nn.Module
 
 
 @dataclass
@@ -94,15 +87,15 @@ class FitSummary:
 class FittedReward(NamedTuple):
     """A fit's result: the model and its summary (``model, summary = fit(...)``)."""
 
-    model: Any
-    """The fitted :class:`RewardModel` (on the CPU, eval mode)."""
+    model: RewardModel
+    """The fitted model (on the CPU, eval mode)."""
     summary: FitSummary | None
     """What the fit did (None: a plug-in's fit that reports nothing)."""
 
 
 class RewardFitter(Protocol):
-    """A reward model's fit as the loop calls it (the built-ins: :func:`prism.reward.fit.fit_resymnet_model`,
-    :func:`prism.reward.rrd.fit_rrd_model`)."""
+    """A reward model's fit as the loop calls it (the built-ins: :func:`prism.reward.fitting.fit.fit_resymnet_model`,
+    :func:`prism.reward.models.rrd.fit_rrd_model`)."""
 
     def __call__(
         self,
@@ -116,13 +109,13 @@ class RewardFitter(Protocol):
         on_snapshot: Callable[[bytes], None] | None = None,
         snapshot_every_s: float = 600.0,
         resume: bytes | None = None,
-        init: Any | None = None,
+        init: RewardModel | None = None,
     ) -> FittedReward: ...
 
 
 class PopulationFitter(Protocol):
     """Every member's model of a population in one fit (``reward.stacked_fit``), each equal to its own fit
-    (:func:`prism.reward.stacked.fit_reward_models_stacked`); ``loggers``: one per store, or None."""
+    (:func:`prism.reward.fitting.stacked.fit_reward_models_stacked`); ``loggers``: one per store, or None."""
 
     def __call__(
         self,
@@ -144,7 +137,7 @@ class PlainFitter:
     """A plain plug-in fit ``fit(store, config, *, logger, seed, device) -> model`` as a :class:`RewardFitter`:
     it takes no callbacks and no snapshots (a run's checkpoint keeps none inside its fit), and no warm start."""
 
-    fit: Callable[..., Any]
+    fit: Callable[..., RewardModel]
     name: str
 
     def __call__(
@@ -155,8 +148,8 @@ class PlainFitter:
         logger: Logger | None,
         seed: int,
         device: str | torch.device,
-        init: Any | None = None,
-        **ignored: Any,  # callbacks, on_snapshot, snapshot_every_s, resume: a plain fit takes none of them
+        init: RewardModel | None = None,
+        **ignored: object,  # callbacks, on_snapshot, snapshot_every_s, resume: a plain fit takes none of them
     ) -> FittedReward:
         if init is not None:
             raise ValueError(f"reward.warm_start: the {self.name} model's fit takes no init model")
@@ -179,6 +172,7 @@ def population_fitter(entry: RewardModelEntry, key: str = "reward.name") -> Popu
 
 __all__ = [
     "FitSummary",
+    "NetworkRewardModel",
     "FittedReward",
     "PlainFitter",
     "PopulationFitter",
