@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from toy_runs import toy_run
+from toy_runs import RESYMNET_ONLY, toy_run
 
 from prism.envs import TOY_SPEC
 from prism.run.fit import fit_run
@@ -40,7 +41,14 @@ GPI_PD_TOY = toy_run(
 
 def _run(tmp_path: Path, overlay: str, *extra: str):
     files = [str(CONF / "quickstart.yaml"), str(CONF / overlay)]
-    return fit_run(files, [*GPI_PD_TOY, *extra, f"run_dir={tmp_path / 'run'}"])
+    # An overlay naming another reward model (uniform, random) refuses ReSymNet's own keys of the toy run.
+    reward = OmegaConf.load(CONF / overlay).get("reward", {}).get("name", "resymnet")
+    toy = (
+        GPI_PD_TOY
+        if reward == "resymnet"
+        else [a for a in GPI_PD_TOY if a.split("=")[0] not in RESYMNET_ONLY]
+    )
+    return fit_run(files, [*toy, *extra, f"run_dir={tmp_path / 'run'}"])
 
 
 @pytest.mark.slow

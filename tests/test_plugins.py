@@ -308,8 +308,13 @@ def test_the_from_outside_prism_examples_are_complete_and_run(tmp_path, monkeypa
 @pytest.mark.slow  # a toy run in a child process (~1 min on a busy core)
 def test_the_documented_class_path_shaper_trains_a_run(tmp_path):
     (tmp_path / "myshaper.py").write_text(_doc_block("python", "# myshaper.py\n"))
-    cmd = [sys.executable, "-m", "prism.cli", "fit", "--config", str(CONF / "quickstart.yaml"), *toy_run()]
-    cmd += ["reward.name=myshaper:ClippedShaper", f"run_dir={tmp_path / 'run'}", "figures=false"]
+    cmd = [sys.executable, "-m", "prism.cli", "fit", "--config", str(CONF / "quickstart.yaml")]
+    cmd += [
+        *toy_run(resymnet=False),
+        "reward.name=myshaper:ClippedShaper",
+        f"run_dir={tmp_path / 'run'}",
+        "figures=false",
+    ]
     out = subprocess.run(cmd, env=subprocess_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "run" / "summary.json").is_file()

@@ -48,7 +48,8 @@ class _ScriptedNoise:
         self.noises = iter(noises)
         self.member = member
 
-    def __call__(self, mean, log_std, generator=None):
+    def __call__(self, mean, log_std, generator=None, log_prob_form="exact"):
+        assert log_prob_form == "exact"  # the scripted log-density below is the exact form
         eps = next(self.noises)
         if self.member is not None:
             eps = eps[self.member : self.member + 1]
