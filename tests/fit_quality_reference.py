@@ -71,6 +71,16 @@ def brute_force(episodes: list[dict], predict) -> dict:
     }
 
 
+def brute_force_uniform(episodes: list[dict]) -> dict:
+    """:func:`brute_force` of uniform R/T: every step of an episode "predicted" as its released sum over its
+    length (features replaced by that constant, read back by the predictor)."""
+    spread = [
+        {**ep, "features": torch.full((len(ep["true"]), 1), ep["released_sum"] / len(ep["true"]))}
+        for ep in episodes
+    ]
+    return brute_force(spread, lambda features: features[:, 0])
+
+
 def assert_quality_equal(ours: dict, expected: dict) -> None:
     assert set(ours) == set(expected)
     for key, value in expected.items():

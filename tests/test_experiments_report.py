@@ -466,3 +466,32 @@ def test_an_aggregate_over_named_envs_leaves_out_the_other_envs_its_arms_ran_in(
     )
     both = _aggregate(preset, dataclasses.replace(only_a, envs=(), name=""), table)
     assert both.envs == ("a", "b") and both.iqm["prism"].value != result.iqm["prism"].value
+
+
+def test_uniform_rt_columns_appear_beside_the_models_pearson_only_when_runs_record_them(study):
+    """Fit records that score uniform R/T on the same episodes (validation_uniform, new_episodes_uniform) add
+    two columns, mean ± SE over seeds like the model's; a grid of older runs keeps its columns as they were
+    (so its committed report recomputes unchanged)."""
+    from prism.experiments.fits import FIT_COLUMNS, fit_rows
+
+    _, _, results, _ = study
+    older = list(csv.DictReader((results / "fits.csv").open()))
+    assert list(older[0]) == list(FIT_COLUMNS)
+    uniform_val = [0.1, 0.2, 0.3, 0.5]
+    per_seed = []
+    for seed in range(4):
+        records = [_fit_record(c, PEARSON[c][seed], [50, 50, 50], None if c == 0 else 0.3) for c in (0, 1)]
+        for c, record in enumerate(records):
+            record["validation_uniform"] = {"pearson": uniform_val[seed] + c}
+            record["new_episodes_uniform"] = None if c == 0 else {"pearson": -uniform_val[seed]}
+        per_seed.append(records)
+    preset = dataclasses.replace(PRESETS["table1-study"], envs=("walker",))
+    rows = fit_rows(preset, {("walker", "e-prism"): {"fits": per_seed}})
+    assert list(rows[0]) == [*FIT_COLUMNS, "val uniform R/T: Pearson", "new episodes, uniform R/T: Pearson"]
+    values = np.array(uniform_val)
+    se = f"{values.std(ddof=1) / 2:.2f}"
+    assert [r["val uniform R/T: Pearson"] for r in rows] == [
+        f"{values.mean():.2f} ± {se}",
+        f"{values.mean() + 1:.2f} ± {se}",
+    ]
+    assert [r["new episodes, uniform R/T: Pearson"] for r in rows] == ["—", f"{-values.mean():.2f} ± {se}"]

@@ -137,3 +137,33 @@ def test_a_fits_scalars_are_its_epochs_run_mean_and_its_best_epoch_mean_each_its
     assert scalars["reward/best_val_loss_mean"] == pytest.approx(0.75)
     assert scalars["reward/fit_time_s"] == 12.5 and scalars["reward/train_segments"] == 8.0
     assert scalars["reward/val_correlation"] == 0.5 == scalars["reward/val_pearson"]
+
+
+def test_uniform_rt_spreads_each_released_segment_sum_evenly_by_brute_force():
+    """score_uniform on a store of many segments per episode: each step priced at its segment's released sum
+    over the segment's length (not the episode's), so the segment sums are exact and the per-step Pearson is
+    that of the step-wise spread against the true reward, both recomputed here in plain Python."""
+    from fit_quality_reference import _pearson
+    from segment_stores import synthetic_store
+
+    from prism.reward.quality import latest_collection_segments, score_uniform
+
+    store = synthetic_store(30, seed=5, max_length=7)
+    lengths = store.segment_lengths.tolist()
+    targets = store.targets.tolist()
+    spread = [targets[s] / lengths[s] for s in store.segment_index.tolist()]
+    quality = score_uniform(store)
+    assert quality.segment_sum_mse == pytest.approx(0.0, abs=1e-9)
+    assert quality.pearson == pytest.approx(_pearson(spread, store.true_sparse.double().tolist()), rel=1e-9)
+    assert 0.0 < quality.pearson < 0.99  # the reward varies inside a segment: spreading it evenly loses that
+    chosen = [2, 3, 11, 17]
+    rows = [r for r, s in enumerate(store.segment_index.tolist()) if s in chosen]
+    some = score_uniform(store, torch.tensor(chosen))
+    assert some.steps == len(rows) and some.pearson == pytest.approx(
+        _pearson([spread[r] for r in rows], [float(store.true_sparse[r]) for r in rows]), rel=1e-9
+    )
+    # the latest collection's segments: all of them before any collection was marked, then only the new ones
+    assert latest_collection_segments(store).tolist() == list(range(30))
+    store.begin_collection()
+    store.extend(synthetic_store(4, seed=6))
+    assert latest_collection_segments(store).tolist() == [30, 31, 32, 33]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fit_quality_reference import assert_quality_equal, brute_force, store_episodes
+from fit_quality_reference import assert_quality_equal, brute_force, brute_force_uniform, store_episodes
 from toy_runs import toy_run
 
 from prism.agents.capql import CAPQLModule
@@ -185,6 +185,8 @@ def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run
         assert record["epochs_run"] == summary_k.epochs_run and record["best_epoch"] == summary_k.best_epoch
         assert record["wall_time_s"] == pytest.approx(summary_k.wall_time_s)
         assert_quality_equal(record["validation"], brute_force(store_episodes(store, val), model.predict))
+        # uniform R/T on the same held-out episodes: the per-step baseline beside the model's numbers
+        assert_quality_equal(record["validation_uniform"], brute_force_uniform(store_episodes(store, val)))
         expert_val = [s for s in val if int(collections[s]) >= 1]
         if expert_val:
             assert_quality_equal(
@@ -194,11 +196,15 @@ def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run
             assert record["validation_expert"] is None
         if k == 0:
             assert record["new_episodes"] is None  # no model before the first fit
+            assert record["new_episodes_uniform"] is None
         else:
             new = [s for s in range(store.num_segments) if int(collections[s]) == k]
             previous = fitted[k - 1]
             assert_quality_equal(
                 record["new_episodes"], brute_force(store_episodes(store, new), previous.predict)
+            )
+            assert_quality_equal(
+                record["new_episodes_uniform"], brute_force_uniform(store_episodes(store, new))
             )
     # the same numbers in TensorBoard, against env steps, in the member's main run
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -213,6 +219,13 @@ def test_every_fit_is_on_record_and_each_number_is_the_brute_force_one(prism_run
     pearson = sorted(values["reward/val_pearson"])
     assert [s for s, _ in pearson] == [r["env_steps"] for r in records]
     assert [v for _, v in pearson] == pytest.approx([r["validation"]["pearson"] for r in records], rel=1e-5)
+    uniform = sorted(values["reward/val_uniform_pearson"])
+    # (one held-out episode priced by a constant has no correlation: None in the record, no scalar)
+    scored = [r for r in records if r["validation_uniform"]["pearson"] is not None]
+    assert [s for s, _ in uniform] == [r["env_steps"] for r in scored] and len(scored) >= 2
+    assert [v for _, v in uniform] == pytest.approx(
+        [r["validation_uniform"]["pearson"] for r in scored], rel=1e-5
+    )
     new_mse = sorted(values["reward/new_segment_sum_mse"])
     assert [v for _, v in new_mse] == pytest.approx(
         [r["new_episodes"]["segment_sum_mse"] for r in records[1:]], rel=1e-5

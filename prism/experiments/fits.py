@@ -29,6 +29,13 @@ QUALITY_COLUMNS = (
     ("new_episodes", "segment_sum_mse", "new episodes, previous model: episode-sum MSE"),
 )
 """(record key, RewardQuality field, column header): mean ± SE over the seeds that have the value."""
+UNIFORM_COLUMNS = (
+    # Uniform R/T scored on the same held-out and new episodes (runs since the records have them): the per-step
+    # baseline beside the model's Pearson. Shown only when some run of the grid records it, so that reports of
+    # older runs recompute unchanged.
+    ("validation_uniform", "pearson", "val uniform R/T: Pearson"),
+    ("new_episodes_uniform", "pearson", "new episodes, uniform R/T: Pearson"),
+)
 FIT_COLUMNS = (
     "env",
     "arm",
@@ -56,42 +63,59 @@ def _median(values: list[float]) -> str:
     return f"{statistics.median(values):g}" if values else "—"
 
 
+def _learned_arms(preset: Preset, table: Table) -> list[tuple[str, str]]:
+    return [
+        (env, arm)
+        for env in preset.envs
+        for arm in preset.methods_for(env)
+        if preset.arm(arm).method in LEARNED_REWARD_METHODS and (env, arm) in table
+    ]
+
+
 def fit_rows(preset: Preset, table: Table) -> list[dict[str, str]]:
-    """One row per (env, arm with a learned reward, cycle): store size, epochs, fit time and fit quality."""
+    """One row per (env, arm with a learned reward, cycle): store size, epochs, fit time and fit quality (and
+    uniform R/T's per-step Pearson on the same episodes, when some run records it)."""
+    arms = _learned_arms(preset, table)
+    records_of = {key: [fits for fits in table[key]["fits"] if fits] for key in arms}  # seeds with records
+    with_uniform = any(
+        record.get("validation_uniform") is not None
+        for per_seed in records_of.values()
+        for fits in per_seed
+        for record in fits
+    )
+    quality_columns = (*QUALITY_COLUMNS, *(UNIFORM_COLUMNS if with_uniform else ()))
+    columns = (*FIT_COLUMNS, *(header for _, _, header in quality_columns[len(QUALITY_COLUMNS) :]))
     rows = []
-    for env in preset.envs:
-        for arm in preset.methods_for(env):
-            if preset.arm(arm).method not in LEARNED_REWARD_METHODS or (env, arm) not in table:
-                continue
-            per_seed = [fits for fits in table[(env, arm)]["fits"] if fits]  # seeds with records
-            base = {"env": ENV_FILES[env], "arm": arm_label(preset, env, arm)}
-            if not per_seed:
-                rows.append({**base, **dict.fromkeys(FIT_COLUMNS[2:], "—")})
-                continue
-            for cycle in range(max(len(fits) for fits in per_seed)):
-                records = [fits[cycle] for fits in per_seed if len(fits) > cycle]
-                stores = [r.get("store") or {} for r in records]
-                train = [(s.get("train") or {}).get("episodes") for s in stores]
-                val = [(s.get("validation") or {}).get("episodes") for s in stores]
-                epochs = [e for r in records for e in r.get("epochs_run") or ()]
-                best = [e for r in records for e in r.get("best_epoch") or ()]
-                row = {
-                    **base,
-                    "n": str(len(records)),
-                    # Counted from 1 as everywhere else; from the record's position, which is the cycle in old
-                    # summary.json files (0-based cycle keys) and new ones (1-based) alike.
-                    "cycle": str(cycle + 1),
-                    "store episodes (train / val)": (
-                        f"{_median([t for t in train if t is not None])} / "
-                        f"{_median([v for v in val if v is not None])}"
-                    ),
-                    "epochs run (median)": _median(epochs),
-                    "best epoch (median)": _median(best),
-                    "fit wall s": fmt(*mean_se([r["wall_time_s"] for r in records if r.get("wall_time_s")])),
-                }
-                for key, field, header in QUALITY_COLUMNS:
-                    row[header] = fmt(*mean_se(_values(records, key, field)))
-                rows.append(row)
+    for env, arm in arms:
+        per_seed = records_of[(env, arm)]
+        base = {"env": ENV_FILES[env], "arm": arm_label(preset, env, arm)}
+        if not per_seed:
+            rows.append({**base, **dict.fromkeys(columns[2:], "—")})
+            continue
+        for cycle in range(max(len(fits) for fits in per_seed)):
+            records = [fits[cycle] for fits in per_seed if len(fits) > cycle]
+            stores = [r.get("store") or {} for r in records]
+            train = [(s.get("train") or {}).get("episodes") for s in stores]
+            val = [(s.get("validation") or {}).get("episodes") for s in stores]
+            epochs = [e for r in records for e in r.get("epochs_run") or ()]
+            best = [e for r in records for e in r.get("best_epoch") or ()]
+            row = {
+                **base,
+                "n": str(len(records)),
+                # Counted from 1 as everywhere else; from the record's position, which is the cycle in old
+                # summary.json files (0-based cycle keys) and new ones (1-based) alike.
+                "cycle": str(cycle + 1),
+                "store episodes (train / val)": (
+                    f"{_median([t for t in train if t is not None])} / "
+                    f"{_median([v for v in val if v is not None])}"
+                ),
+                "epochs run (median)": _median(epochs),
+                "best epoch (median)": _median(best),
+                "fit wall s": fmt(*mean_se([r["wall_time_s"] for r in records if r.get("wall_time_s")])),
+            }
+            for key, field, header in quality_columns:
+                row[header] = fmt(*mean_se(_values(records, key, field)))
+            rows.append(row)
     return rows
 
 
@@ -100,6 +124,7 @@ def fit_table(preset: Preset, table: Table) -> list[str]:
     rows = fit_rows(preset, table)
     if not rows:
         return ["(no arm of this grid fits a reward model)"]
-    lines = ["| " + " | ".join(FIT_COLUMNS) + " |", "|" + "---|" * len(FIT_COLUMNS)]
-    lines += ["| " + " | ".join(row[h] for h in FIT_COLUMNS) + " |" for row in rows]
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(row[h] for h in columns) + " |" for row in rows]
     return lines

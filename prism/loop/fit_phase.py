@@ -40,7 +40,13 @@ from prism.loop.progress import Progress, RewardFitProgress
 from prism.registry import REWARD_MODELS
 from prism.reward.fitting.fit import snapshot_epoch
 from prism.reward.fitting.fitter import FittedReward, RewardModel, population_fitter, reward_fitter
-from prism.reward.quality import RewardQuality, score_model, split_sizes
+from prism.reward.quality import (
+    RewardQuality,
+    latest_collection_segments,
+    score_model,
+    score_uniform,
+    split_sizes,
+)
 
 
 @dataclass(frozen=True)
@@ -276,7 +282,8 @@ def fit_record(
     fit's held-out segments, as the fit scored them) and ``validation_expert`` (those of them collected by a
     trained policy; None before the first expert collection), and ``new_episodes``: the episodes the
     collection before the fit brought in, scored by the previous cycle's model (:func:`score_new_episodes`;
-    None for the first fit). A fit without a summary (a plug-in's plain fit) has no split: its split keys are
+    None for the first fit); ``validation_uniform`` and ``new_episodes_uniform`` score uniform R/T on the same
+    segments (:func:`~prism.reward.quality.score_uniform`: the per-step baseline). A fit without a summary (a plug-in's plain fit) has no split: its split keys are
     None."""
     summary = fitted.summary
     sizes: dict[str, Any] = {
@@ -285,6 +292,9 @@ def fit_record(
         "segments": store.num_segments,
     }
     record: dict[str, Any] = {"cycle": cycle, "env_steps": int(env_steps), "store": sizes}
+    # Uniform R/T scored on the same new episodes: the per-step baseline the model's ``new_episodes`` beats or
+    # not. The collection before this fit is the store's latest, the set score_new_episodes scored.
+    new_uniform = score_uniform(store, latest_collection_segments(store)).to_dict() if new_episodes else None
     if summary is None:
         return {
             **record,
@@ -297,6 +307,8 @@ def fit_record(
             "validation": None,
             "validation_expert": None,
             "new_episodes": new_episodes,
+            "validation_uniform": None,
+            "new_episodes_uniform": new_uniform,
         }
     val_segments = summary.val_segments
     is_val = torch.zeros(store.num_segments, dtype=torch.bool)
@@ -316,6 +328,8 @@ def fit_record(
         "validation": summary.validation.to_dict(),
         "validation_expert": expert.to_dict() if expert is not None else None,
         "new_episodes": new_episodes,
+        "validation_uniform": score_uniform(store, val_segments).to_dict(),
+        "new_episodes_uniform": new_uniform,
     }
 
 
@@ -355,8 +369,13 @@ def fit_record_scalars(record: dict[str, Any]) -> dict[str, float]:
             out[f"reward/{split}_{k}"] = float(v)
     if record["best_epoch"] is not None:
         out["reward/best_epoch_mean"] = float(np.mean(record["best_epoch"]))
-    for key, prefix in (("validation", "reward/val_"), ("validation_expert", "reward/val_expert_")):
-        for k, v in (record[key] or {}).items():
+    for key, prefix in (
+        ("validation", "reward/val_"),
+        ("validation_expert", "reward/val_expert_"),
+        ("validation_uniform", "reward/val_uniform_"),
+        ("new_episodes_uniform", "reward/new_uniform_"),
+    ):
+        for k, v in (record.get(key) or {}).items():
             if v is not None:
                 out[f"{prefix}{k}"] = float(v)
     return out

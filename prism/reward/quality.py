@@ -157,6 +157,28 @@ def score_validation(
     return validation, _quality(store, expert, expert_rows, pred[expert_rows[rows].numpy()])
 
 
+def uniform_predictions(store: SegmentStore, rows: Tensor) -> np.ndarray:
+    """Uniform R/T's per-step "prediction" of the sparse channel on the ``rows`` of ``store``: every step of a
+    released segment gets the segment's released sum over its length (what :class:`~prism.reward.shapers.
+    UniformShaper` pays), as float64."""
+    per_step = store.targets.double() / store.segment_lengths.double()
+    return per_step[store.segment_index[rows]].numpy()
+
+
+def score_uniform(store: SegmentStore, segments: Tensor | None = None) -> RewardQuality:
+    """:func:`score_segments` of uniform R/T instead of a model: the baseline a learned decomposition must beat
+    per step. Its segment sums equal the targets by construction (MSE 0); its per-step Pearson with the true
+    channel is what spreading the sum evenly recovers (e.g. of a control cost, which varies inside an episode)."""
+    selected, rows = _selection(store, segments)
+    return _quality(store, selected, rows, uniform_predictions(store, rows))
+
+
+def latest_collection_segments(store: SegmentStore) -> Tensor:
+    """The segments of the store's most recent collection (all of them before any collection was marked)."""
+    collections = store.segment_collections()
+    return torch.nonzero(collections == collections.max()).reshape(-1) if collections.numel() else collections
+
+
 def split_sizes(store: SegmentStore, segments: Tensor) -> dict[str, int]:
     """Segments, episodes (counted by their last step) and steps of a subset of ``store``'s segments."""
     selected = torch.zeros(store.num_segments, dtype=torch.bool)
