@@ -161,6 +161,23 @@ class TakeOff:
 
 
 @dataclass(frozen=True)
+class PaperClaim:
+    """A sentence of the paper that the report judges from its own ratio rows
+    (:mod:`prism.experiments.paper_claims`): each (numerator, denominator) of ``ratios`` must be one of the
+    preset's :class:`Ratio` rows, read in every env that runs both arms and each metric of ``metrics``."""
+
+    quote: str
+    """The paper's words, as quoted."""
+    ratios: tuple[tuple[str, str], ...]
+    expect: str
+    """What the sentence says of numerator against denominator: ``lower``, ``higher`` or ``equal`` (within the
+    preset's equivalence margin)."""
+    metrics: tuple[str, ...] = ("hv",)
+    note: str = ""
+    """What the judgement leaves out (e.g. a size the words give, such as "moderately")."""
+
+
+@dataclass(frozen=True)
 class CostGate:
     """A bound on what an arm's seeds cost: the median CPU time of ``arm``'s seeds in ``env`` over that of
     ``reference``'s must be at most ``max_ratio`` (the report says whether it holds; :mod:`prism.experiments.costs`)."""
@@ -225,6 +242,8 @@ class Preset:
     primary_envs: tuple[str, ...] = ()
     """The envs whose rows of primary ratios form the family (empty: all). A preset that joins other studies'
     envs only for its aggregate leaves their rows to those studies' own families."""
+    paper_claims: tuple[PaperClaim, ...] = ()
+    """Sentences of the paper the report quotes and judges from its ratio rows."""
     equivalence_margin: float = 0.05
     """m of the report's equivalence test: a ratio row "ties" only where TOST rejects, at 5 %, that the ratio
     of means lies outside [1 − m, 1 + m]."""

@@ -14,6 +14,7 @@ from prism.experiments.costs import cost_section
 from prism.experiments.divergence import divergence_section
 from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cell, Preset
+from prism.experiments.paper_claims import paper_claims_section
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
 from prism.experiments.ratios import family_lines, ratio_rows, ratio_table
 from prism.experiments.stats import AggregateResult
@@ -152,6 +153,10 @@ def write_report(
         *objective_table(preset, table),
         "",
     ]
+    claim_lines, claim_rows_csv = paper_claims_section(preset, ratios)
+    if claim_rows_csv:
+        _write_csv(results / "paper_claims.csv", claim_rows_csv)
+        sections += claim_lines
     fits = fit_rows(preset, table)
     # Runs older than the records show "—"; a table of nothing else says nothing, so it is left out.
     if any(row["n"] != "—" for row in fits):
