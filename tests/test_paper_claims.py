@@ -133,7 +133,7 @@ def _write_run(run_dir, env_id: str, hv: float, eum: float) -> None:
 
 
 def test_the_ablation_report_judges_each_sentence_from_its_runs(tmp_path):
-    """Synthetic swimmer runs (5 seeds) where w/o residual is clearly worse on HV and EUM (holds), w/o loss a
+    """(And drops a stale section's CSV.) Synthetic swimmer runs (5 seeds) where w/o residual is clearly worse on HV and EUM (holds), w/o loss a
     little better (not shown), w/o refinement equal within ±1 % (ties: holds) and uniform clearly better than
     PRISM (contradicts the last sentence); the report's section and CSV say so."""
     from prism.experiments.report import write_report
@@ -155,7 +155,12 @@ def test_the_ablation_report_judges_each_sentence_from_its_runs(tmp_path):
         s = spread[cell.seed] * (40.0 if cell.method == "a-wo-loss" else 1.0)  # w/o loss: a noisy +0.3 %
         _write_run(cell.run_dir(out), "mo-swimmer-v5", hv + 0.4 * s, eum + 0.01 * s)
     results = tmp_path / "report"
+    results.mkdir()
+    # a previous report's section that this one has no rows for, and a file of somebody else's
+    (results / "divergence.csv").write_text("stale\n")
+    (results / "notes.md").write_text("mine\n")
     markdown = write_report("ablation-study", preset, cells, out, results)
+    assert not (results / "divergence.csv").exists() and (results / "notes.md").read_text() == "mine\n"
     rows = list(csv.DictReader((results / "paper_claims.csv").open()))
     verdict = {int(r["claim"]): r["claim_verdict"] for r in rows}
     assert verdict == {1: HOLDS, 2: NOT_RUN, 3: NOT_RUN, 4: HOLDS, 5: NOT_SHOWN, 6: CONTRADICTED}

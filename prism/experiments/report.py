@@ -22,6 +22,31 @@ from prism.experiments.tables import Table, arm_table, objective_table, thin_rat
 from prism.experiments.takeoff import flip_section, take_off_section, take_off_tests
 
 
+SECTION_FILES = (
+    "ratios.csv",
+    "paper_claims.csv",
+    "fits.csv",
+    "costs.csv",
+    "takeoff.csv",
+    "takeoff_tests.csv",
+    "flips.csv",
+    "divergence.csv",
+)
+"""The CSVs of the report's optional sections: each written only when its section has rows."""
+
+
+def _clear_sections(preset: Preset, results: Path) -> None:
+    """Remove the optional sections' CSVs (and the aggregates' files) a previous report left: a section that
+    has no rows now must not leave its old numbers beside the new report. Nothing else in the folder is
+    touched."""
+    names = [
+        *SECTION_FILES,
+        *(f"{spec.file_stem}{ext}" for spec in preset.aggregates() for ext in (".csv", ".png")),
+    ]
+    for name in names:
+        (results / name).unlink(missing_ok=True)
+
+
 def _write_csv(path: Path, rows: list[dict]) -> None:
     fields = list(dict.fromkeys(key for row in rows for key in row))
     with path.open("w", newline="") as fh:
@@ -110,6 +135,7 @@ def write_report(
     aggregates = [(spec, _aggregate(preset, spec, table)) for spec in preset.aggregates()]
     paper = paper_values(preset.backbone, preset.paper_tables)
     results.mkdir(parents=True, exist_ok=True)
+    _clear_sections(preset, results)
     lines, csv_rows = arm_table(preset, table, paper)
     ratios = ratio_rows(preset, table, paper)
     ratio_lines, ratio_csv = ratio_table(preset, ratios)
