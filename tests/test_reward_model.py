@@ -15,7 +15,8 @@ from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
 from prism.reward.fitting.fit import ensemble_seeds as member_seeds
 from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
-from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule, clip_per_member_
+from prism.reward.fitting.network_fit import clip_per_member_
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
 from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
 from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
 

@@ -31,8 +31,10 @@ from prism.reward.config import ReSymNetConfig, RewardConfig
 from prism.reward.fitting.fit_loggers import log_fit_summary
 from prism.reward.fitting.fit_timer import FitClock
 from prism.reward.fitting.fitter import FitSummary, FittedReward, NetworkRewardModel
-from prism.reward.fitting.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
-from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
+from prism.reward.fitting.network_fit import NetworkFitModule
+from prism.reward.fitting.recipe import FitRecipe, Optimisers
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
+from prism.reward.models.resymnet import DropoutNoiseStream, ReSymNetEnsemble, ReSymNetRewardModel
 from prism.reward.quality import score_validation
 
 if TYPE_CHECKING:
@@ -54,8 +56,9 @@ def resymnet_recipe(config: ReSymNetConfig) -> FitRecipe:
     """ReSymNet's fit (docs/method.md §4): K residual networks with dropout, AdamW, the per-member gradient
     clip, standardised ``[s, a, r_dense]``, the loss ``reward.loss`` chooses."""
 
-    def ensemble(module: TrajectorySumModule, dm: TrajectorySumDataModule) -> ReSymNetRewardModel:
-        model = ReSymNetRewardModel(module.net.cpu(), use_dense_features=dm.use_dense_features)
+    def ensemble(net: torch.nn.Module, dm: TrajectorySumDataModule) -> ReSymNetRewardModel:
+        assert isinstance(net, ReSymNetEnsemble)  # (the networks this recipe builds)
+        model = ReSymNetRewardModel(net, use_dense_features=dm.use_dense_features)
         model.set_scaler(dm.feature_mean, dm.feature_scale)
         return model
 
@@ -74,7 +77,7 @@ def resymnet_recipe(config: ReSymNetConfig) -> FitRecipe:
         optimiser=resymnet_optimiser(config),
         grad_clip=config.grad_clip,
         model=ensemble,
-        dropout_noise=True,
+        dropout_stream=DropoutNoiseStream,
     )
 
 
@@ -152,7 +155,7 @@ def summarise_fit(
     model: torch.nn.Module,
     store: SegmentStore,
     dm: TrajectorySumDataModule,
-    module: TrajectorySumModule,
+    module: NetworkFitModule,
     networks: slice,
     *,
     wall_time_s: float,
@@ -182,7 +185,7 @@ def summarise_fit(
 
 
 def run_fit_trainer(
-    module: TrajectorySumModule,
+    module: NetworkFitModule,
     datamodule: L.LightningDataModule,
     config: RewardConfig,
     device: torch.device,
@@ -206,7 +209,7 @@ def run_fit_trainer(
         try:
             interrupt.fit(trainer, module, datamodule=datamodule, ckpt_path=ckpt_path)
         finally:
-            module._close_noise()  # the dropout worker, should the fit stop on an exception
+            module.close()  # (a worker thread, should the fit stop on an exception)
             if ckpt_path is not None:
                 fsspec.filesystem("memory").rm(ckpt_path)
 
@@ -373,7 +376,7 @@ def fit_trajectory_sums(
     if init is not None:
         module.start_from(init.net)
     run_fit_trainer(module, dm, config, device, logger, callbacks, resume, seed=seed)
-    model = recipe.model(module, dm)
+    model = recipe.model(module.net.cpu(), dm)
     model.eval()
     summary = summarise_fit(
         model,

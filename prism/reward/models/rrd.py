@@ -34,7 +34,7 @@ from prism.data.segments import SegmentStore
 from prism.reward.config import RRDRewardConfig
 from prism.reward.fitting.fit import FitOptions, fit_trajectory_sums
 from prism.reward.fitting.fitter import FittedReward
-from prism.reward.fitting.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
+from prism.reward.fitting.recipe import FitRecipe, Optimisers
 from prism.reward.model import RewardModelBase
 from prism.reward.models.batched import BatchedLinear
 
@@ -160,8 +160,9 @@ def rrd_recipe(config: RRDRewardConfig, obs_dim: int, act_dim: int) -> FitRecipe
     ``reward.rrd.batch_size`` segments × ``reward.sampled_steps`` sampled steps per batch (the randomized loss,
     always, with ``reward.bias_correction``, off by default, and ``reward.sampling``)."""
 
-    def fitted(module: TrajectorySumModule, dm: TrajectorySumDataModule) -> RRDRewardModel:
-        return RRDRewardModel(module.net.cpu())
+    def fitted(net: nn.Module, dm: TrajectorySumDataModule) -> RRDRewardModel:
+        assert isinstance(net, RRDNetwork)  # (the network this recipe builds)
+        return RRDRewardModel(net)
 
     return FitRecipe(
         n_members=1,
