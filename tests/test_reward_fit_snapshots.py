@@ -14,7 +14,7 @@ from segment_stores import synthetic_store
 from tb_events import FIT_TIMING, scalar_curves
 
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fitting.fit import fit_resymnet_model
+from prism.reward.models.resymnet_fit import fit_resymnet_model
 
 # Patience long enough that some member is still improving at the snapshots, short enough that one stops.
 CONFIG = dict(ensemble_size=3, hidden=16, max_epochs=12, patience=3, batch_size=8, dropout=0.1)

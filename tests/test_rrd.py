@@ -395,7 +395,7 @@ def test_an_rrd_fit_clips_no_gradient_and_resymnets_clips_each_member(monkeypatc
     config = RRDRewardConfig(name="rrd", sampled_steps=8, max_epochs=2, patience=2, rrd=RRDConfig(hidden=8))
     fit_rrd_model(store, config, seed=0)
     assert clips == []
-    from prism.reward.fitting.fit import fit_resymnet_model
+    from prism.reward.models.resymnet_fit import fit_resymnet_model
 
     resymnet = ReSymNetConfig(
         hidden=8, ensemble_size=2, max_epochs=2, patience=2, grad_clip=0.5, use_dense_features=False

@@ -4,7 +4,7 @@ The fit itself (:func:`prism.reward.fitting.fit.fit_trajectory_sums` driving a
 :class:`~prism.reward.fitting.trajectory_sum_module.TrajectorySumModule`) knows no model: the seeded split, early
 stopping on whole validation segments, snapshots and resume, warm start, precision, threads and the
 :class:`~prism.reward.fitting.fitter.FitSummary` are the driver's; the network, its optimiser, clip, loss, batch
-and input columns are the recipe's (ReSymNet's :func:`prism.reward.fitting.fit.resymnet_recipe`, RRD's
+and input columns are the recipe's (ReSymNet's :func:`prism.reward.models.resymnet_fit.resymnet_recipe`, RRD's
 :func:`prism.reward.models.rrd.rrd_recipe`).
 """
 

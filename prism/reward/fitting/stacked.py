@@ -3,7 +3,7 @@
 A population of S members refits S ReSymNet ensembles of K each (one per member's segment store). Fitted one
 after the other, each is a small launch-bound job on a GPU; here the S·K networks are the slices of one
 :class:`~prism.reward.models.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
-exactly as :func:`~prism.reward.fitting.fit.fit_resymnet_model` fits them alone with the padded layout:
+exactly as :func:`~prism.reward.models.resymnet_fit.fit_resymnet_model` fits them alone with the padded layout:
 
 - store s keeps its own data module (split, scaler, shuffle orders from its fit seed), its own initial
   weights and its own dropout stream (a generator seeded like the global one a lone fit seeds);
@@ -24,7 +24,7 @@ from per-store CUDA generators (the same distribution; a lone CUDA fit's fused d
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from lightning.pytorch.callbacks import Callback
@@ -39,7 +39,6 @@ from prism.reward.fitting.fit import (
     FitSnapshots,
     check_precision,
     ensemble_seeds,
-    resymnet_recipe,
     run_fit_trainer,
     snapshot_wall_s,
     summarise_fit,
@@ -49,23 +48,10 @@ from prism.reward.fitting.fit_timer import FitClock
 from prism.reward.fitting.fitter import FittedReward
 from prism.reward.fitting.member_adamw import MemberAdamW
 from prism.reward.fitting.network_fit import NetworkFitModule, validation_correlation
-from prism.reward.fitting.recipe import Optimisers
 from prism.reward.fitting.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
 from prism.reward.losses import segment_sums
 from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
-
-
-def member_adamw(
-    config: ReSymNetConfig, n_members: int
-) -> Callable[[Iterable[torch.nn.Parameter]], Optimisers]:
-    """ReSymNet's optimiser (:func:`~prism.reward.fitting.fit.resymnet_optimiser`) as :class:`MemberAdamW` over
-    ``n_members`` networks: a network told it is inactive for a step keeps its slices as they were."""
-
-    def adamw(parameters: Iterable[torch.nn.Parameter]) -> Optimisers:
-        opt = MemberAdamW(parameters, n_members, lr=config.lr, weight_decay=config.weight_decay)
-        return opt, torch.optim.lr_scheduler.ExponentialLR(opt, gamma=config.lr_decay)
-
-    return adamw
+from prism.reward.models.resymnet_fit import resymnet_optimiser, resymnet_recipe
 
 
 class StackedRewardModule(NetworkFitModule):
@@ -84,8 +70,8 @@ class StackedRewardModule(NetworkFitModule):
         super().__init__(
             resymnet_recipe(config).network(in_features, seeds),
             len(seeds),
-            # ReSymNet's optimiser as MemberAdamW: a store without a batch left this epoch takes no step.
-            optimiser=member_adamw(config, len(seeds)),
+            # (MemberAdamW: a store without a batch left this epoch takes no step)
+            optimiser=resymnet_optimiser(config, stacked_networks=len(seeds)),
             grad_clip=config.grad_clip,
             patience=config.patience,
         )
