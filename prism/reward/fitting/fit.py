@@ -208,6 +208,23 @@ class FitSnapshots(Callback):
         self._last = time.perf_counter()
 
 
+def fit_callbacks(
+    callbacks: Sequence[Callback],
+    on_snapshot: Callable[[bytes], None] | None,
+    snapshot_every_s: float,
+    resume: bytes | None,
+) -> tuple[list[Callback], FitClock, float]:
+    """A fit's Trainer callbacks, lone or stacked: the caller's, its CPU clock's timer and (with
+    ``on_snapshot``) :class:`FitSnapshots`; with the clock and the wall seconds carried over from ``resume``
+    (a resumed fit's times add on)."""
+    carried_s = snapshot_wall_s(resume)
+    clock = FitClock(resume)
+    out = [*callbacks, clock.timer]
+    if on_snapshot is not None:
+        out.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
+    return out, clock, carried_s
+
+
 def snapshot_wall_s(snapshot: bytes | None) -> float:
     """The fit's wall seconds before ``snapshot`` was taken (0 without one): a resumed fit's time adds on."""
     if snapshot is None:
@@ -313,11 +330,7 @@ def fit_trajectory_sums(
             "fit_trajectory_sums: the recipe reads dense rewards but the store holds no dense-reward columns"
         )
     dm.setup("fit")
-    carried_s = snapshot_wall_s(resume)
-    clock = FitClock(resume)
-    callbacks = [*callbacks, clock.timer]
-    if on_snapshot is not None:
-        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
+    callbacks, clock, carried_s = fit_callbacks(callbacks, on_snapshot, snapshot_every_s, resume)
     module = TrajectorySumModule(recipe, dm.in_features, config, ensemble_seeds(seed, k), log_prefix)
     if init is not None:
         module.start_from(init.net)

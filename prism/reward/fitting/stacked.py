@@ -36,15 +36,13 @@ from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
 from prism.reward.fitting.fit import (
-    FitSnapshots,
     check_precision,
     ensemble_seeds,
+    fit_callbacks,
     run_fit_trainer,
-    snapshot_wall_s,
     summarise_fit,
 )
 from prism.reward.fitting.fit_loggers import StoreRoutedLogger, log_fit_summary
-from prism.reward.fitting.fit_timer import FitClock
 from prism.reward.fitting.fitter import FittedReward
 from prism.reward.fitting.member_adamw import MemberAdamW
 from prism.reward.fitting.network_fit import NetworkFitModule, validation_correlation
@@ -265,11 +263,7 @@ def fit_reward_models_stacked(
     start = time.perf_counter()
     data = stacked_data(stores, config, seeds)
     logger = StoreRoutedLogger(loggers, config.ensemble_size) if loggers else False
-    carried_s = snapshot_wall_s(resume)
-    clock = FitClock(resume)
-    callbacks = [*callbacks, clock.timer]
-    if on_snapshot is not None:
-        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
+    callbacks, clock, carried_s = fit_callbacks(callbacks, on_snapshot, snapshot_every_s, resume)
     module = StackedRewardModule(data.dms[0].in_features, config, seeds)
     # (no global seed: each store's dropout stream is a generator of its own, seeded in on_fit_start)
     run_fit_trainer(module, data, config, device, logger, callbacks, resume)
