@@ -33,7 +33,8 @@ from torch import Tensor, nn
 
 from prism.data.features import FeatureLayout
 from prism.reward.model import RewardModelBase
-from prism.reward.models.batched import BatchedLayerNorm, BatchedLinear
+from prism.reward.models.batched import BatchedLayerNorm, member_seed_list
+from prism.stacked_linear import StackedLinear
 
 
 class ReSymNetEnsemble(nn.Module):
@@ -60,7 +61,7 @@ class ReSymNetEnsemble(nn.Module):
         super().__init__()
         self.n_members, self.in_features, self.hidden = n_members, in_features, hidden
         self.dropout, self.residual = float(dropout), bool(residual)
-        self.inp = BatchedLinear(n_members, in_features, hidden)
+        self.inp = StackedLinear(n_members, in_features, hidden)
         self.ln_in = BatchedLayerNorm(n_members, hidden)
         self.blocks = nn.ModuleList()
         if residual:
@@ -68,19 +69,16 @@ class ReSymNetEnsemble(nn.Module):
                 self.blocks.append(
                     nn.ModuleDict(
                         {
-                            "fc1": BatchedLinear(n_members, hidden, hidden),
+                            "fc1": StackedLinear(n_members, hidden, hidden),
                             "ln1": BatchedLayerNorm(n_members, hidden),
-                            "fc2": BatchedLinear(n_members, hidden, hidden),
+                            "fc2": StackedLinear(n_members, hidden, hidden),
                             "ln2": BatchedLayerNorm(n_members, hidden),
                         }
                     )
                 )
-        self.out = BatchedLinear(n_members, hidden, 1)
-        seeds = list(range(n_members)) if member_seeds is None else [int(s) for s in member_seeds]
-        if len(seeds) != n_members:
-            raise ValueError(f"member_seeds: expected {n_members} seeds, got {len(seeds)}")
-        self.member_seeds = seeds
-        for k, seed in enumerate(seeds):
+        self.out = StackedLinear(n_members, hidden, 1)
+        self.member_seeds = member_seed_list(n_members, member_seeds)
+        for k, seed in enumerate(self.member_seeds):
             self.reset_member(k, seed)
 
     def reset_member(self, k: int, seed: int) -> None:

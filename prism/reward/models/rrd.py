@@ -36,7 +36,8 @@ from prism.reward.fitting.fit import FitOptions, fit_trajectory_sums
 from prism.reward.fitting.fitter import FittedReward
 from prism.reward.fitting.recipe import FitRecipe, Optimisers
 from prism.reward.model import RewardModelBase
-from prism.reward.models.batched import BatchedLinear
+from prism.reward.models.batched import member_seed_list
+from prism.stacked_linear import StackedLinear
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -64,14 +65,11 @@ class RRDNetwork(nn.Module):
         super().__init__()
         self.obs_dim, self.act_dim, self.hidden, self.n_members = obs_dim, act_dim, hidden, n_members
         self.in_features = 2 * obs_dim + act_dim
-        self.fc1 = BatchedLinear(n_members, self.in_features, hidden)
-        self.fc2 = BatchedLinear(n_members, hidden, hidden)
-        self.out = BatchedLinear(n_members, hidden, 1)
-        seeds = list(range(n_members)) if member_seeds is None else [int(s) for s in member_seeds]
-        if len(seeds) != n_members:
-            raise ValueError(f"member_seeds: expected {n_members} seeds, got {len(seeds)}")
-        self.member_seeds = seeds
-        for k, seed in enumerate(seeds):
+        self.fc1 = StackedLinear(n_members, self.in_features, hidden)
+        self.fc2 = StackedLinear(n_members, hidden, hidden)
+        self.out = StackedLinear(n_members, hidden, 1)
+        self.member_seeds = member_seed_list(n_members, member_seeds)
+        for k, seed in enumerate(self.member_seeds):
             g = torch.Generator().manual_seed(int(seed))
             for layer in (self.fc1, self.fc2, self.out):  # tf.contrib xavier_initializer: Glorot-uniform
                 layer.reset_member(k, g, "xavier")
