@@ -195,8 +195,8 @@ class DropoutNoiseStream:
     The draws come from a private generator started at ``generator_state`` (the global generator's state
     when the fit begins), so the stream is the one :meth:`ReSymNetEnsemble.forward` would have drawn from the
     global generator, batch by batch, and the worker never races anything else for it. Drawing the masks is
-    serial (~10 ns a value on a CPU, ~20 % of a one-thread epoch); on the worker it overlaps the main
-    thread's matmuls. With more than one torch thread the main thread's OpenMP team already has the cores,
+    serial, a sizeable share of a one-thread epoch (docs/benchmarks.md, "Where the time went"); on the worker
+    it overlaps the main thread's matmuls. With more than one torch thread the main thread's OpenMP team already has the cores,
     so the noise is drawn inline instead (a third thread would stall the team).
 
     Args:
