@@ -286,7 +286,7 @@ def test_a_populations_stacked_fit_shows_its_epochs(tmp_path):
     from toy_runs import toy_run
 
     from prism.config import load_config
-    from prism.loop.progress_lines import LineProgress
+    from prism.display.progress_lines import LineProgress
     from prism.run.fit import build_run
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"
