@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from prism.data.features import FeatureLayout
-from prism.reward.model import RewardModelBase
+from prism.reward.model import NetworkRewardModelBase
 from prism.reward.models.batched import BatchedLayerNorm, member_seed_list
 from prism.stacked_linear import StackedLinear
 
@@ -244,7 +244,7 @@ class DropoutNoiseStream:
             self._executor = None
 
 
-class ReSymNetRewardModel(RewardModelBase):
+class ReSymNetRewardModel(NetworkRewardModelBase):
     """The fitted reward model: input scaler (buffers) + :class:`ReSymNetEnsemble`.
 
     ``predict(h) = mean_k r̂_k((h − mean) / scale)`` with every member in eval mode (no dropout).
@@ -252,20 +252,13 @@ class ReSymNetRewardModel(RewardModelBase):
     and relabelling build matching inputs.
     """
 
+    net: ReSymNetEnsemble
+
     def __init__(self, net: ReSymNetEnsemble, use_dense_features: bool = True):
-        super().__init__()
-        self.net = net
+        super().__init__(net)
         self.inputs = FeatureLayout(dense=bool(use_dense_features))
         self.register_buffer("feature_mean", torch.zeros(net.in_features))
         self.register_buffer("feature_scale", torch.ones(net.in_features))
-
-    @property
-    def in_features(self) -> int:
-        return self.net.in_features
-
-    @property
-    def n_members(self) -> int:
-        return self.net.n_members
 
     def set_scaler(self, mean: Tensor, scale: Tensor) -> None:
         self.feature_mean.copy_(mean)
@@ -282,9 +275,6 @@ class ReSymNetRewardModel(RewardModelBase):
     def predict(self, features: Tensor) -> Tensor:
         """``[N]`` ensemble-mean per-step reward for raw (unstandardised) features ``[N, F]``."""
         return self.member_predictions(features).mean(dim=0)
-
-    def forward(self, features: Tensor) -> Tensor:
-        return self.predict(features)
 
     # ---- persistence ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from prism.reward.config import RRDRewardConfig
 from prism.reward.fitting.fit import FitOptions, fit_trajectory_sums
 from prism.reward.fitting.fitter import FittedReward
 from prism.reward.fitting.recipe import FitRecipe, Optimisers
-from prism.reward.model import RewardModelBase
+from prism.reward.model import NetworkRewardModelBase
 from prism.reward.models.batched import member_seed_list
 from prism.stacked_linear import StackedLinear
 
@@ -104,33 +104,23 @@ class RRDNetwork(nn.Module):
         }
 
 
-class RRDRewardModel(RewardModelBase):
+class RRDRewardModel(NetworkRewardModelBase):
     """A fitted RRD reward model: ``predict([s, a, s'] [N, 2·obs + act]) -> [N]`` (the mean over its stacked
     copies: the one network when K = 1). It reads the next observation and no dense reward (``inputs``); its
     inputs are raw, so it has no scaler."""
 
     inputs = FeatureLayout(dense=False, next_obs=True)
 
+    net: RRDNetwork
+
     def __init__(self, net: RRDNetwork):
-        super().__init__()
-        self.net = net
-
-    @property
-    def n_members(self) -> int:
-        return self.net.n_members
-
-    @property
-    def in_features(self) -> int:
-        return self.net.in_features
+        super().__init__(net)
 
     def predict(self, features: Tensor) -> Tensor:
         """``[N]`` per-step reward for ``features = [s, a, s'] [N, F]``, computed where the network lives (the
         features are moved there: a replay batch may be on another device)."""
         with torch.no_grad():
             return self.net(features.to(self.device)).mean(dim=0)
-
-    def forward(self, features: Tensor) -> Tensor:
-        return self.predict(features)
 
     def to_dict(self) -> dict[str, Any]:
         """Hyper-parameters and weights as plain values and tensors (``weights_only``-loadable)."""
