@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_progress_argument(fit: argparse.ArgumentParser) -> None:
-    """``prism fit --progress``: bars in a terminal, plain lines in a log (prism.loop.progress_lines)."""
+    """``prism fit --progress``: bars in a terminal, plain lines in a log (prism.display.progress_lines)."""
     fit.add_argument(
         "--progress",
         choices=("auto", "bar", "lines", "none"),

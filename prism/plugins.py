@@ -24,7 +24,7 @@ def register() -> None:
     # ---- learned reward models, each with the reward method of the same name (reward.name) ---------------
     register_reward_model(
         "resymnet",
-        fitter="prism.reward.fitting.fit:fit_resymnet_model",
+        fitter="prism.reward.models.resymnet_fit:fit_resymnet_model",
         load="prism.reward.models.resymnet:ReSymNetRewardModel.from_dict",
         population_fitter="prism.reward.fitting.stacked:fit_reward_models_stacked",
         config="prism.reward.config:ReSymNetConfig",

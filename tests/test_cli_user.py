@@ -362,8 +362,8 @@ def test_an_interrupted_reward_fit_says_interrupted_not_stopped():
     """ "(stopped)" read like early stopping, which ends a fit normally."""
     import io
 
-    from prism.loop.progress import RewardFitProgress
-    from prism.loop.progress_lines import LineProgress
+    from prism.display.progress import RewardFitProgress
+    from prism.display.progress_lines import LineProgress
 
     def ended(exception: BaseException) -> str:
         log = io.StringIO()

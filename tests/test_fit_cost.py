@@ -16,7 +16,7 @@ from toy_runs import toy_run
 from prism.cli import main
 from prism.phase_clock import PHASES, REMAINDER, PhaseClock, fit_split, phase_breakdown
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fitting.fit import fit_resymnet_model
+from prism.reward.models.resymnet_fit import fit_resymnet_model
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")
 FIT = dict(ensemble_size=3, hidden=16, max_epochs=30, patience=4, batch_size=8, dropout=0.1)

@@ -20,9 +20,9 @@ from prism.evaluation.result import EvalResult
 from prism.metrics import functional as F
 from prism.metrics.classes import ExpectedUtility, Hypervolume, VarianceObjective, evaluation_metrics
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fitting.fit import resymnet_recipe
 from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule, segment_errors
 from prism.reward.losses import pearson_correlation
+from prism.reward.models.resymnet_fit import resymnet_recipe
 
 
 def _returns(seed: int, w: int = 9, e: int = 4, n_obj: int = 3) -> np.ndarray:

@@ -11,7 +11,7 @@ from fake_evaluations import fake_eval_result
 from toy_runs import toy_run
 
 from prism.config import load_config
-from prism.loop.progress import PhaseProgressBar, Progress
+from prism.display.progress import PhaseProgressBar, Progress
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -14,8 +14,8 @@ import torch
 from toy_runs import toy_run
 
 from prism.cli import main
-from prism.loop.progress import PhaseProgressBar, Progress, RewardFitProgress
-from prism.loop.progress_lines import LineProgress, make_progress
+from prism.display.progress import PhaseProgressBar, Progress, RewardFitProgress
+from prism.display.progress_lines import LineProgress, make_progress
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 STAMP = r"^\[\d+:\d\d:\d\d\] "

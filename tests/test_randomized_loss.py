@@ -15,8 +15,8 @@ import prism.reward.fitting.fit as reward_module
 from prism.config import ConfigError, load_config
 from prism.data.datamodule import StepSampler, TrajectorySumDataModule, gather_segments, sample_segment_steps
 from prism.reward.config import ReSymNetConfig, RRDRewardConfig
-from prism.reward.fitting.fit import fit_resymnet_model
 from prism.reward.losses import randomized_sum_loss, segment_sums, trajectory_sum_loss
+from prism.reward.models.resymnet_fit import fit_resymnet_model
 
 SMALL = dict(ensemble_size=3, hidden=16, max_epochs=6, patience=3, batch_size=8, dropout=0.1)
 

@@ -78,8 +78,8 @@ def test_every_builtin_is_registered_once_with_its_config_and_model():
         "rrd": "rrd",
         "uniform": None,
     }
-    from prism.reward.fitting.fit import fit_resymnet_model
     from prism.reward.models.resymnet import ReSymNetRewardModel
+    from prism.reward.models.resymnet_fit import fit_resymnet_model
 
     resymnet = REWARD_MODELS.entry("reward.name", "resymnet")
     assert resymnet.fitter_fn() is fit_resymnet_model and resymnet.load_fn() == ReSymNetRewardModel.from_dict

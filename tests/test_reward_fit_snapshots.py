@@ -14,7 +14,7 @@ from segment_stores import synthetic_store
 from tb_events import FIT_TIMING, scalar_curves
 
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fitting.fit import fit_resymnet_model
+from prism.reward.models.resymnet_fit import fit_resymnet_model
 
 # Patience long enough that some member is still improving at the snapshots, short enough that one stops.
 CONFIG = dict(ensemble_size=3, hidden=16, max_epochs=12, patience=3, batch_size=8, dropout=0.1)
@@ -188,8 +188,8 @@ def test_a_resumed_fits_progress_counts_on_from_the_snapshots_epoch():
     """The epoch bar (here as log lines, one per epoch) of a fit resumed from the snapshot taken at the end of
     the third epoch counts on from 3: its first line is the fourth epoch, the first one this process ran
     (Lightning ends the third epoch again, which counts it without a line)."""
-    from prism.loop.progress import RewardFitProgress
-    from prism.loop.progress_lines import LineProgress
+    from prism.display.progress import RewardFitProgress
+    from prism.display.progress_lines import LineProgress
 
     snapshots: list[bytes] = []
     whole = _fit("ragged", on_snapshot=snapshots.append, snapshot_every_s=0)

@@ -17,10 +17,10 @@ from prism.data.datamodule import MemberBatch, TrajectorySumDataModule, member_s
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
 from prism.reward.fitting.fit import ensemble_seeds as member_seeds
-from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
 from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
-from prism.reward.models.batched import onednn_linear_available
 from prism.reward.models.resymnet import DropoutNoiseStream, ReSymNetEnsemble
+from prism.reward.models.resymnet_fit import fit_resymnet_model, resymnet_recipe
+from prism.stacked_linear import onednn_linear_available
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -14,10 +14,11 @@ from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
 from prism.reward.fitting.fit import ensemble_seeds as member_seeds
-from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
-from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule, clip_per_member_
+from prism.reward.fitting.network_fit import clip_per_member_
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
 from prism.reward.losses import pearson_correlation, segment_sums, trajectory_sum_loss
 from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
+from prism.reward.models.resymnet_fit import fit_resymnet_model, resymnet_recipe
 
 
 def _store(n_seg: int = 80, seed: int = 0, dense: bool = True) -> SegmentStore:
@@ -313,7 +314,8 @@ def test_fit_options_are_exactly_the_shared_drivers_keyword_options():
     import inspect
     import typing
 
-    from prism.reward.fitting.fit import FitOptions, fit_resymnet_model, fit_trajectory_sums
+    from prism.reward.fitting.fit import FitOptions, fit_trajectory_sums
+    from prism.reward.models.resymnet_fit import fit_resymnet_model
     from prism.reward.models.rrd import fit_rrd_model
 
     driver = inspect.signature(fit_trajectory_sums).parameters

@@ -7,8 +7,8 @@ import torch
 
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fitting.fit import fit_resymnet_model
 from prism.reward.losses import pearson_correlation
+from prism.reward.models.resymnet_fit import fit_resymnet_model
 
 
 def _true_reward(x: torch.Tensor) -> torch.Tensor:

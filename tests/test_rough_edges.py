@@ -16,8 +16,8 @@ import prism.run.fit
 from prism.agents.config import CAPQLConfig
 from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.cli import main
+from prism.display.progress import PhaseProgressBar, Progress
 from prism.errors import ConfigError
-from prism.loop.progress import PhaseProgressBar, Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -119,7 +119,7 @@ class _Stop(Exception):
 @pytest.fixture(scope="module")
 def stopped_before_rl(tmp_path_factory):
     """A toy run stopped in its first reward fit: its checkpoints are at 0 env steps (the phase changes)."""
-    import prism.reward.fitting.fit
+    import prism.reward.models.resymnet_fit
 
     run_dir = tmp_path_factory.mktemp("stopped") / "run"
 
@@ -127,7 +127,7 @@ def stopped_before_rl(tmp_path_factory):
         raise _Stop
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(prism.reward.fitting.fit, "fit_resymnet_model", stop)
+        patch.setattr(prism.reward.models.resymnet_fit, "fit_resymnet_model", stop)
         with pytest.raises(_Stop):
             prism.run.fit.fit_run([str(CONF / "quickstart.yaml")], [*toy_run(), f"run_dir={run_dir}"])
     assert (run_dir / "checkpoints" / "last.pt").is_file()

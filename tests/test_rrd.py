@@ -25,6 +25,7 @@ from prism.data.segments import SegmentStore
 from prism.registry import REWARD_MODELS, REWARDS
 from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
 from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
+from prism.reward.losses import LossTargets
 from prism.reward.models.rrd import RRDNetwork, RRDRewardModel, fit_rrd_model, rrd_recipe
 from prism.reward.quality import score_model
 from prism.reward.shapers import PredictedRewardShaper, make_relabel_fn
@@ -141,7 +142,7 @@ def test_the_loss_on_a_fixed_batch_equals_a_brute_force_loop(bias_correction):
     batch = next(iter(dm.train_dataloader()))
     module = TrajectorySumModule(rrd_recipe(config, OBS, ACT), 2 * OBS + ACT, config, [4])
     pred = module.net(batch.features)
-    (loss,) = module.fit_loss(pred, batch.segment_ids, batch.targets, batch, slice(None))
+    (loss,) = module.fit_loss(pred, LossTargets.of_batch(batch))
 
     # Brute force: find every sampled step among the raw steps (its [s, a, s'] row is unique), then loop.
     steps = {}
@@ -380,7 +381,7 @@ def test_an_rrd_fits_optimiser_takes_reward_rrd_lr_and_resymnets_lr_is_refused()
 def test_an_rrd_fit_clips_no_gradient_and_resymnets_clips_each_member(monkeypatch):
     """RRD's recipe brings no gradient clip (the released code clips none); ReSymNet's clips every step of its
     fit, per member, at ``reward.grad_clip``."""
-    import prism.reward.fitting.trajectory_sum_module as module
+    import prism.reward.fitting.network_fit as module
 
     clips: list[float] = []
     original = module.clip_per_member_
@@ -394,7 +395,7 @@ def test_an_rrd_fit_clips_no_gradient_and_resymnets_clips_each_member(monkeypatc
     config = RRDRewardConfig(name="rrd", sampled_steps=8, max_epochs=2, patience=2, rrd=RRDConfig(hidden=8))
     fit_rrd_model(store, config, seed=0)
     assert clips == []
-    from prism.reward.fitting.fit import fit_resymnet_model
+    from prism.reward.models.resymnet_fit import fit_resymnet_model
 
     resymnet = ReSymNetConfig(
         hidden=8, ensemble_size=2, max_epochs=2, patience=2, grad_clip=0.5, use_dense_features=False

@@ -14,7 +14,6 @@ from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
 from prism.reward.fitting.fit import ensemble_seeds as member_seeds
-from prism.reward.fitting.fit import fit_resymnet_model, resymnet_recipe
 from prism.reward.fitting.fit_loggers import StoreRoutedLogger
 from prism.reward.fitting.stacked import (
     MemberAdamW,
@@ -23,6 +22,7 @@ from prism.reward.fitting.stacked import (
     stacked_data,
 )
 from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
+from prism.reward.models.resymnet_fit import fit_resymnet_model, resymnet_recipe
 
 # On the CPU even on a GPU machine: the equality needs the lone fit's CPU dropout draws.
 TRAINER = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -286,7 +286,7 @@ def test_a_populations_stacked_fit_shows_its_epochs(tmp_path):
     from toy_runs import toy_run
 
     from prism.config import load_config
-    from prism.loop.progress_lines import LineProgress
+    from prism.display.progress_lines import LineProgress
     from prism.run.fit import build_run
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml"

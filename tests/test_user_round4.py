@@ -125,7 +125,7 @@ def test_the_reward_fit_line_names_its_loss_and_labels_its_validation_loss(overr
     from toy_runs import toy_run
 
     from prism.config import load_config
-    from prism.loop.progress_lines import LineProgress
+    from prism.display.progress_lines import LineProgress
     from prism.run.fit import build_run
 
     resymnet = "reward.name=rrd" not in overrides  # (RRD refuses ReSymNet's own keys)

@@ -34,13 +34,14 @@ LAYERS: list[tuple[str, ...]] = [
         "prism._warnings",
         "prism.checks",
         "prism.devices",
+        "prism.display",
         "prism.errors",
         "prism.interrupt",
-        "prism.member_init",
         "prism.memory",
         "prism.phase_clock",
         "prism.registry",
         "prism.seeding",
+        "prism.stacked_linear",
         "prism.tb_writer",
         "prism.envs",
         "prism.data",
@@ -51,7 +52,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.agents",),
     ("prism.evaluation",),
     ("prism.config", "prism.plugins", "prism.catalogue"),
-    ("prism.loop",),  # the PRISM loop: phases, the fit phase, loop state, progress, diagnostics
+    ("prism.loop",),  # the PRISM loop: phases, the fit phase, loop state, diagnostics
     ("prism.run",),  # a run's plumbing: build/fit/resume/evaluate, checkpoints, folders, lock, clock, outputs
     ("prism.api", "prism.render", "prism.gl_backend"),  # using a trained run from Python, and watching it
     ("prism.experiments",),

@@ -17,8 +17,8 @@ from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.reward.config import ReSymNetConfig
-from prism.reward.fitting.fit import fit_resymnet_model
 from prism.reward.losses import pearson_correlation
+from prism.reward.models.resymnet_fit import fit_resymnet_model
 
 
 def main() -> None:

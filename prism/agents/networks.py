@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from prism.agents.config import TANH_LOG_PROB_FORMS
-from prism.member_init import init_member_
+from prism.stacked_linear import init_member_, stacked_linear, stacked_linear_parameters
 
 LOG_STD_MIN = -20.0
 LOG_STD_MAX = 2.0
@@ -45,10 +45,11 @@ class StackedMLP(nn.Module):
         super().__init__()
         self.n = n
         self.dims = tuple(dims)
-        self.weights = nn.ParameterList(
-            [nn.Parameter(torch.zeros(n, d_in, d_out)) for d_in, d_out in zip(dims[:-1], dims[1:])]
-        )
-        self.biases = nn.ParameterList([nn.Parameter(torch.zeros(n, 1, d_out)) for d_out in dims[1:]])
+        # Each layer is prism's stacked linear layer (prism.stacked_linear), kept as two parameter lists: the
+        # state-dict keys (weights.j, biases.j) and parameter order every checkpoint so far was written with.
+        layers = [stacked_linear_parameters(n, d_in, d_out) for d_in, d_out in zip(dims[:-1], dims[1:])]
+        self.weights = nn.ParameterList([weight for weight, _ in layers])
+        self.biases = nn.ParameterList([bias for _, bias in layers])
         self.layer_norm = layer_norm
         hidden = dims[1:-1] if layer_norm else ()  # (no parameters, so the default's state_dict is unchanged)
         self.norm_gains = nn.ParameterList([nn.Parameter(torch.ones(n, 1, d)) for d in hidden])
@@ -58,7 +59,7 @@ class StackedMLP(nn.Module):
     def init_slice(self, index: int, generator: torch.Generator | None) -> None:
         """Orthogonal weights (on the ``[d_out, d_in]`` view, as ``nn.Linear``) and zero biases for slice
         ``index``, layer by layer, drawn from ``generator`` (the global RNG when None): the reward models'
-        member init (:func:`prism.member_init.init_member_`)."""
+        member init (:func:`prism.stacked_linear.init_member_`)."""
         for w, b in zip(self.weights, self.biases):
             init_member_(w[index], b[index], "orthogonal", generator)
         for gain, bias in zip(self.norm_gains, self.norm_biases):
@@ -83,7 +84,7 @@ class StackedMLP(nn.Module):
                 w, b = w[member : member + 1], b[member : member + 1]
             if detach_params:
                 w, b = w.detach(), b.detach()
-            h = torch.baddbmm(b, h, w)
+            h = stacked_linear(h, w, b)
             if j < last:
                 if norms:
                     h = self._normalise(h, *norms[j], member, detach_params)

@@ -64,8 +64,8 @@ def _conf_hint(path: Path) -> str:
 
 def load_layer(path: Path) -> DictConfig:
     """One config file as a DictConfig; a missing, unreadable, invalid, empty or non-mapping file is a
-    :class:`ConfigError`. (An empty file used to start the full default run: it is refused, since a config
-    file that sets nothing is almost always the wrong file.)"""
+    :class:`ConfigError`. (An empty file is refused: a config file that sets nothing is almost always the
+    wrong file.)"""
     if not path.is_file():
         raise ConfigError(f"--config: file {str(path)!r} does not exist{_conf_hint(path)}")
     _check_mapping(path)

@@ -111,8 +111,8 @@ class RunConfig:
     with cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless already set) and cuDNN autotuning
     off (:func:`prism.devices.make_deterministic`). Off by default: CUDA's fastest kernels (atomic adds in
     ``index_add``/scatter, cuBLAS's workspace-dependent reductions) sum in a varying order, so two CUDA runs of
-    one config drift apart (a seed's final HV by up to 17 % on the population quickstart); with the key the
-    same run took ~20 % longer there (docs/benchmarks.md). A CPU run repeats bit for bit either way, and the key
+    one config drift apart; the key pins them at some cost in wall time (docs/benchmarks.md has both
+    measured). A CPU run repeats bit for bit either way, and the key
     changes none of its numbers. The flag is process-wide and stays set after the run; set it before the
     process first uses CUDA (``prism fit`` does)."""
     method: str | None = None

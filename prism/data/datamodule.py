@@ -10,7 +10,8 @@ training batch holds K different sets of segments. Two layouts of the same batch
 - padded (:class:`SegmentBatch`, the reference): ``features [K, N_max, F]`` padded to the longest member's
   step count, padded steps carrying segment id ``B`` (discarded by the loss);
 - ragged (:class:`MemberBatch`, what a fit trains on on a CPU): each member's steps unpadded, so no arithmetic
-  is spent on padding (~40 % of the padded rows with short random-policy episodes beside long expert ones).
+  is spent on padding (a large share of the padded rows when short random-policy episodes sit beside long
+  expert ones; docs/benchmarks.md, "Where the time went").
 """
 
 from __future__ import annotations

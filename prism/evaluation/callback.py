@@ -102,7 +102,7 @@ class EvaluationCallback(Callback):
         self.phase_clock = PhaseClock()
         """Times the evaluations (the run shares its own, :mod:`prism.phase_clock`)."""
         self.progress: Any | None = None
-        """The run's terminal display (``prism.loop.progress.Progress``): a bar over each evaluation's
+        """The run's terminal display (``prism.display.progress.Progress``): a bar over each evaluation's
         episodes; None shows nothing."""
 
     @property

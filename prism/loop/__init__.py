@@ -4,8 +4,10 @@
   Trainer, :class:`~prism.loop.phases.PrismLoopCallback`;
 - :mod:`~prism.loop.fit_phase`: its fit phase (every member's fit, resumable from a snapshot, each fit's record);
 - :mod:`~prism.loop.loop_state`: where the loop is (saved in every checkpoint) and what it runs by;
-- :mod:`~prism.loop.progress` / :mod:`~prism.loop.progress_lines`: the terminal display (a bar per phase, or
-  plain lines when stderr is a log); :mod:`~prism.loop.diagnostics`: the shaped-vs-true figure.
+- :mod:`~prism.loop.diagnostics`: the shaped-vs-true figure.
+
+What it shows in the terminal while it runs (a bar per phase, or plain lines when stderr is a log) is
+:mod:`prism.display`.
 
 The run around it (folders, checkpoints, lock, clock, outputs, ``prism fit`` / ``prism evaluate``) is
 :mod:`prism.run`. The evaluation protocol lives in :mod:`prism.evaluation`; its public names are re-exported

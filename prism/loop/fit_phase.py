@@ -35,8 +35,8 @@ import torch
 
 from prism.agents.contract import PopulationAgent
 from prism.data.segments import SegmentStore
+from prism.display.progress import Progress, RewardFitProgress
 from prism.loop.loop_state import LoopSettings, LoopState
-from prism.loop.progress import Progress, RewardFitProgress
 from prism.registry import REWARD_MODELS
 from prism.reward.fitting.fit import snapshot_epoch
 from prism.reward.fitting.fitter import FittedReward, RewardModel, population_fitter, reward_fitter

@@ -28,11 +28,11 @@ from prism._text import counted
 from prism.agents.contract import PopulationAgent
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
+from prism.display.progress import Progress
 from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
 from prism.loop.fit_phase import FitProgress, MemberFitProgress, fit_members, score_new_episodes
 from prism.loop.loop_state import PHASES, LoopSettings, LoopState
-from prism.loop.progress import Progress
 from prism.memory import release_freed_memory
 from prism.phase_clock import PhaseClock
 from prism.registry import REWARD_MODELS
@@ -70,7 +70,7 @@ class PrismLoopCallback(Callback):
         """Per member, the fit phase so far (cleared at its end; a run resumed inside it goes on from here): see
         :mod:`prism.loop.fit_phase`."""
         self.progress: Progress | None = None
-        """The run's terminal display (:mod:`prism.loop.progress`), None: nothing shown."""
+        """The run's terminal display (:mod:`prism.display.progress`), None: nothing shown."""
         self.phase_clock = PhaseClock()
         """Times the collections and fits (the run shares its own, :mod:`prism.phase_clock`)."""
 

@@ -28,7 +28,7 @@ _LAZY = {
     "make_shaper": "prism.reward.shapers",
     "relabel_rewards": "prism.reward.shapers",
     "TrajectorySumModule": "prism.reward.fitting.trajectory_sum_module",
-    "fit_resymnet_model": "prism.reward.fitting.fit",
+    "fit_resymnet_model": "prism.reward.models.resymnet_fit",
     "fit_trajectory_sums": "prism.reward.fitting.fit",
     "FitSummary": "prism.reward.fitting.fitter",
     "FittedReward": "prism.reward.fitting.fitter",

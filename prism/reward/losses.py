@@ -6,7 +6,7 @@ each returns named terms, ``loss`` the one trained on, and owns the step sampler
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import ClassVar, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
@@ -98,6 +98,38 @@ def randomized_sum_loss(
     return per_segment.mean(dim=-1)
 
 
+class LossTargets(NamedTuple):
+    """What a loss compares the per-step predictions ``[M, N]`` of M members with: each step's segment, the
+    released sums and, for a batch that samples steps, the segments' lengths and sample sizes. Taken from a
+    batch once (:meth:`of_batch`, :meth:`of_member`), so no loss slices a batch itself."""
+
+    segment_ids: Tensor
+    """``[M, N]`` segment of each step in ``[0, B]`` (``B`` marks padding)."""
+    targets: Tensor
+    """``[M, B]`` released sums R_i."""
+    segment_lengths: Tensor | None = None
+    """``[M, B]`` T_i (a batch of sampled steps only)."""
+    sampled_steps: Tensor | None = None
+    """``[M, B]`` K_i (a batch of sampled steps only)."""
+
+    @classmethod
+    def of_batch(cls, batch: SegmentBatch) -> LossTargets:
+        """Every member of a padded training batch (its ``[K, ·]`` rows as they are)."""
+        return cls(batch.segment_ids, batch.targets, batch.segment_lengths, batch.sampled_steps)
+
+    @classmethod
+    def of_member(cls, batch: MemberBatch, k: int) -> LossTargets:
+        """Member ``k`` of a ragged training batch, as a batch of one member (``M = 1``)."""
+        rows = slice(k, k + 1)
+        lengths, sampled = batch.segment_lengths, batch.sampled_steps
+        return cls(
+            batch.segment_ids[k][None],
+            batch.targets[rows],
+            None if lengths is None else lengths[rows],
+            None if sampled is None else sampled[rows],
+        )
+
+
 class FitLoss(Protocol):
     """A fit's training loss, chosen once (``reward.loss``, or the model's own: RRD's is always randomized)."""
 
@@ -109,16 +141,9 @@ class FitLoss(Protocol):
         """The steps its batches must hold (None: every step of each segment)."""
         ...
 
-    def __call__(
-        self,
-        pred: Tensor,
-        segment_ids: Tensor,
-        targets: Tensor,
-        batch: SegmentBatch | MemberBatch,
-        rows: slice,
-    ) -> dict[str, Tensor]:
-        """Named terms ``[M]`` (one value per member) for members ``rows`` of ``batch``, with ``loss`` the
-        objective (sum it over members before ``backward``)."""
+    def __call__(self, pred: Tensor, targets: LossTargets) -> dict[str, Tensor]:
+        """Named terms ``[M]`` (one value per member) of per-step predictions ``pred [M, N]`` against
+        ``targets``, with ``loss`` the objective (sum it over members before ``backward``)."""
         ...
 
 
@@ -129,15 +154,8 @@ class SumLoss:
     label: ClassVar[str] = "eq. 1 loss"
     sampler: ClassVar[StepSampler | None] = None
 
-    def __call__(
-        self,
-        pred: Tensor,
-        segment_ids: Tensor,
-        targets: Tensor,
-        batch: SegmentBatch | MemberBatch,
-        rows: slice,
-    ) -> dict[str, Tensor]:
-        return {"loss": trajectory_sum_loss(pred, segment_ids, targets)}  # (eq. 1)
+    def __call__(self, pred: Tensor, targets: LossTargets) -> dict[str, Tensor]:
+        return {"loss": trajectory_sum_loss(pred, targets.segment_ids, targets.targets)}  # (eq. 1)
 
 
 @dataclass(frozen=True)
@@ -164,19 +182,12 @@ class RandomizedSumLoss:
     def sampler(self) -> StepSampler:
         return StepSampler(self.sampled_steps, stratified=self.sampling == "stratified")
 
-    def __call__(
-        self,
-        pred: Tensor,
-        segment_ids: Tensor,
-        targets: Tensor,
-        batch: SegmentBatch | MemberBatch,
-        rows: slice,
-    ) -> dict[str, Tensor]:
-        assert batch.segment_lengths is not None and batch.sampled_steps is not None  # (its sampler's batch)
+    def __call__(self, pred: Tensor, targets: LossTargets) -> dict[str, Tensor]:
+        lengths, sampled = targets.segment_lengths, targets.sampled_steps
+        assert lengths is not None and sampled is not None  # (its sampler's batch)
         loss = randomized_sum_loss(
-            pred, segment_ids, targets, batch.segment_lengths[rows], batch.sampled_steps[rows],
-            bias_correction=self.bias_correction,
-        )  # fmt: skip
+            pred, targets.segment_ids, targets.targets, lengths, sampled, bias_correction=self.bias_correction
+        )
         return {"loss": loss}
 
 

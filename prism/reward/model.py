@@ -49,9 +49,16 @@ class RewardModel(Protocol):
 
 class RewardModelBase(nn.Module):
     """:class:`RewardModel`'s plumbing for an ``nn.Module`` (subclass it and set ``inputs``; bring ``predict``
-    and ``to_dict``)."""
+    and ``to_dict``). Calling the model predicts: ``model(features)`` is ``model.predict(features)``."""
 
     inputs: FeatureLayout = FeatureLayout()
+
+    def predict(self, features: Tensor) -> Tensor:
+        """``[N]`` per-step reward of raw features ``[N, F]`` (the subclass's)."""
+        raise NotImplementedError
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.predict(features)
 
     @property
     def device(self) -> torch.device:
@@ -76,4 +83,23 @@ class RewardModelBase(nn.Module):
         return self.inputs.build(obs, action, reward, sparse_channel, next_obs).to(self.device)
 
 
-__all__ = ["RewardModel", "RewardModelBase"]
+class NetworkRewardModelBase(RewardModelBase):
+    """:class:`RewardModelBase` around stacked networks ``net``, the model the shared fit builds (ReSymNet's
+    ensemble, RRD's network): ``net.n_members`` networks, each reading ``net.in_features`` columns."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
+
+    @property
+    def n_members(self) -> int:
+        """The stacked networks whose predictions the model averages."""
+        return int(self.net.n_members)
+
+    @property
+    def in_features(self) -> int:
+        """The width of a step's features the networks read."""
+        return int(self.net.in_features)
+
+
+__all__ = ["NetworkRewardModelBase", "RewardModel", "RewardModelBase"]

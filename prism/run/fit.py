@@ -36,14 +36,14 @@ from prism.config import (
 )
 from prism.config.methods import run_label
 from prism.devices import make_deterministic
+from prism.display.progress import PhaseProgressBar, Progress
+from prism.display.progress_lines import make_progress
 from prism.envs import make_env
 from prism.errors import RunInterrupted, caused_by_interrupt
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import truncate_eval_csv
 from prism.loop.phases import LoopSettings, PrismLoopCallback
-from prism.loop.progress import PhaseProgressBar, Progress
-from prism.loop.progress_lines import make_progress
 from prism.phase_clock import PhaseClock
 from prism.registry import AGENTS, REWARDS, RewardEntry
 from prism.run.checkpoint import attach_checkpointing
@@ -166,7 +166,7 @@ def build_run(
     # the checkpointer (appended by attach_checkpointing) saves after both.
     callbacks: list[Callback] = [*(m.evaluation for m in members), loop]
     if progress_bar:
-        # Every phase in the terminal (docs: prism/loop/progress.py); a Progress instance may be passed in.
+        # Every phase in the terminal (docs: prism/display/progress.py); a Progress instance may be passed in.
         progress = progress_bar if isinstance(progress_bar, Progress) else Progress()
         progress.clock = lambda: agent.env_step_count
         progress.total_steps = loop.total_env_steps
@@ -247,7 +247,7 @@ def fit_run(
 
     ``config.yaml`` gets every key and a ``resolved:`` block (:func:`prism.config.resolved_values`).
     ``None`` when ``resume`` names a finished run (nothing is done). ``progress``: what stderr shows
-    (:data:`prism.loop.progress_lines.PROGRESS_MODES`; ``auto``: bars in a terminal, plain lines elsewhere)."""
+    (:data:`prism.display.progress_lines.PROGRESS_MODES`; ``auto``: bars in a terminal, plain lines elsewhere)."""
     _quiet()
     if resume is not None:
         return resume_run(Path(resume), files, overrides, checked=resume_checked, progress=progress)

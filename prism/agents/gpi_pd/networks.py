@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from prism.agents.networks import Generators, StackedMLP
+from prism.stacked_linear import stacked_linear
 
 
 def _generator(generators: Generators, s: int) -> torch.Generator | None:
@@ -131,7 +132,7 @@ class StackedNormMLP(nn.Module):
         for j, (w, b) in enumerate(layers):
             if detach_params:
                 w, b = w.detach(), b.detach()
-            h = torch.baddbmm(b, h, w)
+            h = stacked_linear(h, w, b)
             if j == last:
                 break
             if self.training and self.dropout > 0.0:

@@ -1,4 +1,6 @@
-"""Fitting a learned reward model on segment sums (docs/method.md §4): the shared driver and its recipe
-(:mod:`~prism.reward.fitting.fit`), the LightningModule it drives (:mod:`~prism.reward.fitting.trajectory_sum_module`),
-the loop's seam (:mod:`~prism.reward.fitting.fitter`), a population's stacked fit
-(:mod:`~prism.reward.fitting.stacked`) and the fit's loggers, clock and per-network AdamW."""
+"""Fitting a learned reward model on segment sums (docs/method.md §4): the shared driver
+(:mod:`~prism.reward.fitting.fit`) and what a model brings to it (:mod:`~prism.reward.fitting.recipe`), the base
+of every fit's LightningModule (:mod:`~prism.reward.fitting.network_fit`) with a lone fit's
+(:mod:`~prism.reward.fitting.trajectory_sum_module`) and a population's stacked fit
+(:mod:`~prism.reward.fitting.stacked`) as peers on it, the loop's seam (:mod:`~prism.reward.fitting.fitter`) and
+the fit's loggers, clock and per-network AdamW."""

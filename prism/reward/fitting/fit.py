@@ -1,10 +1,12 @@
-"""Fitting the ReSymNet ensemble (docs/method.md §4): :func:`fit_resymnet_model` drives a Lightning ``Trainer`` over
-:class:`~prism.reward.fitting.trajectory_sum_module.TrajectorySumModule` and returns the fitted :class:`ReSymNetRewardModel`.
+"""The shared driver of a reward fit on segment sums (docs/method.md §4): :func:`fit_trajectory_sums` fits what a
+model's :class:`~prism.reward.fitting.recipe.FitRecipe` describes (ReSymNet's
+:mod:`prism.reward.models.resymnet_fit`, RRD's :mod:`prism.reward.models.rrd`) with a Lightning ``Trainer`` over
+a :class:`~prism.reward.fitting.trajectory_sum_module.TrajectorySumModule`, and returns the fitted model with its
+:class:`~prism.reward.fitting.fitter.FitSummary`.
 
-How the K members are trained together yet each as if alone, and the two batch layouts (``layout``), is
-described in :mod:`prism.reward.fitting.trajectory_sum_module`. The driver itself, :func:`fit_trajectory_sums`, is shared with
-every reward model fitted on segment sums the same way (RRD, :mod:`prism.reward.models.rrd`): a :class:`FitRecipe`
-says what differs (network and optimiser, batch, input columns, loss).
+What a lone and a population's stacked fit (:mod:`prism.reward.fitting.stacked`) share lives here too: the
+Trainer and its run (:func:`run_fit_trainer`: threads, forked random state, resume), precision checks, the
+networks' seeds, snapshots (:class:`FitSnapshots`) and the summary (:func:`summarise_fit`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import contextlib
 import io
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, TypedDict
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypedDict
 
 import fsspec  # (lightning's own dependency: it reads checkpoint paths through fsspec)
 import lightning as L
@@ -25,57 +27,15 @@ from lightning.pytorch.loggers import Logger
 from prism import interrupt
 from prism._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
-from prism.data.features import FeatureLayout
 from prism.data.segments import SegmentStore
-from prism.reward.config import ReSymNetConfig, RewardConfig
+from prism.reward.config import RewardConfig
 from prism.reward.fitting.fit_loggers import log_fit_summary
 from prism.reward.fitting.fit_timer import FitClock
 from prism.reward.fitting.fitter import FitSummary, FittedReward, NetworkRewardModel
-from prism.reward.fitting.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
-from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
+from prism.reward.fitting.network_fit import NetworkFitModule
+from prism.reward.fitting.recipe import FitRecipe
+from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
 from prism.reward.quality import score_validation
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-
-def resymnet_optimiser(config: ReSymNetConfig) -> Callable[[Iterable[torch.nn.Parameter]], Optimisers]:
-    """ReSymNet's optimiser: AdamW at ``reward.lr`` with ``reward.weight_decay``, the learning rate decayed by
-    ``reward.lr_decay`` every epoch."""
-
-    def adamw(parameters: Iterable[torch.nn.Parameter]) -> Optimisers:
-        opt = torch.optim.AdamW(parameters, lr=config.lr, weight_decay=config.weight_decay)
-        return opt, torch.optim.lr_scheduler.ExponentialLR(opt, gamma=config.lr_decay)
-
-    return adamw
-
-
-def resymnet_recipe(config: ReSymNetConfig) -> FitRecipe:
-    """ReSymNet's fit (docs/method.md §4): K residual networks with dropout, AdamW, the per-member gradient
-    clip, standardised ``[s, a, r_dense]``, the loss ``reward.loss`` chooses."""
-
-    def ensemble(module: TrajectorySumModule, dm: TrajectorySumDataModule) -> ReSymNetRewardModel:
-        model = ReSymNetRewardModel(module.net.cpu(), use_dense_features=dm.use_dense_features)
-        model.set_scaler(dm.feature_mean, dm.feature_scale)
-        return model
-
-    def network(in_features: int, seeds: list[int]) -> ReSymNetEnsemble:
-        return ReSymNetEnsemble(
-            len(seeds), in_features, config.hidden, config.dropout, config.residual, seeds
-        )
-
-    return FitRecipe(
-        n_members=config.ensemble_size,
-        batch_size=config.batch_size,
-        inputs=FeatureLayout(dense=config.use_dense_features),
-        standardise=True,
-        loss=config.fit_loss(),
-        network=network,
-        optimiser=resymnet_optimiser(config),
-        grad_clip=config.grad_clip,
-        model=ensemble,
-        dropout_noise=True,
-    )
 
 
 def ensemble_seeds(seed: int, n_members: int) -> list[int]:
@@ -152,7 +112,7 @@ def summarise_fit(
     model: torch.nn.Module,
     store: SegmentStore,
     dm: TrajectorySumDataModule,
-    module: TrajectorySumModule,
+    module: NetworkFitModule,
     networks: slice,
     *,
     wall_time_s: float,
@@ -182,7 +142,7 @@ def summarise_fit(
 
 
 def run_fit_trainer(
-    module: TrajectorySumModule,
+    module: NetworkFitModule,
     datamodule: L.LightningDataModule,
     config: RewardConfig,
     device: torch.device,
@@ -206,7 +166,7 @@ def run_fit_trainer(
         try:
             interrupt.fit(trainer, module, datamodule=datamodule, ckpt_path=ckpt_path)
         finally:
-            module._close_noise()  # the dropout worker, should the fit stop on an exception
+            module.close()  # (a worker thread, should the fit stop on an exception)
             if ckpt_path is not None:
                 fsspec.filesystem("memory").rm(ckpt_path)
 
@@ -216,7 +176,7 @@ class FitSnapshots(Callback):
     the fit (or the last snapshot) began (0: every epoch), never at the last epoch (the fit is about to
     return). A snapshot is bytes: Lightning's checkpoint of the fit (weights, optimiser and scheduler, loop
     progress, the data module's shuffle streams) with :class:`TrajectorySumModule`'s own state, plus the fit's
-    wall seconds so far; :func:`fit_resymnet_model` ``resume=`` goes on from it."""
+    wall seconds so far; :func:`fit_trajectory_sums` ``resume=`` goes on from it."""
 
     def __init__(
         self,
@@ -248,6 +208,23 @@ class FitSnapshots(Callback):
         self._last = time.perf_counter()
 
 
+def fit_callbacks(
+    callbacks: Sequence[Callback],
+    on_snapshot: Callable[[bytes], None] | None,
+    snapshot_every_s: float,
+    resume: bytes | None,
+) -> tuple[list[Callback], FitClock, float]:
+    """A fit's Trainer callbacks, lone or stacked: the caller's, its CPU clock's timer and (with
+    ``on_snapshot``) :class:`FitSnapshots`; with the clock and the wall seconds carried over from ``resume``
+    (a resumed fit's times add on)."""
+    carried_s = snapshot_wall_s(resume)
+    clock = FitClock(resume)
+    out = [*callbacks, clock.timer]
+    if on_snapshot is not None:
+        out.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
+    return out, clock, carried_s
+
+
 def snapshot_wall_s(snapshot: bytes | None) -> float:
     """The fit's wall seconds before ``snapshot`` was taken (0 without one): a resumed fit's time adds on."""
     if snapshot is None:
@@ -269,8 +246,9 @@ def in_memory_file(data: bytes) -> str:
 
 
 class FitOptions(TypedDict, total=False):
-    """The keyword options of :func:`fit_trajectory_sums` that a model's fit (:func:`fit_resymnet_model`,
-    :func:`prism.reward.models.rrd.fit_rrd_model`) passes on unchanged."""
+    """The keyword options of :func:`fit_trajectory_sums` that a model's fit
+    (:func:`prism.reward.models.resymnet_fit.fit_resymnet_model`, :func:`prism.reward.models.rrd.fit_rrd_model`)
+    passes on unchanged."""
 
     log_prefix: str
     device: str | torch.device
@@ -280,19 +258,6 @@ class FitOptions(TypedDict, total=False):
     snapshot_every_s: float
     resume: bytes | None
     init: NetworkRewardModel | None
-
-
-def fit_resymnet_model(
-    store: SegmentStore,
-    config: ReSymNetConfig,
-    logger: Logger | None = None,
-    seed: int = 0,
-    **options: Unpack[FitOptions],
-) -> FittedReward:
-    """Fit a fresh ReSymNet ensemble on every segment in ``store`` and return it (on CPU, eval mode):
-    :func:`fit_trajectory_sums` with :func:`resymnet_recipe`; the arguments are that function's (``init``: a
-    :class:`ReSymNetRewardModel`)."""
-    return fit_trajectory_sums(store, config, resymnet_recipe(config), logger, seed, **options)
 
 
 def fit_trajectory_sums(
@@ -315,7 +280,7 @@ def fit_trajectory_sums(
 
     Runs its own Lightning ``Trainer`` (no checkpoints, no progress bar) on a :class:`TrajectorySumDataModule`
     with the seeded 80/20 split; deterministic given ``seed`` (and the thread count, ``config.threads``). The
-    returned model (``recipe.model``; ReSymNet's :class:`ReSymNetRewardModel`) holds the training-split scaler as
+    returned model (``recipe.model``; ReSymNet's ``ReSymNetRewardModel``) holds the training-split scaler as
     buffers, every member at its best validation epoch; it comes with its :class:`FitSummary` (a
     :class:`~prism.reward.fitting.fitter.FittedReward`, ``model, summary = fit_trajectory_sums(...)``). Metrics
     go to ``logger`` under ``{log_prefix}/`` (train/val loss per member, validation correlation, epochs run), all against the epoch;
@@ -323,7 +288,8 @@ def fit_trajectory_sums(
 
     Args:
         device: where the fit runs (``cpu``, ``cuda``, ``cuda:1`` or a ``torch.device``); the run passes its own.
-        layout: training-batch layout, ``ragged`` or ``padded`` (see the module docstring; same maths);
+        layout: training-batch layout, ``ragged`` or ``padded`` (:mod:`~prism.reward.fitting.trajectory_sum_module`;
+            same maths);
             ``auto`` = ragged on a CPU, padded on a GPU. ``padded`` is the reference the benchmark and the
             equivalence tests compare against.
         callbacks: Lightning callbacks for the fit's Trainer (e.g. a run's progress bar over epochs); they
@@ -340,7 +306,7 @@ def fit_trajectory_sums(
     config.validate()
     check_precision(config.precision, device)
     if layout not in ("auto", "ragged", "padded"):
-        raise ValueError(f"fit_resymnet_model: layout must be auto, ragged or padded, got {layout!r}")
+        raise ValueError(f"fit_trajectory_sums: layout must be auto, ragged or padded, got {layout!r}")
     device = torch.device(device)
     if layout == "auto":
         layout = "ragged" if device.type == "cpu" else "padded"
@@ -361,19 +327,15 @@ def fit_trajectory_sums(
     )
     if recipe.inputs.dense and not dm.use_dense_features:
         raise ValueError(
-            "fit_resymnet_model: use_dense_features=True but the store holds no dense-reward columns"
+            "fit_trajectory_sums: the recipe reads dense rewards but the store holds no dense-reward columns"
         )
     dm.setup("fit")
-    carried_s = snapshot_wall_s(resume)
-    clock = FitClock(resume)
-    callbacks = [*callbacks, clock.timer]
-    if on_snapshot is not None:
-        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
+    callbacks, clock, carried_s = fit_callbacks(callbacks, on_snapshot, snapshot_every_s, resume)
     module = TrajectorySumModule(recipe, dm.in_features, config, ensemble_seeds(seed, k), log_prefix)
     if init is not None:
         module.start_from(init.net)
     run_fit_trainer(module, dm, config, device, logger, callbacks, resume, seed=seed)
-    model = recipe.model(module, dm)
+    model = recipe.model(module.net.cpu(), dm)
     model.eval()
     summary = summarise_fit(
         model,

@@ -1,6 +1,6 @@
 """Where a reward fit's scalars go: a fit's closing summary, and a stacked fit's curves split per store.
 
-A lone fit (:func:`~prism.reward.fitting.fit.fit_resymnet_model`) logs its per-epoch curves to its own logger and,
+A lone fit (:func:`~prism.reward.models.resymnet_fit.fit_resymnet_model`) logs its per-epoch curves to its own logger and,
 when it ends, its summary (:func:`log_fit_summary`). A population's stacked fit
 (:func:`~prism.reward.fitting.stacked.fit_reward_models_stacked`) trains S stores × K networks in one Trainer, whose
 one logger is a :class:`StoreRoutedLogger`: it hands each store's logger the scalars a lone fit of that store

@@ -94,7 +94,7 @@ class FittedReward(NamedTuple):
 
 
 class RewardFitter(Protocol):
-    """A reward model's fit as the loop calls it (the built-ins: :func:`prism.reward.fitting.fit.fit_resymnet_model`,
+    """A reward model's fit as the loop calls it (the built-ins: :func:`prism.reward.models.resymnet_fit.fit_resymnet_model`,
     :func:`prism.reward.models.rrd.fit_rrd_model`)."""
 
     def __call__(

@@ -3,7 +3,7 @@
 A population of S members refits S ReSymNet ensembles of K each (one per member's segment store). Fitted one
 after the other, each is a small launch-bound job on a GPU; here the S·K networks are the slices of one
 :class:`~prism.reward.models.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
-exactly as :func:`~prism.reward.fitting.fit.fit_resymnet_model` fits them alone with the padded layout:
+exactly as :func:`~prism.reward.models.resymnet_fit.fit_resymnet_model` fits them alone with the padded layout:
 
 - store s keeps its own data module (split, scaler, shuffle orders from its fit seed), its own initial
   weights and its own dropout stream (a generator seeded like the global one a lone fit seeds);
@@ -23,9 +23,8 @@ from per-store CUDA generators (the same distribution; a lone CUDA fit's fused d
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from lightning.pytorch.callbacks import Callback
@@ -37,42 +36,45 @@ from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
 from prism.reward.fitting.fit import (
-    FitSnapshots,
     check_precision,
     ensemble_seeds,
-    resymnet_recipe,
+    fit_callbacks,
     run_fit_trainer,
-    snapshot_wall_s,
     summarise_fit,
 )
 from prism.reward.fitting.fit_loggers import StoreRoutedLogger, log_fit_summary
-from prism.reward.fitting.fit_timer import FitClock
 from prism.reward.fitting.fitter import FittedReward
 from prism.reward.fitting.member_adamw import MemberAdamW
+from prism.reward.fitting.network_fit import NetworkFitModule, validation_correlation
 from prism.reward.fitting.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
-from prism.reward.fitting.trajectory_sum_module import Optimisers, TrajectorySumModule
 from prism.reward.losses import segment_sums
 from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
+from prism.reward.models.resymnet_fit import resymnet_optimiser, resymnet_recipe
 
 
-class StackedRewardModule(TrajectorySumModule):
-    """:class:`TrajectorySumModule` over S stores × K networks (see the module docstring).
+class StackedRewardModule(NetworkFitModule):
+    """S stores × K ReSymNet networks fitted together, each store's as its lone padded fit (see the module
+    docstring); early stopping, the clip and the best-weight restore are per network (:class:`NetworkFitModule`).
 
     Args:
-        in_features, config: as for :class:`TrajectorySumModule`.
+        in_features: width of ``h_t``.
+        config: ReSymNet's keys (its network, optimiser, clip; early stopping's ``patience``).
         store_seeds: the fit seed of each store (its networks' init seeds and dropout stream derive from it).
     """
 
     def __init__(self, in_features: int, config: ReSymNetConfig, store_seeds: Sequence[int]):
         k = config.ensemble_size
         seeds = [m for s in store_seeds for m in ensemble_seeds(s, k)]
-        # ReSymNet's recipe with MemberAdamW: a store without a batch left this epoch takes no step.
-        recipe = dataclasses.replace(
-            resymnet_recipe(config), optimiser=self._member_adamw(config, len(seeds))
+        super().__init__(
+            resymnet_recipe(config).network(in_features, seeds),
+            len(seeds),
+            # (MemberAdamW: a store without a batch left this epoch takes no step)
+            optimiser=resymnet_optimiser(config, stacked_networks=len(seeds)),
+            grad_clip=config.grad_clip,
+            patience=config.patience,
         )
-        super().__init__(recipe, in_features, config, seeds)
-        self.automatic_optimization = True  # one summed backward over the stacked batch (S·K networks)
         self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
+        self._reset_train_acc()
         self._noise_generators: list[torch.Generator] = []
         self._resumed_noise: list[Tensor] | None = None  # the stores' dropout streams in a snapshot
         # Each store's ensemble correlation, as its lone fit computes it (its curves: StoreRoutedLogger).
@@ -88,9 +90,10 @@ class StackedRewardModule(TrajectorySumModule):
         self._running = [s for s in range(self.stores) if not done[s]]
 
     def _reset_train_acc(self) -> None:
-        super()._reset_train_acc()
+        self._train_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
         # Each network's real training segments this epoch (a store's batches differ in size and number).
         self._train_segments = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
+        self._train_count = 0  # batches this epoch
 
     def on_fit_start(self) -> None:
         super().on_fit_start()
@@ -109,16 +112,6 @@ class StackedRewardModule(TrajectorySumModule):
         super().on_load_checkpoint(checkpoint)
         # Lightning loads the snapshot before on_fit_start makes the generators: set them there.
         self._resumed_noise = list(checkpoint["prism_reward_fit"]["store_noise"])
-
-    @staticmethod
-    def _member_adamw(
-        config: ReSymNetConfig, n_members: int
-    ) -> Callable[[Iterable[torch.nn.Parameter]], Optimisers]:
-        def adamw(parameters: Iterable[torch.nn.Parameter]) -> Optimisers:
-            opt = MemberAdamW(parameters, n_members, lr=config.lr, weight_decay=config.weight_decay)
-            return opt, torch.optim.lr_scheduler.ExponentialLR(opt, gamma=config.lr_decay)
-
-        return adamw
 
     def _dropout_noise(self, store_steps: list[int], n: int) -> list[Tensor] | None:
         """Per residual block ``[S·K, N, H]``: store s's rows drawn as its lone padded forward draws them."""
@@ -159,11 +152,11 @@ class StackedRewardModule(TrajectorySumModule):
         return losses.sum()  # the inactive networks' terms are exact zeros (no segments)
 
     def on_train_epoch_end(self) -> None:
-        # Automatic optimisation: Lightning steps the epoch's learning-rate decay itself.
+        # (an epoch without validation; Lightning steps the learning-rate decay itself: automatic optimisation)
         self._log_train_loss()
 
     def _log_train_loss(self) -> None:
-        """Each trained network's mean training loss over the epoch's real segments (see the base class)."""
+        """Each trained network's mean training loss over the epoch's real segments, for running stores."""
         if not self._train_count:
             return
         train = self._train_sse / self._train_segments.clamp_min(1)
@@ -174,7 +167,6 @@ class StackedRewardModule(TrajectorySumModule):
         self.log_dict({**metrics, "step": float(self.current_epoch)}, on_epoch=True, on_step=False)
 
     def on_validation_epoch_start(self) -> None:
-        super().on_validation_epoch_start()
         self._val_sse = torch.zeros(self.n_members, device=self.device, dtype=self.dtype)
         self._val_seen = False
         for metric in self.store_corr:
@@ -201,20 +193,18 @@ class StackedRewardModule(TrajectorySumModule):
         counts = self.trainer.datamodule.val_counts.to(self._val_sse)
         zero = self._val_sse.new_zeros(())
         self._store_corr_values = torch.stack(
-            [self._validation_correlation(m) if m.update_called else zero for m in self.store_corr]
+            [validation_correlation(m) if m.update_called else zero for m in self.store_corr]
         )
         # A lone fit divides its summed squared errors by its own validation segments: the same here.
         return self._val_sse / counts.repeat_interleave(self.k), self._store_corr_values.mean()
 
     def _epoch_scalars(self, val: Tensor, corr: Tensor) -> dict[str, Tensor]:
-        """The population-wide scalars (the progress bar's) and each store's own: its ensemble correlation and
-        its networks still training, as ``…/s<s>`` (:class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger`
-        hands them to the store's logger under the lone fit's names)."""
-        metrics = super()._epoch_scalars(val, corr)  # (pooled: the progress bar's)
-        running = set(self._running)
-        stopped_stores = [s for s in range(self.stores) if s not in running]
-        for j in (s * self.k + k for s in stopped_stores for k in range(self.k)):
-            del metrics[f"{self.log_prefix}/val_loss/m{j}"]
+        """The population-wide scalars (the progress bar's: the running stores' networks, the stores' mean
+        correlation, networks active) and each running store's own: its ensemble correlation and its networks
+        still training, as ``…/s<s>`` (:class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger` hands
+        them to the store's logger under the lone fit's names)."""
+        networks = (s * self.k + k for s in self._running for k in range(self.k))
+        metrics = self._pooled_scalars(val, corr, networks)
         active = (~self.stopped).view(self.stores, self.k).sum(dim=1).to(val.dtype)
         for s in self._running:
             metrics[f"{self.log_prefix}/val_corr/s{s}"] = self._store_corr_values[s]
@@ -273,11 +263,7 @@ def fit_reward_models_stacked(
     start = time.perf_counter()
     data = stacked_data(stores, config, seeds)
     logger = StoreRoutedLogger(loggers, config.ensemble_size) if loggers else False
-    carried_s = snapshot_wall_s(resume)
-    clock = FitClock(resume)
-    callbacks = [*callbacks, clock.timer]
-    if on_snapshot is not None:
-        callbacks.append(FitSnapshots(on_snapshot, snapshot_every_s, carried_s, clock))
+    callbacks, clock, carried_s = fit_callbacks(callbacks, on_snapshot, snapshot_every_s, resume)
     module = StackedRewardModule(data.dms[0].in_features, config, seeds)
     # (no global seed: each store's dropout stream is a generator of its own, seeded in on_fit_start)
     run_fit_trainer(module, data, config, device, logger, callbacks, resume)

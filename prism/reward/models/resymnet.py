@@ -32,8 +32,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from prism.data.features import FeatureLayout
-from prism.reward.model import RewardModelBase
-from prism.reward.models.batched import BatchedLayerNorm, BatchedLinear
+from prism.reward.model import NetworkRewardModelBase
+from prism.reward.models.batched import BatchedLayerNorm, member_seed_list
+from prism.stacked_linear import StackedLinear
 
 
 class ReSymNetEnsemble(nn.Module):
@@ -60,7 +61,7 @@ class ReSymNetEnsemble(nn.Module):
         super().__init__()
         self.n_members, self.in_features, self.hidden = n_members, in_features, hidden
         self.dropout, self.residual = float(dropout), bool(residual)
-        self.inp = BatchedLinear(n_members, in_features, hidden)
+        self.inp = StackedLinear(n_members, in_features, hidden)
         self.ln_in = BatchedLayerNorm(n_members, hidden)
         self.blocks = nn.ModuleList()
         if residual:
@@ -68,19 +69,16 @@ class ReSymNetEnsemble(nn.Module):
                 self.blocks.append(
                     nn.ModuleDict(
                         {
-                            "fc1": BatchedLinear(n_members, hidden, hidden),
+                            "fc1": StackedLinear(n_members, hidden, hidden),
                             "ln1": BatchedLayerNorm(n_members, hidden),
-                            "fc2": BatchedLinear(n_members, hidden, hidden),
+                            "fc2": StackedLinear(n_members, hidden, hidden),
                             "ln2": BatchedLayerNorm(n_members, hidden),
                         }
                     )
                 )
-        self.out = BatchedLinear(n_members, hidden, 1)
-        seeds = list(range(n_members)) if member_seeds is None else [int(s) for s in member_seeds]
-        if len(seeds) != n_members:
-            raise ValueError(f"member_seeds: expected {n_members} seeds, got {len(seeds)}")
-        self.member_seeds = seeds
-        for k, seed in enumerate(seeds):
+        self.out = StackedLinear(n_members, hidden, 1)
+        self.member_seeds = member_seed_list(n_members, member_seeds)
+        for k, seed in enumerate(self.member_seeds):
             self.reset_member(k, seed)
 
     def reset_member(self, k: int, seed: int) -> None:
@@ -197,8 +195,8 @@ class DropoutNoiseStream:
     The draws come from a private generator started at ``generator_state`` (the global generator's state
     when the fit begins), so the stream is the one :meth:`ReSymNetEnsemble.forward` would have drawn from the
     global generator, batch by batch, and the worker never races anything else for it. Drawing the masks is
-    serial (~10 ns a value on a CPU, ~20 % of a one-thread epoch); on the worker it overlaps the main
-    thread's matmuls. With more than one torch thread the main thread's OpenMP team already has the cores,
+    serial, a sizeable share of a one-thread epoch (docs/benchmarks.md, "Where the time went"); on the worker
+    it overlaps the main thread's matmuls. With more than one torch thread the main thread's OpenMP team already has the cores,
     so the noise is drawn inline instead (a third thread would stall the team).
 
     Args:
@@ -246,7 +244,7 @@ class DropoutNoiseStream:
             self._executor = None
 
 
-class ReSymNetRewardModel(RewardModelBase):
+class ReSymNetRewardModel(NetworkRewardModelBase):
     """The fitted reward model: input scaler (buffers) + :class:`ReSymNetEnsemble`.
 
     ``predict(h) = mean_k r̂_k((h − mean) / scale)`` with every member in eval mode (no dropout).
@@ -254,20 +252,13 @@ class ReSymNetRewardModel(RewardModelBase):
     and relabelling build matching inputs.
     """
 
+    net: ReSymNetEnsemble
+
     def __init__(self, net: ReSymNetEnsemble, use_dense_features: bool = True):
-        super().__init__()
-        self.net = net
+        super().__init__(net)
         self.inputs = FeatureLayout(dense=bool(use_dense_features))
         self.register_buffer("feature_mean", torch.zeros(net.in_features))
         self.register_buffer("feature_scale", torch.ones(net.in_features))
-
-    @property
-    def in_features(self) -> int:
-        return self.net.in_features
-
-    @property
-    def n_members(self) -> int:
-        return self.net.n_members
 
     def set_scaler(self, mean: Tensor, scale: Tensor) -> None:
         self.feature_mean.copy_(mean)
@@ -284,9 +275,6 @@ class ReSymNetRewardModel(RewardModelBase):
     def predict(self, features: Tensor) -> Tensor:
         """``[N]`` ensemble-mean per-step reward for raw (unstandardised) features ``[N, F]``."""
         return self.member_predictions(features).mean(dim=0)
-
-    def forward(self, features: Tensor) -> Tensor:
-        return self.predict(features)
 
     # ---- persistence ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -34,9 +34,10 @@ from prism.data.segments import SegmentStore
 from prism.reward.config import RRDRewardConfig
 from prism.reward.fitting.fit import FitOptions, fit_trajectory_sums
 from prism.reward.fitting.fitter import FittedReward
-from prism.reward.fitting.trajectory_sum_module import FitRecipe, Optimisers, TrajectorySumModule
-from prism.reward.model import RewardModelBase
-from prism.reward.models.batched import BatchedLinear
+from prism.reward.fitting.recipe import FitRecipe, Optimisers
+from prism.reward.model import NetworkRewardModelBase
+from prism.reward.models.batched import member_seed_list
+from prism.stacked_linear import StackedLinear
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -64,14 +65,11 @@ class RRDNetwork(nn.Module):
         super().__init__()
         self.obs_dim, self.act_dim, self.hidden, self.n_members = obs_dim, act_dim, hidden, n_members
         self.in_features = 2 * obs_dim + act_dim
-        self.fc1 = BatchedLinear(n_members, self.in_features, hidden)
-        self.fc2 = BatchedLinear(n_members, hidden, hidden)
-        self.out = BatchedLinear(n_members, hidden, 1)
-        seeds = list(range(n_members)) if member_seeds is None else [int(s) for s in member_seeds]
-        if len(seeds) != n_members:
-            raise ValueError(f"member_seeds: expected {n_members} seeds, got {len(seeds)}")
-        self.member_seeds = seeds
-        for k, seed in enumerate(seeds):
+        self.fc1 = StackedLinear(n_members, self.in_features, hidden)
+        self.fc2 = StackedLinear(n_members, hidden, hidden)
+        self.out = StackedLinear(n_members, hidden, 1)
+        self.member_seeds = member_seed_list(n_members, member_seeds)
+        for k, seed in enumerate(self.member_seeds):
             g = torch.Generator().manual_seed(int(seed))
             for layer in (self.fc1, self.fc2, self.out):  # tf.contrib xavier_initializer: Glorot-uniform
                 layer.reset_member(k, g, "xavier")
@@ -106,33 +104,23 @@ class RRDNetwork(nn.Module):
         }
 
 
-class RRDRewardModel(RewardModelBase):
+class RRDRewardModel(NetworkRewardModelBase):
     """A fitted RRD reward model: ``predict([s, a, s'] [N, 2·obs + act]) -> [N]`` (the mean over its stacked
     copies: the one network when K = 1). It reads the next observation and no dense reward (``inputs``); its
     inputs are raw, so it has no scaler."""
 
     inputs = FeatureLayout(dense=False, next_obs=True)
 
+    net: RRDNetwork
+
     def __init__(self, net: RRDNetwork):
-        super().__init__()
-        self.net = net
-
-    @property
-    def n_members(self) -> int:
-        return self.net.n_members
-
-    @property
-    def in_features(self) -> int:
-        return self.net.in_features
+        super().__init__(net)
 
     def predict(self, features: Tensor) -> Tensor:
         """``[N]`` per-step reward for ``features = [s, a, s'] [N, F]``, computed where the network lives (the
         features are moved there: a replay batch may be on another device)."""
         with torch.no_grad():
             return self.net(features.to(self.device)).mean(dim=0)
-
-    def forward(self, features: Tensor) -> Tensor:
-        return self.predict(features)
 
     def to_dict(self) -> dict[str, Any]:
         """Hyper-parameters and weights as plain values and tensors (``weights_only``-loadable)."""
@@ -160,8 +148,9 @@ def rrd_recipe(config: RRDRewardConfig, obs_dim: int, act_dim: int) -> FitRecipe
     ``reward.rrd.batch_size`` segments × ``reward.sampled_steps`` sampled steps per batch (the randomized loss,
     always, with ``reward.bias_correction``, off by default, and ``reward.sampling``)."""
 
-    def fitted(module: TrajectorySumModule, dm: TrajectorySumDataModule) -> RRDRewardModel:
-        return RRDRewardModel(module.net.cpu())
+    def fitted(net: nn.Module, dm: TrajectorySumDataModule) -> RRDRewardModel:
+        assert isinstance(net, RRDNetwork)  # (the network this recipe builds)
+        return RRDRewardModel(net)
 
     return FitRecipe(
         n_members=1,

@@ -14,9 +14,9 @@ Phase bars vanish when their phase ends and leave one summary line (``tqdm.write
 
 When stderr is not a terminal (a log file under a grid or a cluster, a pipe) bars would be noise, so
 ``prism fit --progress auto`` (the default) writes plain lines instead (:class:`LineProgress`, from
-prism.loop.progress_lines): one when each phase starts, its summary line when it ends, and one every
+prism.display.progress_lines): one when each phase starts, its summary line when it ends, and one every
 ``every`` RL env steps (or ``every_s`` seconds, whichever comes first) with the RL bar's numbers. ``--progress bar`` forces the bars, ``lines`` the lines,
-``none`` shows nothing (``prism.loop.progress_lines.make_progress``). Nothing here draws random numbers or changes what a run
+``none`` shows nothing (``prism.display.progress_lines.make_progress``). Nothing here draws random numbers or changes what a run
 computes.
 """
 
@@ -92,7 +92,7 @@ class Progress:
 
     def due(self) -> bool:
         """Whether the display asks for a refresh now, whatever the step count (the line display's time
-        bound, :mod:`prism.loop.progress_lines`); the bars move on env steps only."""
+        bound, :mod:`prism.display.progress_lines`); the bars move on env steps only."""
         return False
 
     def postfix(self) -> str:

@@ -1,5 +1,5 @@
 """Plain progress lines for a run whose stderr is not a terminal (``prism fit --progress lines``, and
-``auto`` when stderr is a file or a pipe): what the bars of :mod:`prism.loop.progress` show, as lines a log
+``auto`` when stderr is a file or a pipe): what the bars of :mod:`prism.display.progress` show, as lines a log
 file keeps.
 
 Every line starts with the wall time since the run started, ``[h:mm:ss]``:
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from prism.loop.progress import Progress
+from prism.display.progress import Progress
 
 _UNITS = {"ep": "episodes", "epoch": "epochs at most", "step": "env steps"}
 _OWN_LINES = ("eval", "final_eval")
@@ -126,7 +126,7 @@ class _FitLines(_CountingBar):
 
 
 class LineProgress(Progress):
-    """:class:`~prism.loop.progress.Progress` as plain lines (see the module docstring)."""
+    """:class:`~prism.display.progress.Progress` as plain lines (see the module docstring)."""
 
     def __init__(
         self,
