@@ -21,7 +21,6 @@ from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, thin_ratio_note
 from prism.experiments.takeoff import flip_section, take_off_section, take_off_tests
 
-
 SECTION_FILES = (
     "ratios.csv",
     "paper_claims.csv",
