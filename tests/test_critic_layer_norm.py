@@ -90,4 +90,6 @@ def test_a_run_trains_the_norms_and_polyak_moves_their_targets(tmp_path):
     agent = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["agent"]
     gain, target_gain = agent["critic.net.norm_gains.0"], agent["critic_target.net.norm_gains.0"]
     assert not torch.equal(gain, torch.ones_like(gain))  # trained
-    assert not torch.equal(target_gain, torch.ones_like(gain)) and not torch.equal(target_gain, gain)  # τ-averaged
+    assert not torch.equal(target_gain, torch.ones_like(gain)) and not torch.equal(
+        target_gain, gain
+    )  # τ-averaged

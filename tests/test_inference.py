@@ -107,7 +107,9 @@ def test_a_row_over_a_negative_mean_takes_its_direction_from_the_difference():
     from prism.experiments.grid import Preset, Ratio
     from prism.experiments.ratios import ratio_rows
 
-    preset = Preset(("hopper",), ("prism", "baseline"), (0, 1, 2), (), "", ratios=(Ratio("prism", "baseline"),))
+    preset = Preset(
+        ("hopper",), ("prism", "baseline"), (0, 1, 2), (), "", ratios=(Ratio("prism", "baseline"),)
+    )
     finals = {"prism": [40.0, 45.0, 50.0], "baseline": [-1.0, -2.0, -1.5]}
     table = {
         ("hopper", arm): {f"final_{m}": values for m in ("hv", "eum", "vo")} for arm, values in finals.items()

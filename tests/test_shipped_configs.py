@@ -59,7 +59,9 @@ def test_relabel_fn_replaces_only_the_sparse_channel():
 
     from prism.reward.model import RewardModelBase
 
-    class SumModel(RewardModelBase):  # predicts the sum of its features [s, a, r_dense]: easy to check by hand
+    class SumModel(
+        RewardModelBase
+    ):  # predicts the sum of its features [s, a, r_dense]: easy to check by hand
         def predict(self, features):
             return features.sum(dim=1)
 

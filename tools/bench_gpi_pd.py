@@ -147,7 +147,9 @@ def build(args, cfg: GPIPDConfig, spec):
         seed=args.seed,
         device=args.device,
     )
-    prism = GPIPDAgent(cfg, spec, lambda _member: make_env(spec), seeds=(args.seed,), target_env_steps=args.end)
+    prism = GPIPDAgent(
+        cfg, spec, lambda _member: make_env(spec), seeds=(args.seed,), target_env_steps=args.end
+    )
     return morl, prism
 
 
