@@ -47,10 +47,11 @@ DEFAULT_MARGIN = 0.05
 BEATS, LOSES, TIES = "beats", "loses to", "ties"
 AHEAD, BEHIND = "ahead (exploratory)", "behind (exploratory)"
 NOT_DISTINGUISHABLE = "not distinguishable"
-VERDICTS = (BEATS, LOSES, TIES, AHEAD, BEHIND, NOT_DISTINGUISHABLE)
+NOT_MEASURED = "—"
+VERDICTS = (BEATS, LOSES, TIES, AHEAD, BEHIND, NOT_DISTINGUISHABLE, NOT_MEASURED)
 """The verdict column's words: "beats"/"loses to" only for a primary row at Holm p < 0.05, "ties" only for
-a TOST rejection, "ahead/behind (exploratory)" for an exploratory row at uncorrected p < 0.05, else
-"not distinguishable"."""
+a TOST rejection, "ahead/behind (exploratory)" for an exploratory row at uncorrected p < 0.05, "—" for a
+row with no ratio (an arm with fewer than 2 finished seeds: nothing was tested), else "not distinguishable"."""
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

@@ -45,6 +45,8 @@ class RatioRow:
 
     @property
     def verdict(self) -> str:
+        if math.isnan(self.boot["ratio"]):
+            return inference.NOT_MEASURED  # fewer than 2 seeds a side: no test ran, so no word is earned
         return inference.verdict(
             self.ahead, self.boot["p_welch"], self.p_holm if self.primary else None, self.p_tost
         )
