@@ -59,7 +59,11 @@ def test_the_committed_rows_carry_verdicts():
 
 
 def test_every_claim_in_the_reports_readme_and_changelog_is_backed_by_its_row():
-    paths = sorted(RESULTS.glob("*/report.md")) + [ROOT / "README.md", ROOT / "CHANGELOG.md"]
+    # every hand-written page of a study (report.md, and linked pages such as halfcheetah-paper's oracle.md);
+    # table.md is generated, its verdict column the rows themselves
+    written = sorted(p for p in RESULTS.glob("*/*.md") if p.name != "table.md")
+    assert RESULTS / "halfcheetah-paper" / "oracle.md" in written
+    paths = written + [ROOT / "README.md", ROOT / "CHANGELOG.md"]
     problems = check_files(paths, ROOT, load_rows(RESULTS))
     assert not problems, "\n".join(map(str, problems))
 

@@ -167,7 +167,8 @@ def check_text(text: str, source: str, rows: Rows, preset: str | None = None) ->
 
 
 def check_files(paths: list[Path], root: Path, rows: Rows) -> list[Problem]:
-    """:func:`check_text` over files; a ``docs/results/<preset>/report.md`` is read as that preset's."""
+    """:func:`check_text` over files; a page under ``docs/results/<preset>/`` (its ``report.md``, or a linked
+    page) is read as that preset's."""
     problems = []
     for path in paths:
         relative = path.relative_to(root)
