@@ -1,6 +1,7 @@
 """Every committed study report recomputes from its committed run files with the command it prints: each text
 file the report writes (table.md, table.csv, ratios.csv, fits.csv, takeoff.csv, aggregate.csv, a named
-aggregate's aggregate_<name>.csv) comes out byte for byte as committed. Figures are left out (their pixels
+aggregate's aggregate_<name>.csv, costs.csv, divergence.csv, flips.csv, paper_claims.csv) comes out byte for byte
+as committed. Figures are left out (their pixels
 depend on matplotlib's version, not on prism).
 
 "Committed" is HEAD's tree: the reports and run files are exported with ``git archive`` and the report is made
@@ -21,7 +22,14 @@ import pytest
 from prism.experiments import cli, grid, report
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDIES = ("protocol-study", "reward-budget", "table1-study", "halfcheetah-paper")
+STUDIES = (
+    "protocol-study",
+    "reward-budget",
+    "table1-study",
+    "halfcheetah-paper",
+    "fit-cost",
+    "control-cost-study",
+)
 TEXT_FILES = (
     "table.md",
     "table.csv",
@@ -31,6 +39,10 @@ TEXT_FILES = (
     "takeoff_tests.csv",
     "aggregate.csv",
     "aggregate_rrd.csv",
+    "costs.csv",
+    "divergence.csv",
+    "flips.csv",
+    "paper_claims.csv",
 )
 
 
