@@ -419,7 +419,9 @@ def test_the_smoke_report_says_why_its_ratios_are_empty_and_names_the_objectives
     rows = [line for line in markdown.splitlines() if line.startswith("| mo-hopper-v5 | HV | ")]
     assert rows and all("| — | — | — |" in row for row in rows)  # ratio, CI and p: none with one seed
     # and no verdict either: "not distinguishable" would claim a test that never ran
-    assert all(row.rstrip(" |").split(" | ")[-2] == "—" and "distinguishable" not in row for row in rows), rows
+    assert all(row.rstrip(" |").split(" | ")[-2] == "—" and "distinguishable" not in row for row in rows), (
+        rows
+    )
     assert (
         "— in a row: an arm it compares has fewer than 2 finished seeds, and the ratio of means, its bootstrap CI "
         "and Welch's p need at least 2 per arm (`ratios.csv` holds NaN there). Finished seeds: "
