@@ -90,3 +90,20 @@ def test_a_committed_study_report_recomputes_byte_for_byte(
         if name == "table.md":
             ours, theirs = _without_results_path(ours), _without_results_path(theirs)
         assert ours == theirs, f"{study}/{name} does not recompute from its run files"
+
+
+def test_no_committed_run_folder_is_a_run_in_progress():
+    """A seed folder under docs/results/*/runs is committed only once its run has finished (its summary.json
+    exists): a broad `git add` of a results folder while a grid runs would otherwise commit a half-written
+    eval.csv that the report ignores and a reader does not."""
+    try:
+        tracked = subprocess.run(
+            ["git", "ls-files", "docs/results"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    files = set(tracked)
+    seeds = {re.sub(r"(/seed\d+)/.*", r"\1", f) for f in files if re.search(r"/runs/.+/seed\d+/", f)}
+    assert seeds, "no committed run folders found"
+    unfinished = sorted(s for s in seeds if f"{s}/summary.json" not in files)
+    assert not unfinished, f"run folders committed without summary.json: {unfinished[:5]}"
