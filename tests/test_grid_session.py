@@ -34,6 +34,7 @@ dir=${*: -1}
 dir=${dir#run_dir=}
 mkdir -p "$dir"
 echo "fake fit of $dir"
+[ -n "${FAKE_FIT_SLEEP:-}" ] && sleep "$FAKE_FIT_SLEEP"
 [ -n "${FAKE_FIT_FAIL:-}" ] && exit 3
 if [ -n "${FAKE_FIT_EDITS:-}" ]; then  # edit the file in place (same inode), as an editor or a script might
   { printf '# a line added while the grid runs, which shifts every byte after it\n'; cat "$FAKE_FIT_EDITS"; } > "$FAKE_FIT_EDITS.new"
@@ -146,6 +147,28 @@ def test_a_session_runs_each_pick_with_its_output_in_the_runs_log(grid):
         assert f"$ {grid['worktree']}/.venv/bin/python -m prism.cli fit " in log
         assert log.rstrip().endswith(f"fake fit of {folder}")
     assert "seed1.log" not in {p.name for p in (grid["runs"] / "halfcheetah" / "e-prism").iterdir()}
+
+
+def test_two_lanes_on_one_env_run_each_job_once(grid, tmp_path):
+    """Two lanes on the same env start in the same second and see the same first pending job; without a claim
+    both would run it (the loser's prism then refused the folder and its lane stopped). The fake fit takes a
+    moment and takes no run lock, so only the lanes' own claim can keep them apart."""
+    done = _session(
+        grid,
+        "+10 min",
+        GRID_LANES="0:halfcheetah 1:halfcheetah",
+        GRID_MINUTES="e-prism=1 e-uniform=1",
+        FAKE_FIT_SLEEP="0.5",
+        TMPDIR=str(tmp_path),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = [(arm, seed) for arm in ("e-prism", "e-uniform") for seed in range(3)]
+    assert sorted(_starts(done.stdout)) == jobs  # six starts between the two lanes, none twice
+    for arm, seed in jobs:
+        log = (grid["runs"] / "halfcheetah" / arm / f"seed{seed}.log").read_text()
+        assert log.count("fake fit of") == 1, (arm, seed, log)
+    lanes = {lane for lane in re.findall(r"lane (\d):halfcheetah: \S+ start", done.stdout)}
+    assert lanes == {"0", "1"}  # both lanes worked
 
 
 def test_a_run_that_leaves_no_summary_stops_its_lane_with_status_1(grid):

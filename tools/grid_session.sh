@@ -25,7 +25,8 @@
 # uniform seed 14-21 min there, and an N = 1000 seed is ~7-8 h, which no session holds.
 # The lane runs the `prism fit` command `reproduce.py --dry-run` gives for that seed (a folder left by an
 # interrupted run is resumed, from scratch when its checkpoints are gone), with no report in between;
-# finished runs and runs that another process holds are never picked.
+# finished runs and runs that another process holds are never picked. Lanes on one env ("0:walker 1:walker")
+# share its jobs: each claims a job before it runs it, so no job runs twice.
 # Commit finished runs with tools/commit_grid_runs.sh.
 set -uo pipefail
 # The whole script is one { … } block, so bash parses all of it before running any: a session runs for hours,
@@ -74,10 +75,25 @@ pending() {  # env arm -> the `prism fit` commands still to run, one per line (f
       [ -f "$dir/summary.json" ] && continue  # finished
       # held by another prism process (the run lock is flock on the folder): left to it
       [ -d "$dir" ] && ! flock -n "$dir" true && continue
+      # claimed by another lane that has not started its prism yet
+      [ -f "$claims/${dir//\//_}.lock" ] && ! flock -n "$claims/${dir//\//_}.lock" true && continue
       echo "$command"
     done
 }
 seed_of() { sed -n 's|.*/seed\([0-9]*\)$|\1|p' <<< "$1"; }
+
+# A lane claims a job before running it: flock on a lock file of its own (not the run folder, which the prism it
+# starts locks), held on a descriptor the lane keeps until the job ends and released if the lane dies. Lanes that
+# pick the same job at the same moment (two lanes on one env, started together) then run it once.
+claims=${TMPDIR:-/tmp}/prism-grid-claims
+claim() {  # command -> 0 when this lane now holds the job, 1 when another lane does
+  local dir=${1##* }
+  dir=${dir#run_dir=}
+  mkdir -p "$claims"
+  [ -n "${claim_fd:-}" ] && exec {claim_fd}>&-
+  exec {claim_fd}> "$claims/${dir//\//_}.lock"
+  flock -n "$claim_fd"
+}
 
 lane() {  # cpu env
   local cpu=$1 env=$2 now arm need command picked seed log rc
@@ -98,6 +114,12 @@ lane() {  # cpu env
       return 0
     fi
     seed=$(seed_of "$picked")
+    if [ "$dry" = 0 ] && ! claim "$picked"; then
+      # Another lane (this session's or another grid_session's) picked the same job in the same second,
+      # before either's prism had locked the folder: leave it to that lane and pick again.
+      planned[$picked]=1
+      continue
+    fi
     echo "lane $cpu:$env: $(date -u -d "@$now" +%TZ) start $arm seed $seed (expected $((need / 60)) min)"
     if [ "$dry" = 1 ]; then
       planned[$picked]=1
