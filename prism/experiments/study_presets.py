@@ -56,9 +56,6 @@ FIT_COST = Preset(
 )
 """A PRISM seed with the fast fit, and its swimmer gate (docs/results/fit-cost)."""
 
-FIT_COST_RUNS = "docs/results/fit-cost/runs"
-"""fit-cost's committed run files (its swimmer e-prism-fastfit seeds are ablation-study's swimmer a-prism)."""
-
 ABLATION_ARMS = (
     ("a-prism", "prism", ()),
     ("a-wo-residual", "wo_residual", ()),
