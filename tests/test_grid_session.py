@@ -171,6 +171,25 @@ def test_two_lanes_on_one_env_run_each_job_once(grid, tmp_path):
     assert lanes == {"0", "1"}  # both lanes worked
 
 
+def test_a_staggered_second_lane_plans_its_first_start_later_by_the_stagger(grid):
+    done = _session(
+        grid,
+        "+190 min",
+        "--dry-run",
+        GRID_LANES="0:halfcheetah 1:swimmer",
+        GRID_ARMS="e-prism",
+        GRID_STAGGER="30",
+    )
+    assert done.returncode == 0, done.stderr
+    starts = dict(re.findall(r"lane \d:(\w+): (\d\d:\d\d):\d\dZ start e-prism seed 0", done.stdout))
+    first, second = (int(starts[env][:2]) * 60 + int(starts[env][3:]) for env in ("halfcheetah", "swimmer"))
+    assert (second - first) % (24 * 60) in (30, 31)  # the clock may tick over a minute between the two lanes
+    # the later start costs the second lane its third seed: 3 × 60 min fit before the deadline, 30 + 3 × 60 not
+    assert "lane 0:halfcheetah" in re.search(r".*start e-prism seed 2 .*", done.stdout).group(0)
+    assert _starts(done.stdout).count(("e-prism", 2)) == 1
+    assert "lane 1:swimmer: starts 30 min after the first lane (GRID_STAGGER)" in done.stdout
+
+
 def test_a_run_that_leaves_no_summary_stops_its_lane_with_status_1(grid):
     done = _session(grid, "+10 min", GRID_MINUTES="e-prism=1 e-uniform=1", FAKE_FIT_FAIL="1")
     assert done.returncode == 1
@@ -185,6 +204,7 @@ def test_a_run_that_leaves_no_summary_stops_its_lane_with_status_1(grid):
         ("-5 min", {}, "DEADLINE '-5 min' is already past"),
         ("tomorrow-ish", {}, "DEADLINE: cannot read 'tomorrow-ish'"),
         ("+60 min", {"GRID_ARMS": "e-prism e-nope"}, "GRID_MINUTES has no entry for arm 'e-nope'"),
+        ("+60 min", {"GRID_STAGGER": "half"}, "GRID_STAGGER: 'half' is not a whole number of minutes"),
     ],
 )
 def test_bad_input_is_refused_in_one_line_before_anything_runs(grid, deadline, env, message):

@@ -26,7 +26,9 @@
 # The lane runs the `prism fit` command `reproduce.py --dry-run` gives for that seed (a folder left by an
 # interrupted run is resumed, from scratch when its checkpoints are gone), with no report in between;
 # finished runs and runs that another process holds are never picked. Lanes on one env ("0:walker 1:walker")
-# share its jobs: each claims a job before it runs it, so no job runs twice.
+# share its jobs: each claims a job before it runs it, so no job runs twice. GRID_STAGGER (minutes, default 0)
+# starts the k-th lane k × GRID_STAGGER minutes after the first, so that two learned seeds' reward fits (the
+# memory-heavy phase) do not run side by side from the start.
 # Commit finished runs with tools/commit_grid_runs.sh.
 set -uo pipefail
 # The whole script is one { … } block, so bash parses all of it before running any: a session runs for hours,
@@ -42,7 +44,9 @@ lanes=${GRID_LANES:-"0:halfcheetah 1:swimmer"}
 arms=${GRID_ARMS:-"e-prism e-uniform e-prism-N1000"}
 minutes=${GRID_MINUTES:-"e-prism=145 e-uniform=22 e-prism-N1000=540"}
 reports=${GRID_REPORTS:-/work/grid-results}
+stagger=${GRID_STAGGER:-0}
 preset=${GRID_PRESET:-table1-study}
+[[ "$stagger" =~ ^[0-9]+$ ]] || { echo "grid_session: GRID_STAGGER: '$stagger' is not a whole number of minutes" >&2; exit 2; }
 deadline=$(date -d "$deadline_text" +%s) || { echo "grid_session: DEADLINE: cannot read '$deadline_text'" >&2; exit 2; }
 [ "$deadline" -gt "$(date +%s)" ] || { echo "grid_session: DEADLINE '$deadline_text' is already past" >&2; exit 2; }
 
@@ -95,10 +99,14 @@ claim() {  # command -> 0 when this lane now holds the job, 1 when another lane 
   flock -n "$claim_fd"
 }
 
-lane() {  # cpu env
+lane() {  # cpu env index
   local cpu=$1 env=$2 now arm need command picked seed log rc
   local -A planned=()  # dry runs: the jobs this lane's plan has already taken
   now=$(date +%s)
+  if [ $(($3 * stagger)) -gt 0 ]; then
+    echo "lane $cpu:$env: starts $(($3 * stagger)) min after the first lane (GRID_STAGGER)"
+    if [ "$dry" = 1 ]; then now=$((now + $3 * stagger * 60)); else sleep $(($3 * stagger * 60)); now=$(date +%s); fi
+  fi
   while :; do
     picked=""
     for arm in $arms; do
@@ -142,9 +150,11 @@ lane() {  # cpu env
 echo "grid_session: worktree $worktree at $(git rev-parse --short HEAD); deadline $(date -u -d "@$deadline" +%FT%TZ)"
 status=0
 pids=()
+index=0
 for pair in $lanes; do
-  lane "${pair%%:*}" "${pair#*:}" &
+  lane "${pair%%:*}" "${pair#*:}" "$index" &
   pids+=($!)
+  index=$((index + 1))
 done
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 echo "grid_session: $(date -u +%FT%TZ) done, status $status"
