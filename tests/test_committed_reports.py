@@ -29,6 +29,7 @@ STUDIES = (
     "halfcheetah-paper",
     "fit-cost",
     "control-cost-study",
+    "ablation-study",
 )
 TEXT_FILES = (
     "table.md",
