@@ -190,6 +190,60 @@ def test_a_staggered_second_lane_plans_its_first_start_later_by_the_stagger(grid
     assert "lane 1:swimmer: starts 30 min after the first lane (GRID_STAGGER)" in done.stdout
 
 
+def _env_starts(stdout: str) -> list[tuple[str, str, int]]:
+    return [(env, arm, int(seed)) for env, arm, seed in re.findall(r"lane \d:(\w+): \S+ start (\S+) seed (\d+) \(", stdout)]
+
+
+def test_a_lane_of_several_envs_takes_the_next_env_when_the_first_has_nothing_that_fits(grid):
+    """An env-specific expected time ("swimmer/e-prism=10") overrides the arm's on that env only."""
+    done = _session(
+        grid,
+        "+150 min",
+        "--dry-run",
+        GRID_LANES="0:halfcheetah,swimmer",
+        GRID_MINUTES="e-prism=60 e-uniform=20 swimmer/e-prism=10",
+    )
+    assert done.returncode == 0, done.stderr
+    # halfcheetah: e-prism 0 and 1 (120 min), e-uniform 0 (140); its e-uniform 1 would end at 160 and its
+    # e-prism 2 at 200, so the lane turns to swimmer, whose e-prism seed takes 10 min here: 150 ≤ 150.
+    assert _env_starts(done.stdout) == [
+        ("halfcheetah", "e-prism", 0),
+        ("halfcheetah", "e-prism", 1),
+        ("halfcheetah", "e-uniform", 0),
+        ("swimmer", "e-prism", 0),
+    ]
+    assert "lane 0:halfcheetah,swimmer: nothing left that ends before" in done.stdout
+
+
+def test_a_lane_whose_env_runs_out_helps_the_other_lanes_env_and_no_job_runs_twice(grid, tmp_path):
+    for seed in range(3):
+        _finish_on(grid, "swimmer", "e-uniform", seed)
+    for seed in (1, 2):
+        _finish_on(grid, "swimmer", "e-prism", seed)
+    done = _session(
+        grid,
+        "+10 min",
+        GRID_LANES="0:halfcheetah 1:swimmer,halfcheetah",
+        GRID_MINUTES="e-prism=1 e-uniform=1",
+        FAKE_FIT_SLEEP="1",
+        TMPDIR=str(tmp_path),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    starts = _env_starts(done.stdout)
+    halfcheetah = [(arm, seed) for arm in ("e-prism", "e-uniform") for seed in range(3)]
+    assert sorted(starts) == sorted([("swimmer", "e-prism", 0)] + [("halfcheetah", *job) for job in halfcheetah])
+    for arm, seed in halfcheetah:
+        log = (grid["runs"] / "halfcheetah" / arm / f"seed{seed}.log").read_text()
+        assert log.count("fake fit of") == 1, (arm, seed, log)
+    assert re.search(r"lane 1:halfcheetah: \S+ start", done.stdout)  # lane 1 ran halfcheetah jobs too
+
+
+def _finish_on(grid: dict, env: str, arm: str, seed: int) -> None:
+    folder = grid["runs"] / env / arm / f"seed{seed}"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text("{}")
+
+
 def test_a_run_that_leaves_no_summary_stops_its_lane_with_status_1(grid):
     done = _session(grid, "+10 min", GRID_MINUTES="e-prism=1 e-uniform=1", FAKE_FIT_FAIL="1")
     assert done.returncode == 1
@@ -205,6 +259,9 @@ def test_a_run_that_leaves_no_summary_stops_its_lane_with_status_1(grid):
         ("tomorrow-ish", {}, "DEADLINE: cannot read 'tomorrow-ish'"),
         ("+60 min", {"GRID_ARMS": "e-prism e-nope"}, "GRID_MINUTES has no entry for arm 'e-nope'"),
         ("+60 min", {"GRID_STAGGER": "half"}, "GRID_STAGGER: 'half' is not a whole number of minutes"),
+        ("+60 min", {"GRID_LANES": "0-halfcheetah"}, "GRID_LANES: '0-halfcheetah' is not CPU:env or CPU:env,env,..."),
+        ("+60 min", {"GRID_MINUTES": "e-prism=1h e-uniform=20"}, "GRID_MINUTES: 'e-prism=1h' is not KEY=whole minutes"),
+        ("+60 min", {"GRID_MINUTES": "swimmer/e-prism=10 e-uniform=20"}, "GRID_MINUTES has no entry for arm 'e-prism'"),
     ],
 )
 def test_bad_input_is_refused_in_one_line_before_anything_runs(grid, deadline, env, message):

@@ -19,8 +19,11 @@
 # to its CPU, from the worktree at COMMIT (GRID_WORKTREE, default /work/grid-r4b; made with its own venv if
 # missing, as grid_round4.sh does). A lane picks, in GRID_ARMS order (default "e-prism e-uniform
 # e-prism-N1000"), the first unfinished seed whose expected minutes end before DEADLINE (any `date -d` time:
-# "02:40", "+165 min"); when nothing fits, the lane stops. GRID_MINUTES (default "e-prism=145 e-uniform=22
-# e-prism-N1000=540") holds one core's measured times with some margin: an N = 250 PRISM seed took 110-142 min
+# "02:40", "+165 min"); when nothing fits, the lane stops. A lane may name several envs, "1:walker,swimmer":
+# it takes the first env's jobs, then, when none of those is left that fits, the next env's (a lane whose own
+# env runs out helps the slower one). GRID_MINUTES (default "e-prism=145 e-uniform=22
+# e-prism-N1000=540"; "env/arm=MIN" entries, e.g. "walker/a-wo-dense=18", override an arm's "arm=MIN" on that
+# env) holds one core's measured times with some margin: an N = 250 PRISM seed took 110-142 min
 # with its core to itself (seeds 1 and 2 on halfcheetah and swimmer; 135 and 163 min when tests shared it), a
 # uniform seed 14-21 min there, and an N = 1000 seed is ~7-8 h, which no session holds.
 # The lane runs the `prism fit` command `reproduce.py --dry-run` gives for that seed (a folder left by an
@@ -50,15 +53,26 @@ preset=${GRID_PRESET:-table1-study}
 deadline=$(date -d "$deadline_text" +%s) || { echo "grid_session: DEADLINE: cannot read '$deadline_text'" >&2; exit 2; }
 [ "$deadline" -gt "$(date +%s)" ] || { echo "grid_session: DEADLINE '$deadline_text' is already past" >&2; exit 2; }
 
-expected_s() {  # arm -> expected seconds (one line on stderr and 2 if GRID_MINUTES lacks it)
-  local pair
+expected_s() {  # env arm -> expected seconds: "env/arm=MIN" over "arm=MIN" (one line on stderr and 2 if neither)
+  local pair key fallback=""
   for pair in $minutes; do
-    [ "${pair%%=*}" = "$1" ] && { echo $((${pair#*=} * 60)); return 0; }
+    key=${pair%%=*}
+    [[ "${pair#*=}" =~ ^[0-9]+$ ]] || { echo "grid_session: GRID_MINUTES: '$pair' is not KEY=whole minutes" >&2; return 2; }
+    [ "$key" = "$1/$2" ] && { echo $((${pair#*=} * 60)); return 0; }
+    [ "$key" = "$2" ] && fallback=$((${pair#*=} * 60))
   done
-  echo "grid_session: GRID_MINUTES has no entry for arm '$1'" >&2
+  [ -n "$fallback" ] && { echo "$fallback"; return 0; }
+  echo "grid_session: GRID_MINUTES has no entry for arm '$2'" >&2
   return 2
 }
-for arm in $arms; do expected_s "$arm" > /dev/null || exit 2; done
+for pair in $lanes; do
+  [[ "$pair" =~ ^[0-9]+:[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*$ ]] || {
+    echo "grid_session: GRID_LANES: '$pair' is not CPU:env or CPU:env,env,..." >&2; exit 2; }
+  IFS=, read -ra lane_envs <<< "${pair#*:}"
+  for env in "${lane_envs[@]}"; do
+    for arm in $arms; do expected_s "$env" "$arm" > /dev/null || exit 2; done
+  done
+done
 
 # shellcheck source=tools/grid_worktree.sh
 . "$main/tools/grid_worktree.sh"
@@ -99,26 +113,33 @@ claim() {  # command -> 0 when this lane now holds the job, 1 when another lane 
   flock -n "$claim_fd"
 }
 
-lane() {  # cpu env index
-  local cpu=$1 env=$2 now arm need command picked seed log rc
+lane() {  # cpu envs(comma-separated) index
+  local cpu=$1 envs=$2 env now arm need command picked seed log rc
   local -A planned=()  # dry runs: the jobs this lane's plan has already taken
+  local -a lane_envs
+  IFS=, read -ra lane_envs <<< "$envs"
   now=$(date +%s)
   if [ $(($3 * stagger)) -gt 0 ]; then
-    echo "lane $cpu:$env: starts $(($3 * stagger)) min after the first lane (GRID_STAGGER)"
+    echo "lane $cpu:$envs: starts $(($3 * stagger)) min after the first lane (GRID_STAGGER)"
     if [ "$dry" = 1 ]; then now=$((now + $3 * stagger * 60)); else sleep $(($3 * stagger * 60)); now=$(date +%s); fi
   fi
   while :; do
     picked=""
-    for arm in $arms; do
-      need=$(expected_s "$arm")
-      [ $((now + need)) -le "$deadline" ] || continue
-      while IFS= read -r command; do
-        [ -n "$command" ] && [ -z "${planned[$command]:-}" ] && { picked=$command; break; }
-      done < <(pending "$env" "$arm")
+    # The lane's envs in order, each env's arms in GRID_ARMS order: a later env only when the earlier ones
+    # have nothing left that fits before the deadline.
+    for env in "${lane_envs[@]}"; do
+      for arm in $arms; do
+        need=$(expected_s "$env" "$arm")
+        [ $((now + need)) -le "$deadline" ] || continue
+        while IFS= read -r command; do
+          [ -n "$command" ] && [ -z "${planned[$command]:-}" ] && { picked=$command; break; }
+        done < <(pending "$env" "$arm")
+        [ -n "$picked" ] && break
+      done
       [ -n "$picked" ] && break
     done
     if [ -z "$picked" ]; then
-      echo "lane $cpu:$env: nothing left that ends before $(date -u -d "@$deadline" +%TZ); stopping"
+      echo "lane $cpu:$envs: nothing left that ends before $(date -u -d "@$deadline" +%TZ); stopping"
       return 0
     fi
     seed=$(seed_of "$picked")
