@@ -96,8 +96,8 @@ def _starts(stdout: str) -> list[tuple[str, int]]:
     return [(arm, int(seed)) for arm, seed in re.findall(r" start (\S+) seed (\d+) \(expected", stdout)]
 
 
-def _finish(grid: dict, arm: str, seed: int) -> Path:
-    folder = grid["runs"] / "halfcheetah" / arm / f"seed{seed}"
+def _finish(grid: dict, arm: str, seed: int, env: str = "halfcheetah") -> Path:
+    folder = grid["runs"] / env / arm / f"seed{seed}"
     folder.mkdir(parents=True)
     (folder / "summary.json").write_text("{}")
     return folder
@@ -217,9 +217,9 @@ def test_a_lane_of_several_envs_takes_the_next_env_when_the_first_has_nothing_th
 
 def test_a_lane_whose_env_runs_out_helps_the_other_lanes_env_and_no_job_runs_twice(grid, tmp_path):
     for seed in range(3):
-        _finish_on(grid, "swimmer", "e-uniform", seed)
+        _finish(grid, "e-uniform", seed, env="swimmer")
     for seed in (1, 2):
-        _finish_on(grid, "swimmer", "e-prism", seed)
+        _finish(grid, "e-prism", seed, env="swimmer")
     done = _session(
         grid,
         "+10 min",
@@ -236,12 +236,6 @@ def test_a_lane_whose_env_runs_out_helps_the_other_lanes_env_and_no_job_runs_twi
         log = (grid["runs"] / "halfcheetah" / arm / f"seed{seed}.log").read_text()
         assert log.count("fake fit of") == 1, (arm, seed, log)
     assert re.search(r"lane 1:halfcheetah: \S+ start", done.stdout)  # lane 1 ran halfcheetah jobs too
-
-
-def _finish_on(grid: dict, env: str, arm: str, seed: int) -> None:
-    folder = grid["runs"] / env / arm / f"seed{seed}"
-    folder.mkdir(parents=True)
-    (folder / "summary.json").write_text("{}")
 
 
 def test_a_run_that_leaves_no_summary_stops_its_lane_with_status_1(grid):
