@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from prism.agents.gpi_pd.networks import DeterministicActor, VectorCritics
+from prism.agents.networks import GaussianActor
 
 
 def _reference_critic(critics: VectorCritics, x: torch.Tensor, slice_: int) -> torch.Tensor:
@@ -58,3 +60,12 @@ def test_member_slice_equals_solo_actor_with_same_seed():
     obs, w = torch.randn(5, 3), torch.rand(5, 2)
     torch.testing.assert_close(pop(obs, w, member=1), solo(obs, w))
     torch.testing.assert_close(pop(torch.stack([obs, obs]), torch.stack([w, w]))[1], solo(obs, w))
+
+
+def test_both_actors_refuse_a_flat_batch_of_a_population_without_member():
+    """The shared per-member MLP (StackedPolicyNet) names the actor whose call lacks ``member=``."""
+    obs, w = torch.randn(5, 3), torch.rand(5, 2)
+    for actor_class in (DeterministicActor, GaussianActor):
+        actor = actor_class(3, 2, 2, (8,), members=2)
+        with pytest.raises(ValueError, match=rf"^{actor_class.__name__}: \[B, d\] input needs member= .* 2$"):
+            actor(obs, w)

@@ -22,6 +22,8 @@ _LAZY = {
     "critic_target": "prism.agents.losses",
     "symreg_loss": "prism.agents.losses",
     "GaussianActor": "prism.agents.networks",
+    "StackedCritics": "prism.agents.networks",
+    "StackedPolicyNet": "prism.agents.networks",
     "VectorCriticEnsemble": "prism.agents.networks",
     "sample_tanh_gaussian": "prism.agents.networks",
     "cone_weights": "prism.agents.preferences",

@@ -107,7 +107,41 @@ def _generator(generators: Generators, s: int) -> torch.Generator | None:
     return None if generators is None else generators[s]
 
 
-class GaussianActor(nn.Module):
+class StackedPolicyNet(nn.Module):
+    """An MLP on ``[s, w]`` per member for S members (ReLU, orthogonal init, zero biases; member s drawn from
+    ``generators[s]``): the shared half of CAPQL's :class:`GaussianActor` and GPI-PD's ``DeterministicActor``.
+
+    :meth:`evaluate` runs every member on ``[S, B, ·]`` inputs, or one ``member`` on ``[B, ·]`` inputs (for
+    S = 1 the member dimension may be left out), and returns the raw ``[S, B, out_dim]`` (``[B, out_dim]``).
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_objectives: int,
+        out_dim: int,
+        hidden: Sequence[int],
+        members: int,
+        generators: Generators,
+    ):
+        super().__init__()
+        self.members = members
+        self.net = StackedMLP([obs_dim + n_objectives, *hidden, out_dim], members)
+        for s in range(members):
+            self.net.init_slice(s, _generator(generators, s))
+
+    def evaluate(self, obs: torch.Tensor, weight: torch.Tensor, member: int | None = None) -> torch.Tensor:
+        flat = obs.dim() == 2
+        if flat and member is None and self.members != 1:
+            raise ValueError(
+                f"{type(self).__name__}: [B, d] input needs member= for a population of {self.members}"
+            )
+        x = torch.cat([obs, weight], dim=-1)
+        out = self.net(x.unsqueeze(0) if flat else x, member=member)
+        return out[0] if flat else out
+
+
+class GaussianActor(StackedPolicyNet):
     """π(a | s, w) for S members: an MLP on ``[s, w]`` (ReLU, orthogonal init, zero biases) per member.
 
     ``forward`` returns the pre-tanh mean μ and the log-std ℓ clamped to ``[−20, 2]``, each
@@ -124,25 +158,15 @@ class GaussianActor(nn.Module):
         members: int = 1,
         generators: Generators = None,
     ):
-        super().__init__()
-        self.members = members
+        super().__init__(obs_dim, n_objectives, 2 * act_dim, hidden, members, generators)
         self.act_dim = act_dim
-        self.net = StackedMLP([obs_dim + n_objectives, *hidden, 2 * act_dim], members)
-        for s in range(members):
-            self.net.init_slice(s, _generator(generators, s))
 
     def forward(
         self, obs: torch.Tensor, weight: torch.Tensor, member: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(μ, ℓ)`` of every member for ``[S, B, ·]`` inputs, or of one ``member`` for ``[B, ·]`` inputs."""
-        flat = obs.dim() == 2
-        if flat and member is None and self.members != 1:
-            raise ValueError(f"GaussianActor: [B, d] input needs member= for a population of {self.members}")
-        x = torch.cat([obs, weight], dim=-1)
-        out = self.net(x.unsqueeze(0) if flat else x, member=member)
-        mean, log_std = out.split(self.act_dim, dim=-1)
-        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        return (mean[0], log_std[0]) if flat else (mean, log_std)
+        mean, log_std = self.evaluate(obs, weight, member).split(self.act_dim, dim=-1)
+        return mean, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
 
 TANH_LOG_PROB_EPSILON = 1e-6
@@ -184,7 +208,40 @@ def sample_tanh_gaussian(
     raise ValueError(f"log_prob_form: expected one of {TANH_LOG_PROB_FORMS}, got {log_prob_form!r}")
 
 
-class VectorCriticEnsemble(nn.Module):
+class StackedCritics(nn.Module):
+    """``n`` critics per member for S members, as the slices of one stacked network ``net`` (member-major:
+    slice ``s·n + k`` is critic k of member s, initialised from ``generators[s]``).
+
+    The shared half of CAPQL's :class:`VectorCriticEnsemble` and GPI-PD's ``VectorCritics``: the critics of a
+    member all read the member's input, so :meth:`evaluate` fans ``x [S, B, in]`` out to the ``S·n`` slices
+    and folds the result back to ``Q [S, n, B, L]``. Subclasses choose ``net`` (its ``init_slice`` and
+    ``forward(h [S·n, B, in], **kwargs)``) and the keywords their ``forward`` passes on.
+    """
+
+    def __init__(self, net: nn.Module, n: int, members: int, generators: Generators):
+        super().__init__()
+        self.n = n
+        self.members = members
+        self.net = net
+        for s in range(members):
+            for k in range(n):
+                self.net.init_slice(s * n + k, _generator(generators, s))
+
+    def evaluate(self, x: torch.Tensor, **net_kwargs) -> torch.Tensor:
+        """``x [S, B, in]`` -> ``Q [S, n, B, L]`` (``x [B, in]`` -> ``Q [n, B, L]`` when S = 1)."""
+        flat = x.dim() == 2
+        if flat:
+            x = x.unsqueeze(0)
+        members, batch, width = x.shape
+        if members == 1:  # every critic reads the same input: a stride-0 view, no copy
+            h = x.expand(self.n, batch, width)
+        else:
+            h = x.unsqueeze(1).expand(members, self.n, batch, width).reshape(members * self.n, batch, width)
+        q = self.net(h, **net_kwargs).reshape(members, self.n, batch, -1)
+        return q[0] if flat else q
+
+
+class VectorCriticEnsemble(StackedCritics):
     """``n`` critics ``Q_k(s, a, w) ∈ R^L`` per member, for S members, evaluated with one ``baddbmm`` per layer.
 
     The S·n MLPs are the slices of one :class:`StackedMLP` (member-major: slice ``s·n + k`` is critic k of
@@ -201,13 +258,8 @@ class VectorCriticEnsemble(nn.Module):
         generators: Generators = None,
         layer_norm: bool = False,
     ):
-        super().__init__()
-        self.n = n
-        self.members = members
-        self.net = StackedMLP([in_dim, *hidden, out_dim], members * n, layer_norm=layer_norm)
-        for s in range(members):
-            for k in range(n):
-                self.net.init_slice(s * n + k, _generator(generators, s))
+        net = StackedMLP([in_dim, *hidden, out_dim], members * n, layer_norm=layer_norm)
+        super().__init__(net, n, members, generators)
 
     def forward(self, x: torch.Tensor, *, detach_params: bool = False) -> torch.Tensor:
         """``x [S, B, in]`` -> ``Q [S, n, B, L]`` (``x [B, in]`` -> ``Q [n, B, L]`` when S = 1).
@@ -215,13 +267,4 @@ class VectorCriticEnsemble(nn.Module):
         ``detach_params=True`` evaluates with detached weights: gradients still flow to ``x`` (the actor's
         actions) but never to the critic parameters, and no weight gradients are computed at all.
         """
-        flat = x.dim() == 2
-        if flat:
-            x = x.unsqueeze(0)
-        members, batch, width = x.shape
-        if members == 1:  # every critic reads the same input: a stride-0 view, no copy
-            h = x.expand(self.n, batch, width)
-        else:
-            h = x.unsqueeze(1).expand(members, self.n, batch, width).reshape(members * self.n, batch, width)
-        q = self.net(h, detach_params=detach_params).reshape(members, self.n, batch, -1)
-        return q[0] if flat else q
+        return self.evaluate(x, detach_params=detach_params)

@@ -21,12 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from prism.agents.networks import Generators, StackedMLP
+from prism.agents.networks import Generators, StackedCritics, StackedMLP, StackedPolicyNet
 from prism.stacked_linear import stacked_linear
-
-
-def _generator(generators: Generators, s: int) -> torch.Generator | None:
-    return None if generators is None else generators[s]
 
 
 def dropped_positions(n: int, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -70,7 +66,7 @@ def seeded_dropout(h: torch.Tensor, p: float, generator: torch.Generator | None 
     return out.view(h.shape)
 
 
-class DeterministicActor(nn.Module):
+class DeterministicActor(StackedPolicyNet):
     """``μ(s, w)`` for S members: ``forward(obs [S, B, d], w [S, B, L]) -> pre-tanh action [S, B, act_dim]``.
 
     For S = 1 the member dimension may be left out (``[B, ·]`` in and out); ``member=`` runs one member's slice
@@ -86,19 +82,10 @@ class DeterministicActor(nn.Module):
         members: int = 1,
         generators: Generators = None,
     ):
-        super().__init__()
-        self.members = members
-        self.net = StackedMLP([obs_dim + n_objectives, *hidden, act_dim], members)
-        for s in range(members):
-            self.net.init_slice(s, _generator(generators, s))
+        super().__init__(obs_dim, n_objectives, act_dim, hidden, members, generators)
 
     def forward(self, obs: torch.Tensor, weight: torch.Tensor, member: int | None = None) -> torch.Tensor:
-        flat = obs.dim() == 2
-        if flat and member is None and self.members != 1:
-            raise ValueError(f"DeterministicActor: [B, d] input needs member= for {self.members} members")
-        x = torch.cat([obs, weight], dim=-1)
-        out = self.net(x.unsqueeze(0) if flat else x, member=member)
-        return out[0] if flat else out
+        return self.evaluate(obs, weight, member)
 
 
 class StackedNormMLP(nn.Module):
@@ -148,7 +135,7 @@ class StackedNormMLP(nn.Module):
         return h
 
 
-class VectorCritics(nn.Module):
+class VectorCritics(StackedCritics):
     """``n`` critics ``Q_k(s, a, w) ∈ R^L`` per member for S members (slice ``s·n + k`` is critic k of member s).
 
     ``forward(x [S, B, obs+act+L]) -> Q [S, n, B, L]`` (``[B, in] -> [n, B, L]`` for S = 1).
@@ -166,24 +153,10 @@ class VectorCritics(nn.Module):
         layer_norm: bool = True,
         generators: Generators = None,
     ):
-        super().__init__()
-        self.n = n
-        self.members = members
-        self.net = StackedNormMLP([in_dim, *hidden, n_objectives], members * n, dropout, layer_norm)
-        for s in range(members):
-            for k in range(n):
-                self.net.init_slice(s * n + k, _generator(generators, s))
+        net = StackedNormMLP([in_dim, *hidden, n_objectives], members * n, dropout, layer_norm)
+        super().__init__(net, n, members, generators)
 
     def forward(
         self, x: torch.Tensor, *, detach_params: bool = False, generator: torch.Generator | None = None
     ) -> torch.Tensor:
-        flat = x.dim() == 2
-        if flat:
-            x = x.unsqueeze(0)
-        members, batch, width = x.shape
-        if members == 1:  # every critic reads the same input: a stride-0 view, no copy
-            h = x.expand(self.n, batch, width)
-        else:
-            h = x.unsqueeze(1).expand(members, self.n, batch, width).reshape(members * self.n, batch, width)
-        q = self.net(h, detach_params=detach_params, generator=generator).reshape(members, self.n, batch, -1)
-        return q[0] if flat else q
+        return self.evaluate(x, detach_params=detach_params, generator=generator)
