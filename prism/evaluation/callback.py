@@ -57,6 +57,10 @@ class EvaluationCallback(Callback):
     values they compute are the ones recorded and logged (equal to the functional ones; in a multi-process
     evaluation they would gather every process's returns first).
 
+    With ``config.final.each_cycle`` and ``cycle_steps`` (the loop's M) the final protocol also runs at the end
+    of every cycle but the last (env steps M, 2M, …, (cycles − 1)·M), after any periodic evaluation of that
+    step and before the loop moves on; its row has ``cycle_end = 1`` and its metrics go to ``eval_cycle_end/…``.
+
     ``run_seed`` resolves ``config.seed = None`` (see :meth:`EvalConfig.reset_seed`). The env copies are built
     at the first evaluation and kept until fit ends.
 
@@ -77,6 +81,8 @@ class EvaluationCallback(Callback):
         member: int = 0,
         logger: Any | None = None,
         pool: EvalEnvPool | None = None,
+        cycle_steps: int | None = None,
+        cycles: int = 1,
     ) -> None:
         super().__init__()
         self.spec = spec
@@ -93,6 +99,13 @@ class EvaluationCallback(Callback):
         self._next_eval = self.config.every
         self._last_eval_step = -1
         self._final_done = False
+        # The cycle ends that get a final-protocol evaluation (empty unless eval.final.each_cycle is on).
+        self._cycle_ends = (
+            tuple(k * cycle_steps for k in range(1, cycles))
+            if self.config.final.each_cycle and cycle_steps is not None
+            else ()
+        )
+        self._cycle_ends_done = 0
         self._pool: EvalEnvPool | None = pool
         self._owns_pool = pool is None
         cfg = self.config
@@ -112,16 +125,20 @@ class EvaluationCallback(Callback):
 
     # -- state (so a resumed run neither repeats nor skips an evaluation) --
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "next_eval": self._next_eval,
             "last_eval_step": self._last_eval_step,
             "final_done": self._final_done,
         }
+        if self._cycle_ends:
+            state["cycle_ends_done"] = self._cycle_ends_done
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._next_eval = int(state_dict["next_eval"])
         self._last_eval_step = int(state_dict["last_eval_step"])
         self._final_done = bool(state_dict.get("final_done", False))
+        self._cycle_ends_done = int(state_dict.get("cycle_ends_done", 0))
 
     @property
     def csv_path(self) -> Path | None:
@@ -137,10 +154,22 @@ class EvaluationCallback(Callback):
 
     def _schedule(self, agent: PopulationAgent) -> None:
         agent.pause_at(self._next_eval)
+        if self._cycle_ends_done < len(self._cycle_ends):
+            agent.pause_at(self._cycle_ends[self._cycle_ends_done])
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: PopulationAgent, *args: Any) -> None:
-        if pl_module.env_step_count >= self._next_eval:
+        steps = pl_module.env_step_count
+        due_periodic = steps >= self._next_eval
+        due_cycle_end = (
+            self._cycle_ends_done < len(self._cycle_ends) and steps >= self._cycle_ends[self._cycle_ends_done]
+        )
+        if due_periodic:
             self.evaluate(trainer, pl_module)
+        # In the same hook as the periodic evaluation of that step: a checkpoint (saved after this callback)
+        # then holds both rows or neither, so a resumed run neither repeats nor skips the cycle-end row.
+        if due_cycle_end:
+            self.evaluate_cycle_end(trainer, pl_module)
+        if due_periodic or due_cycle_end:
             self._schedule(pl_module)
 
     def on_train_end(self, trainer: Trainer, pl_module: PopulationAgent) -> None:
@@ -198,6 +227,18 @@ class EvaluationCallback(Callback):
         self._record(trainer, result, env_steps, final=False)
         return result
 
+    def evaluate_cycle_end(self, trainer: Trainer, pl_module: PopulationAgent) -> EvalResult:
+        """The final protocol at the end of a cycle but the last (``eval.final.each_cycle``), recorded as a
+        ``cycle_end`` row. Its time counts towards the ``eval_final`` phase (it is that protocol)."""
+        cfg = self.config
+        env_steps = pl_module.env_step_count
+        with self.phase_clock.measure("eval_final"):
+            result = self._rollout(pl_module, cfg.final_protocol(), "final_eval")
+        self._cycle_ends_done += 1
+        self._last_eval_step = env_steps
+        self._record(trainer, result, env_steps, final=False, cycle_end=True)
+        return result
+
     def evaluate_final(self, trainer: Trainer, pl_module: PopulationAgent) -> EvalResult:
         """The end-of-run evaluation with ``config.final``; recorded once per run (a resumed run whose final
         row is already written recomputes the result, for ``front.csv``, without recording it again)."""
@@ -223,13 +264,18 @@ class EvaluationCallback(Callback):
             self._record(trainer, result, env_steps, final=True)
         return result
 
-    def _record(self, trainer: Trainer, result: EvalResult, env_steps: int, *, final: bool) -> None:
-        record = eval_row(result, self.spec.objective_names, env_steps, final=final)
+    def _record(
+        self, trainer: Trainer, result: EvalResult, env_steps: int, *, final: bool, cycle_end: bool = False
+    ) -> None:
+        # The cycle_end column exists only in runs that make such rows, so other runs' files stay as they were.
+        flag = cycle_end if self._cycle_ends else None
+        record = eval_row(result, self.spec.objective_names, env_steps, final=final, cycle_end=flag)
         self.history.append(record)
         if trainer.is_global_zero:
             if self.csv_path is not None:
                 append_csv(self.csv_path, record)
-            self._log(trainer, result, env_steps, prefix="eval_final" if final else "eval")
+            prefix = "eval_final" if final else "eval_cycle_end" if cycle_end else "eval"
+            self._log(trainer, result, env_steps, prefix=prefix)
 
     def _log(self, trainer: Trainer, result: EvalResult, env_steps: int, prefix: str = "eval") -> None:
         metrics = {

@@ -23,6 +23,12 @@ class FinalEvalConfig:
     """Evaluation weights of the final evaluation (energy reference directions, as ``eval.num_weights``)."""
     episodes: int = 5
     """Episodes per weight of the final evaluation."""
+    each_cycle: bool = False
+    """Also run this protocol at the end of every cycle but the last (at env steps M, 2M, …), as rows flagged
+    ``cycle_end = 1`` in ``eval.csv``. The authors' released code compares an oracle trained for one cycle of M
+    steps with PRISM trained for IR cycles: with this on, one run over IR cycles gives both budgets' final
+    evaluations (a fit-free run's policy at M is the one a run of M steps would end with). Off by default: it
+    costs one final evaluation per extra cycle."""
 
     def __post_init__(self) -> None:
         # At least one weight per objective is a cross-part rule (prism.config.validate).

@@ -18,13 +18,18 @@ __all__ = ["append_csv", "eval_row", "truncate_eval_csv"]
 
 
 def eval_row(
-    result: EvalResult, objective_names: Sequence[str], env_steps: int, final: bool | None = None
+    result: EvalResult,
+    objective_names: Sequence[str],
+    env_steps: int,
+    final: bool | None = None,
+    cycle_end: bool | None = None,
 ) -> dict[str, float | int | str]:
     """A flat record for ``eval.csv``: ``env_steps, hv, eum, vo, cardinality``, then per-objective mean
     returns over all policies (discounted, then undiscounted), the mean episode length, the equivariance
     error (empty when not measured), on an env with ``EnvSpec.pitch_obs`` the ``flipped_fraction`` of its episodes,
     and, when ``final`` is given, a ``final`` column (1 on the end-of-run
-    evaluation, 0 on periodic ones)."""
+    evaluation, 0 on periodic ones), and when ``cycle_end`` is given (runs with ``eval.final.each_cycle``) a
+    ``cycle_end`` column (1 on the final-protocol evaluation at the end of a cycle but the last, 0 elsewhere)."""
     record: dict[str, float | int | str] = {
         "env_steps": int(env_steps),
         "hv": result.hv,
@@ -42,6 +47,8 @@ def eval_row(
         record["flipped_fraction"] = result.flipped_fraction
     if final is not None:
         record["final"] = int(final)
+    if cycle_end is not None:
+        record["cycle_end"] = int(cycle_end)
     return record
 
 

@@ -54,13 +54,22 @@ def split_rows(rows: list[dict[str, float]]) -> tuple[list[dict[str, float]], di
     """(periodic rows, the final-evaluation row) of one eval.csv.
 
     The final row is the one flagged ``final = 1`` (the paper's protocol, written once at the end of a run);
-    eval.csv files from before that rule have no flag, and then the last row stands for it."""
+    eval.csv files from before that rule have no flag, and then the last row stands for it. Rows flagged
+    ``cycle_end`` (``eval.final.each_cycle``: the final protocol at an earlier cycle's end) are neither: see
+    :func:`cycle_end_rows`."""
+    rows = [r for r in rows if not r.get("cycle_end")]
     if rows and "final" in rows[0]:
         periodic = [r for r in rows if not r.get("final")]
         finals = [r for r in rows if r.get("final")]
         if finals:
             return periodic or finals, finals[-1]
     return rows, rows[-1]
+
+
+def cycle_end_rows(rows: list[dict[str, float]]) -> list[dict[str, float]]:
+    """The rows of one eval.csv flagged ``cycle_end = 1``, in env-step order: the final protocol at the end of
+    cycle 1, 2, … but the last (a run with ``eval.final.each_cycle``; empty for any other run)."""
+    return sorted((r for r in rows if r.get("cycle_end")), key=lambda r: r["env_steps"])
 
 
 def collect(cells: list[Cell], out: Path) -> dict[tuple[str, str], dict[str, list]]:

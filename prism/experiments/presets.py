@@ -12,7 +12,7 @@ from prism.experiments.scales import (  # noqa: F401  (re-exported: the studies'
     TABLE1_STUDY_RUNS,
 )
 from prism.experiments.study_presets import ABLATION_STUDY, CONTROL_COST_STUDY, FIT_COST
-from prism.experiments.table1_presets import HALFCHEETAH_PAPER, TABLE1_STUDY
+from prism.experiments.table1_presets import HALFCHEETAH_PAPER, TABLE1_PAPER, TABLE1_STUDY
 
 PRESETS = {
     "paper": Preset(
@@ -181,6 +181,7 @@ PRESETS = {
     ),
     "table1-study": TABLE1_STUDY,
     "halfcheetah-paper": HALFCHEETAH_PAPER,
+    "table1-paper": TABLE1_PAPER,
     "fit-cost": FIT_COST,
     "ablation-study": ABLATION_STUDY,
     "control-cost-study": CONTROL_COST_STUDY,

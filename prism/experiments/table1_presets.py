@@ -240,3 +240,76 @@ HALFCHEETAH_PAPER = Preset(
     ),
 )
 """Halfcheetah at the paper's RL budget (docs/results/halfcheetah-paper)."""
+
+# The paper's own setting on hopper and walker2d: conf/<env>.yaml as shipped (N = E = 1000, ReSymNet with eq. 1,
+# ≤ 1000 epochs, patience 20, K = 3, each env's λ), 2 × M = 100 000 RL steps, with halfcheetah-paper's periodic
+# evaluation (every 5 000 steps on 10 weights × 2 episodes) and the final 100 × 5.
+PAPER_BUDGET_OVERRIDES = (
+    "loop.cycles=2",
+    "loop.steps_per_cycle=100000",
+    "loop.checkpoint_every=5000",
+    "loop.initial_episodes=1000",
+    "loop.expert_episodes=1000",
+    "reward.loss=sum",
+    "reward.max_epochs=1000",
+    "reward.patience=20",
+    "agent.buffer_size=200000",
+    "eval.every=5000",
+    "eval.num_weights=10",
+    "eval.episodes=2",
+    "eval.final.num_weights=100",
+    "eval.final.episodes=5",
+)
+"""table1-paper's settings: the paper's RL and reward-model budget, halfcheetah-paper's evaluation schedule (the
+replay buffer, 200 000, holds every transition of the run)."""
+
+# The fit-free arms also evaluate with the final protocol at the end of cycle 1: the released code's oracle
+# (one cycle of M steps) is read from those rows, with no extra runs.
+CYCLE_END = ("eval.final.each_cycle=true",)
+
+TABLE1_PAPER = Preset(
+    envs=("hopper", "walker"),
+    methods=("e-oracle", "e-baseline", "e-uniform", "e-prism", "e-prism-fast"),
+    seeds=FIVE_SEEDS,
+    overrides=PAPER_BUDGET_OVERRIDES,
+    arms=(
+        Arm("e-oracle", "oracle", "equal", CYCLE_END, per_seed=True),
+        Arm("e-baseline", "baseline", "equal", CYCLE_END, per_seed=True),
+        Arm("e-uniform", "uniform", "equal", CYCLE_END, per_seed=True),
+        Arm("e-prism", "prism", "equal", per_seed=True),
+        # The fallback should a PRISM seed with eq. 1 cost more than 6 CPU-hours: conf/fit/fast.yaml's fit
+        # (randomized loss, K = 64, validated every 2nd epoch, warm-started refits).
+        Arm(
+            "e-prism-fast",
+            "prism",
+            "equal",
+            ("reward.loss=randomized", "reward.val_every=2", "reward.warm_start=true"),
+            per_seed=True,
+        ),
+    ),
+    # Declared before the runs: PRISM against the oracle and the sparse baseline on each env (Holm over 4).
+    ratios=(
+        Ratio("e-prism", "e-oracle", "equal budget", primary=True),
+        Ratio("e-prism", "e-baseline", "equal budget", primary=True),
+        Ratio("e-prism", "e-uniform", "ReSymNet vs uniform R/T, equal budget"),
+        Ratio("e-uniform", "e-oracle", "equal budget"),
+        Ratio("e-uniform", "e-baseline", "equal budget"),
+        Ratio("e-baseline", "e-oracle", "does the sparse baseline collapse?"),
+        Ratio("e-prism-fast", "e-prism", "the fast fit vs eq. 1"),
+    ),
+    aggregate=Aggregate(
+        normaliser="e-oracle",
+        arms=("e-oracle", "e-baseline", "e-prism", "e-uniform"),
+        improvements=(("e-prism", "e-uniform"), ("e-prism", "e-baseline"), ("e-uniform", "e-baseline")),
+    ),
+    cost_table=True,
+    description=(
+        "The paper's Table 1 at its own setting on mo-hopper-v5 and mo-walker2d-v5: 2 cycles × M = 100 000 RL "
+        "steps for every arm (equal protocol), N = E = 1000 episodes, ReSymNet with eq. 1 (the sum loss), ≤ 1000 "
+        "fit epochs, patience 20, K = 3, λ from each env's conf file; periodic evaluation every 5 000 steps on 10 "
+        "weights × 2 episodes, final evaluation 100 weights × 5 episodes, 5 seeds per arm (one process per seed). "
+        "The fit-free arms also run the final protocol at the end of cycle 1 (eval.final.each_cycle), from which "
+        "the released protocol's oracle at M steps is read; e-prism-fast is e-prism with conf/fit/fast.yaml's fit."
+    ),
+)
+"""The paper's Table 1 at the paper's setting on hopper and walker2d (docs/results/table1-paper)."""

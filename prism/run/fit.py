@@ -155,6 +155,8 @@ def build_run(
             member=index,
             logger=logger if config.seeds is not None else None,
             pool=pool,
+            cycle_steps=config.loop.steps_per_cycle,
+            cycles=config.loop.cycles,
         )
         members.append(
             Member(index, seed, member_dir, member_config(config, seed, member_dir), evaluation, logger)
