@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 import prism.evaluation.callback as evaluation
 from prism.experiments.collect import cycle_end_rows, read_eval, split_rows
 from prism.run.fit import fit_run
@@ -102,3 +104,28 @@ def test_readers_keep_cycle_end_rows_out_of_curves_and_finals(tmp_path):
     assert all(not r.get("cycle_end") for r in periodic)
     assert final["env_steps"] == 3 * M and final["final"] == 1
     assert [r["env_steps"] for r in cycle_end_rows(rows)] == [M, 2 * M]
+
+
+def test_killed_after_the_cycle_end_row_resumes_byte_identical(tmp_path, monkeypatch):
+    """Killed after the cycle-end row reached eval.csv but before the checkpoint of that step: the resumed run
+    drops the row with the rest of the step, evaluates again and writes it once (as the uninterrupted run)."""
+    from prism.evaluation.callback import EvaluationCallback
+
+    extra = ("loop.cycles=2", "loop.checkpoint_every=100", "eval.final.each_cycle=true")
+    whole = _fit(tmp_path / "whole", *extra)
+    assert [r["cycle_end"] for r in whole].count("1") == 1
+    record = EvaluationCallback._record
+
+    def record_then_die(self, trainer, result, env_steps, *, final, cycle_end=False):
+        record(self, trainer, result, env_steps, final=final, cycle_end=cycle_end)
+        if cycle_end:
+            raise RuntimeError("killed after the cycle-end evaluation")
+
+    monkeypatch.setattr(EvaluationCallback, "_record", record_then_die)
+    run_dir = tmp_path / "killed"
+    with pytest.raises(RuntimeError, match="killed after the cycle-end evaluation"):
+        _fit(run_dir, *extra)
+    assert _rows(run_dir / "eval.csv")[-1]["cycle_end"] == "1"
+    monkeypatch.undo()
+    fit_run([], [], resume=str(run_dir))
+    assert (run_dir / "eval.csv").read_bytes() == (tmp_path / "whole" / "eval.csv").read_bytes()
