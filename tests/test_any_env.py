@@ -338,3 +338,17 @@ def test_on_an_env_without_a_table_the_derived_method_says_symreg_is_off(monkeyp
         labelled = load_config([*quick, CONF / "method" / "prism.yaml"], [f"env.id={HOPPER_2OBJ}"])
     assert labelled.method == "prism"
     assert "the run, labelled prism, trains as wo_loss" in caplog.records[0].getMessage()
+
+
+def test_gpi_pd_symreg_without_a_table_is_refused_at_load():
+    """The symmetry-table rule is one rule for every backbone with SymReg: GPI-PD's λ > 0 on an env without a
+    table is refused when the config loads (before anything is built or written), as CAPQL's is."""
+    with pytest.raises(
+        ConfigError, match=f"^agent.symreg_lambda: {HOPPER_2OBJ} has no reflection symmetry table"
+    ):
+        load_config([CONF / "quickstart.yaml", CONF / "agent" / "gpi_pd.yaml"],
+                    [f"env.id={HOPPER_2OBJ}", "agent.symreg_lambda=0.1"])  # fmt: skip
+    config = load_config(
+        [CONF / "quickstart.yaml", CONF / "agent" / "gpi_pd.yaml"], [f"env.id={HOPPER_2OBJ}"]
+    )
+    assert config.agent.symreg_lambda == 0.0 and config.method == "wo_loss"
