@@ -26,7 +26,7 @@ def register() -> None:
         "resymnet",
         fitter="prism.reward.models.resymnet_fit:fit_resymnet_model",
         load="prism.reward.models.resymnet:ReSymNetRewardModel.from_dict",
-        population_fitter="prism.reward.fitting.stacked:fit_reward_models_stacked",
+        population_fitter="prism.reward.models.resymnet_fit:fit_resymnet_population",
         config="prism.reward.config:ReSymNetConfig",
     )
     # RRD (randomized return decomposition), fitted per member: r̂(s, a, s') reads the next observation.

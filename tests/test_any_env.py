@@ -21,7 +21,7 @@ from gymnasium import spaces
 from prism.agents import CAPQLConfig
 from prism.agents.capql import CAPQLModule
 from prism.cli import main
-from prism.config import ConfigError, load_config, resolve_env_spec
+from prism.config import ConfigError, load_config, resolve_env_spec, to_yaml
 from prism.envs import SpecError, derive_env_spec, get_env_spec, make_env
 from prism.envs.state import get_env_state, set_env_state
 
@@ -320,7 +320,9 @@ def test_on_an_env_without_a_table_the_derived_method_says_symreg_is_off(monkeyp
     with caplog.at_level(logging.WARNING, logger="prism.config"):
         config = load_config(quick, [f"env.id={HOPPER_2OBJ}"])
     assert (config.method, config.run_dir) == ("wo_loss", f"runs/{HOPPER_2OBJ}/wo_loss/seed0")
-    assert config.agent.symreg_lambda is None  # the config still says "the spec's λ"
+    # The typed config holds the λ it trains with; config.yaml still says "the spec's λ" (null).
+    assert config.agent.symreg_lambda == 0.0 and config.spec_defaults == ("agent.symreg_lambda",)
+    assert yaml.safe_load(to_yaml(config))["agent"]["symreg_lambda"] is None
     assert load_config(quick, [f"env.id={HOPPER_2OBJ}", "agent.symreg_lambda=0"]).method == "wo_loss"
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "so SymReg is off (λ = 0) and the run is filed as wo_loss;" in warning
@@ -336,3 +338,17 @@ def test_on_an_env_without_a_table_the_derived_method_says_symreg_is_off(monkeyp
         labelled = load_config([*quick, CONF / "method" / "prism.yaml"], [f"env.id={HOPPER_2OBJ}"])
     assert labelled.method == "prism"
     assert "the run, labelled prism, trains as wo_loss" in caplog.records[0].getMessage()
+
+
+def test_gpi_pd_symreg_without_a_table_is_refused_at_load():
+    """The symmetry-table rule is one rule for every backbone with SymReg: GPI-PD's λ > 0 on an env without a
+    table is refused when the config loads (before anything is built or written), as CAPQL's is."""
+    with pytest.raises(
+        ConfigError, match=f"^agent.symreg_lambda: {HOPPER_2OBJ} has no reflection symmetry table"
+    ):
+        load_config([CONF / "quickstart.yaml", CONF / "agent" / "gpi_pd.yaml"],
+                    [f"env.id={HOPPER_2OBJ}", "agent.symreg_lambda=0.1"])  # fmt: skip
+    config = load_config(
+        [CONF / "quickstart.yaml", CONF / "agent" / "gpi_pd.yaml"], [f"env.id={HOPPER_2OBJ}"]
+    )
+    assert config.agent.symreg_lambda == 0.0 and config.method == "wo_loss"

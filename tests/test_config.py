@@ -15,14 +15,18 @@ OVERLAYS = sorted([*CONF.glob("method/*.yaml"), *CONF.glob("ablation/*.yaml")])
 
 
 def _flat(obj, prefix=""):
-    """Flatten a dataclass tree into {dotted.key: value}."""
+    """Flatten a dataclass tree into {dotted.key: value}, as config.yaml writes it (a key filled from the env
+    spec at load is null there)."""
     out = {}
     for f in dataclasses.fields(obj):
+        if f.name == "spec_defaults":
+            continue
         value = getattr(obj, f.name)
         if dataclasses.is_dataclass(value):
             out.update(_flat(value, f"{prefix}{f.name}."))
         else:
             out[f"{prefix}{f.name}"] = value
+    out.update(dict.fromkeys(getattr(obj, "spec_defaults", ())))
     return out
 
 

@@ -222,7 +222,8 @@ def test_rrd_is_registered_named_listed_and_described():
     assert config.agent.symreg_lambda == 0.005  # SymReg stays on with the env's λ
     assert config.reward.rrd == RRDConfig() and config.reward.sampled_steps == 64
     overlay = load_config([CONF / "walker.yaml", CONF / "method" / "rrd.yaml"])
-    assert overlay.method == "rrd" and overlay.reward.name == "rrd" and overlay.agent.symreg_lambda is None
+    assert overlay.method == "rrd" and overlay.reward.name == "rrd" and overlay.agent.symreg_lambda == 1.0
+    assert overlay.spec_defaults == ("agent.symreg_lambda",)  # null in the overlay: the spec's λ
     with pytest.raises(ConfigError, match="^method: rrd means reward.name=rrd"):
         load_config([CONF / "walker.yaml"], ["method=rrd"])
     with pytest.raises(ConfigError, match="^method: prism means"):

@@ -8,7 +8,8 @@ from pathlib import Path
 from tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_MODULE_LINES = 400
+MAX_MODULE_LINES = 600
+"""Modules are split by idea; the cap only flags one that has grown several ideas (docs: ARCHITECTURE.md)."""
 
 # Known exceptions to the import rules: none today. An entry needs a comment saying why and when it goes.
 ALLOWED_CYCLES: list[list[str]] = []
@@ -101,7 +102,7 @@ def test_data_imports_nothing_from_reward():
     assert bad == set()
 
 
-def test_every_module_is_at_most_400_lines():
+def test_every_module_is_at_most_600_lines():
     sizes = {
         str(path.relative_to(ROOT)): len(path.read_text().splitlines())
         for path in (ROOT / "prism").rglob("*.py")

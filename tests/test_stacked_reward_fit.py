@@ -18,11 +18,11 @@ from prism.reward.fitting.fit_loggers import StoreRoutedLogger
 from prism.reward.fitting.stacked import (
     MemberAdamW,
     StackedRewardModule,
-    fit_reward_models_stacked,
     stacked_data,
 )
 from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
 from prism.reward.models.resymnet_fit import fit_resymnet_model, resymnet_recipe
+from prism.reward.models.resymnet_fit import fit_resymnet_population as fit_reward_models_stacked
 
 # On the CPU even on a GPU machine: the equality needs the lone fit's CPU dropout draws.
 TRAINER = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -47,7 +47,7 @@ def stacked_fit(stores, cfg: ReSymNetConfig, seeds, **trainer):
     data = stacked_data(stores, cfg, seeds)
     for dm in data.dms:
         set_dtype(dm, torch.float64)
-    stacked = StackedRewardModule(data.dms[0].in_features, cfg, seeds).double()
+    stacked = StackedRewardModule(data.dms[0].in_features, cfg, seeds, resymnet_recipe(cfg)).double()
     L.Trainer(max_epochs=cfg.max_epochs, **{**TRAINER, **trainer}).fit(stacked, datamodule=data)
     return stacked, data
 

@@ -88,8 +88,8 @@ from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
 from prism.memory import release_freed_memory
 from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
-from prism.reward.fitting.stacked import fit_reward_models_stacked
 from prism.reward.models.resymnet_fit import fit_resymnet_model
+from prism.reward.models.resymnet_fit import fit_resymnet_population as fit_reward_models_stacked
 from prism.reward.models.rrd import fit_rrd_model
 
 # mo-hopper-v5: 11 observation, 3 action, 2 dense-reward columns (channel 0 sparse).

@@ -21,7 +21,8 @@ from prism.agents.losses import capql_actor_loss, capql_critic_loss
 from prism.agents.networks import GaussianActor, VectorCriticEnsemble, sample_tanh_gaussian
 from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
 from prism.agents.static_update import StaticReplayDraw, StaticUpdate
-from prism.agents.symmetry import OrbitAveragedActor, reflection_from_spec
+from prism.agents.symmetry import OrbitAveragedActor, check_symmetry_table, reflection_from_spec
+from prism.agents.symmetry import symreg_lambda as resolve_symreg_lambda
 from prism.data.replay import ReplayBatch
 from prism.envs.spec import EnvSpec
 from prism.reward.shapers import RewardShaper
@@ -94,7 +95,8 @@ class CAPQLModule(OffPolicyAgent):
             accepted for a single member); called in ``setup``.
         shapers: one reward shaper per member (or a single shaper for one member); default pass-through.
         seeds: the members' seeds (default ``(0,)``: a single run); a run passes its ``seed`` / ``seeds``.
-        symreg_lambda: overrides ``config.symreg_lambda`` (which in turn overrides ``spec.symreg_lambda``).
+        symreg_lambda: overrides ``config.symreg_lambda`` (null there: the spec's λ, see
+            :func:`~prism.agents.symmetry.symreg_lambda`).
         sparse_channel: channel whose ``info["released"]`` flag is passed to the shapers (default the spec's).
         target_env_steps: stop training once the clock reaches it (settable).
     """
@@ -129,9 +131,12 @@ class CAPQLModule(OffPolicyAgent):
         self.config = config
         self._static: StaticUpdate | None = None  # built on the first update (see _static_update)
         self._static_key: tuple | None = None
-        if symreg_lambda is None:
-            symreg_lambda = config.symreg_lambda if config.symreg_lambda is not None else spec.symreg_lambda
-        self.symreg_lambda = float(symreg_lambda)
+        # A config from load_config holds the resolved float; one built in Python may leave it null.
+        self.symreg_lambda = (
+            float(symreg_lambda)
+            if symreg_lambda is not None
+            else resolve_symreg_lambda(config.symreg_lambda, spec)
+        )
         # 'exact' makes L_eq identically 0 and 'none' switches symmetry off: either way no SymReg term.
         effective = self.symreg_lambda if config.symmetry_mode == "regularise" else 0.0
         self.hyper = CAPQLHyper(config.gamma, config.alpha, config.tau, effective, config.tanh_log_prob)
@@ -146,11 +151,7 @@ class CAPQLModule(OffPolicyAgent):
         )
 
         n_obj, members = spec.n_objectives, self.members
-        if not spec.has_symmetry and (effective > 0 or config.symmetry_mode == "exact"):
-            key = "symmetry_mode" if config.symmetry_mode == "exact" else "symreg_lambda"
-            raise ValueError(
-                f"agent.{key}: {spec.id} has no reflection symmetry table for SymReg / exact mode"
-            )
+        check_symmetry_table(spec, self.symreg_lambda, config.symmetry_mode)
         # Without a symmetry table there are no (L_g, K_g) at all (never an identity stand-in): the buffers
         # stay None and the SymReg branch, whose λ is 0 then, never reads them.
         reflection = reflection_from_spec(spec) if spec.has_symmetry else None

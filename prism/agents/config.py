@@ -136,7 +136,8 @@ class CAPQLConfig(OffPolicyConfig):
     """How log π(a) corrects for the tanh squashing (docs/method.md §6): ``exact`` (the default) is
     ``log(1 − tanh² u)`` in a form that cannot underflow; ``epsilon`` is morl-baselines' CAPQL (and SB3's):
     ``log(1 − tanh² u + 1e-6)`` with log π clamped to ±1e3, whose correction stops growing once a mean
-    saturates (issue 60: the one difference in the update maths between prism's CAPQL and morl-baselines')."""
+    saturates (the one difference in the update maths between prism's CAPQL and morl-baselines', kept so the
+    two can be compared)."""
 
     symreg_lambda: float | None = None
     """SymReg weight λ (docs/method.md §7); ``None`` takes the env spec's per-env default; 0 is the "w/o loss" ablation."""

@@ -1,4 +1,5 @@
-"""Critic divergence, detected as it happens (issue 60): :class:`DivergenceWatch`.
+"""Critic divergence, detected as it happens, so a diverged run is never reported as a result without a word:
+:class:`DivergenceWatch`.
 
 Off-policy actor-critics on MuJoCo sometimes diverge: the TD loss leaves its usual scale and grows by orders of
 magnitude while Q-values and the entropy term run away (two of our 25 halfcheetah-paper runs: critic loss

@@ -10,8 +10,9 @@ part), so a backbone (:class:`prism.agents.capql.CAPQLModule`) brings only its n
 - the Lightning plumbing: an infinite dummy loader paces training; each batch runs up to
   ``steps_per_batch`` (env step, update) iterations — fewer when a callback asked to see a step
   (:meth:`pause_at`) or the target is reached — so Lightning's per-batch cost is paid once per batch;
-- runtime state for checkpoints (:class:`~prism.agents.runtime_state.RuntimeStateMixin`) and the logging
-  window with its NaN/inf checks and critic-divergence watch (:class:`~prism.agents.log_window.LogWindowMixin`).
+- runtime state for checkpoints (:meth:`OffPolicyAgent.runtime_state`); the logging window with its NaN/inf
+  checks and critic-divergence watch (:class:`~prism.agents.log_window.LogWindowMixin`) and the step's
+  host↔device traffic (:class:`~prism.agents.transfer.StepTransferMixin`) are ideas of their own.
 
 Randomness, per member s with seed ``seeds[s]`` (streams from :func:`prism.seeding.derive_seed`): the env's
 resets, the random actions before ``learning_starts``, the release draws of its sparse wrapper (built by the
@@ -42,10 +43,10 @@ from prism.agents.builders import MemberEnvFactory
 from prism.agents.divergence import DivergenceWatch
 from prism.agents.log_window import LogWindowMixin
 from prism.agents.preferences import cone_weights
-from prism.agents.runtime_state import RuntimeStateMixin
 from prism.agents.transfer import StepTransferMixin
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
+from prism.envs.state import get_env_state, set_env_state
 from prism.errors import NonFiniteError
 from prism.reward.shapers import PassThroughShaper, RewardShaper
 from prism.seeding import derive_seed, population_seed
@@ -61,7 +62,7 @@ class _Forever(IterableDataset):
             yield 0
 
 
-class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, StepTransferMixin, L.LightningModule):
+class OffPolicyAgent(LogWindowMixin, StepTransferMixin, L.LightningModule):
     """Base of off-policy population agents (see the module docstring). Subclasses implement
     ``configure_optimizers``, :meth:`act`, :meth:`act_member`, :meth:`policy_mean_member` and :meth:`update`,
     and name their logged training terms in ``train_keys``.
@@ -322,6 +323,58 @@ class OffPolicyAgent(RuntimeStateMixin, LogWindowMixin, StepTransferMixin, L.Lig
     @property
     def target_reached(self) -> bool:
         return self.target_env_steps is not None and self._steps >= self.target_env_steps
+
+    # ---- whole-run checkpoint state ------------------------------------------------------------------
+    def runtime_state(self) -> dict[str, Any]:
+        """The state a whole-run checkpoint needs beyond the networks: replay rings, envs mid-episode,
+        observations, random streams, preference block and episode bookkeeping (tensors and plain containers)."""
+        assert self.buffer is not None and self.envs and self._update_generator is not None
+        return {
+            "replay": self.buffer.state_dict(),
+            "envs": [get_env_state(env) for env in self.envs],
+            "obs": torch.as_tensor(self._obs),
+            "preference_generators": [g.get_state() for g in self._pref_generators],
+            "replay_generators": [g.get_state() for g in self._replay_generators],
+            "update_generator": self._update_generator.get_state(),
+            "weights": None if self._weights_t is None else self._weights_t.detach().cpu(),
+            "weight_cursor": self._weight_cursor,
+            "episode_return": torch.from_numpy(self._episode_return.copy()),
+            "episode_length": torch.from_numpy(self._episode_length.copy()),
+            "n_updates": self._n_updates,
+            "divergence": self.divergence.state_dict(),
+            # the open log window (its sums and update count), so a resumed run's window means are unchanged
+            "log_window": None
+            if self._train_sums is None
+            else {"sums": self._train_sums.detach().cpu(), "updates": self._updates_in_window},
+        }
+
+    def load_runtime_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`runtime_state` saved (after ``setup``: the envs exist)."""
+        assert self.envs
+        self._ensure_buffer()
+        self._ensure_generators()
+        self.buffer.load_state_dict(state["replay"])
+        for m, env in enumerate(self.envs):
+            env.reset(
+                seed=derive_seed(self.seeds[m], "env")
+            )  # a reset first, so every wrapper is initialised
+            set_env_state(env, state["envs"][m])
+        self._obs = state["obs"].numpy().copy()
+        for g, s in zip(self._pref_generators, state["preference_generators"]):
+            g.set_state(s)
+        for g, s in zip(self._replay_generators, state["replay_generators"]):
+            g.set_state(s)
+        self._update_generator.set_state(state["update_generator"])
+        if state["weights"] is not None:
+            self._weights_t = state["weights"].to(self.device)
+            self._weights_np = self._weights_t.cpu().numpy()
+        self._weight_cursor = int(state["weight_cursor"])
+        self._episode_return = state["episode_return"].numpy().copy()
+        self._episode_length = state["episode_length"].numpy().copy()
+        self._n_updates = int(state["n_updates"])
+        self.divergence.load_state_dict(state.get("divergence"))  # absent before the watch: starts afresh
+        window = state.get("log_window")  # absent before: the resumed run opens a fresh window, as it did
+        self._restored_log_window = None if window is None else (window["sums"], int(window["updates"]))
 
     # ---- acting in the envs ---------------------------------------------------------------------------
     def _next_weights(self) -> tuple[torch.Tensor, np.ndarray]:

@@ -4,6 +4,10 @@ L_g and K_g are diagonal ±1 matrices taken from the env spec (:meth:`EnvSpec.ob
 :meth:`EnvSpec.act_reflection`); we keep them as sign vectors and apply them by elementwise product. Both are
 involutions, so the group is {1, g} and the orbit average of a map f is ``½(f(s) + K f(L s))``.
 The preference weight w is not transformed: the reflection leaves every reward channel unchanged.
+
+SymReg's λ and the rule that ties it to the table live here too: :func:`symreg_lambda` is the one place a
+null ``agent.symreg_lambda`` becomes the env spec's λ, and :func:`check_symmetry_table` the one statement of
+"SymReg and the exact actor need a reflection table".
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from prism.envs.spec import EnvSpec
+from prism.envs.spec import SYMMETRY_HINT, EnvSpec
 
 
 class Reflection(NamedTuple):
@@ -22,6 +26,33 @@ class Reflection(NamedTuple):
 
     obs_sign: torch.Tensor
     act_sign: torch.Tensor
+
+
+def symreg_lambda(configured: float | None, spec: EnvSpec) -> float:
+    """SymReg's λ for a configured ``agent.symreg_lambda``: the value itself, or the env spec's λ when it is
+    null (0 on an env without a symmetry table, so SymReg is then off).
+
+    :func:`prism.config.load_config` resolves a run's λ with it once, into the typed config; a backbone built
+    in Python from a config that leaves λ null falls back on it, so the two can never disagree."""
+    return float(spec.symreg_lambda if configured is None else configured)
+
+
+def check_symmetry_table(spec: EnvSpec, symreg_lambda: float, symmetry_mode: str = "regularise") -> None:
+    """Raise ``ValueError`` (one line, starting with the key) when the backbone needs a reflection table the
+    spec lacks: SymReg with λ > 0 (``symmetry_mode: regularise``, the only mode of a backbone without the key)
+    or the exactly equivariant actor (``symmetry_mode: exact``). ``none`` needs nothing."""
+    if spec.has_symmetry:
+        return
+    if symmetry_mode == "exact":
+        raise ValueError(
+            f"agent.symmetry_mode: exact needs a reflection symmetry table and {spec.id} has none; "
+            f"{SYMMETRY_HINT} or set agent.symmetry_mode=regularise"
+        )
+    if symmetry_mode == "regularise" and symreg_lambda > 0:
+        raise ValueError(
+            f"agent.symreg_lambda: {spec.id} has no reflection symmetry table; {SYMMETRY_HINT} "
+            "or set agent.symreg_lambda=0"
+        )
 
 
 def reflection_from_spec(spec: EnvSpec, device: torch.device | str | None = None) -> Reflection:

@@ -54,18 +54,22 @@ def describe(config: Any, width: int = 110) -> str:
     ``key = value`` followed by its documentation, indented; a group of keys gets a header line with its
     class's first docstring line."""
     lines: list[str] = []
-    _describe(config, "", lines, width)
+    _describe(config, "", lines, width, frozenset(getattr(config, "spec_defaults", ())))
     return "\n".join(lines) + "\n"
 
 
-def _describe(node: Any, prefix: str, lines: list[str], width: int) -> None:
+def _describe(node: Any, prefix: str, lines: list[str], width: int, from_spec: frozenset[str]) -> None:
     docs = field_docs(type(node))
     for f in dataclasses.fields(node):
+        if f.metadata.get("omegaconf_ignore"):  # not a key (RunConfig.spec_defaults)
+            continue
         key, value = prefix + f.name, vars(node)[f.name]
+        if key in from_spec:  # filled from the env spec at load: shown as a config file says it
+            value = None
         if dataclasses.is_dataclass(value):
             summary = (inspect.getdoc(type(value)) or "").split("\n\n")[0].replace("\n", " ")
             lines.append(f"{key}:  [{type(value).__name__}] {summary}".rstrip())
-            _describe(value, key + ".", lines, width)
+            _describe(value, key + ".", lines, width, from_spec)
             continue
         lines.append(f"{key} = {yaml_value(value)}")
         doc = docs.get(f.name, "(undocumented)")

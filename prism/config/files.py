@@ -151,9 +151,16 @@ RUN_LEVEL_KEYS = {
 
 def to_yaml(config: RunConfig, resolved: dict[str, Any] | None = None) -> str:
     """The config as YAML with every key (what a run folder's config.yaml holds); a population's leaves out
-    ``seed``, which it does not use. With ``resolved`` (see :func:`resolved_values`), a commented
+    ``seed``, which it does not use, and a key filled from the env spec at load (``RunConfig.spec_defaults``)
+    is written ``null``. With ``resolved`` (see :func:`resolved_values`), a commented
     ``resolved:`` block follows."""
     data = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
+    for key in config.spec_defaults:  # filled from the env spec at load: written as the files said it
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node[part]
+        node[leaf] = None
     if config.seeds is not None:
         del data["seed"]
     text = OmegaConf.to_yaml(data)

@@ -15,7 +15,7 @@ import dataclasses
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -31,8 +31,11 @@ from prism.config.reward_keys import (
     selected_reward,
 )
 from prism.config.schema import DEFAULT_AGENT, RunConfig
-from prism.config.validation import resolve_env_spec, validate
+from prism.config.validation import resolve_env_spec, resolve_spec_defaults, validate
 from prism.errors import ConfigError
+
+if TYPE_CHECKING:
+    from prism.envs import EnvSpec
 
 
 def _one_line(err: OmegaConfBaseException) -> str:
@@ -84,8 +87,9 @@ def load_config(
         for source, layer in zip([*map(str, files), "overrides"], layers):
             check_node_types(layer, schema, source)
         merged = OmegaConf.merge(schema, *layers)
+        spec = _merged_spec(merged)
         if merged.method is None:
-            merged.method = derive_method(merged, _spec_symreg_lambda(merged))
+            merged.method = derive_method(_spec_filled(merged, spec))
         config: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as err:
         message = _one_line(err)
@@ -101,10 +105,15 @@ def load_config(
         raise ConfigError(message) from None
     except ValueError as err:  # a part's own __post_init__ check; its message starts with the key
         raise ConfigError(str(err).strip().splitlines()[0]) from None
+    if spec is None:  # refused, naming the key, by the typed lookup (an unknown env, a bad env.spec)
+        spec = resolve_env_spec(config)
     if record:
-        config = relabel_record(config, lambda: resolve_env_spec(config).n_objectives)
+        config = relabel_record(config, lambda: spec.n_objectives)
     if config.protocol != "equal":
-        config = apply_protocol(config, resolve_env_spec(config))
+        config = apply_protocol(config, spec)
+    # The spec-derived defaults are filled once, here, after the protocol (which sets its own λ): from now on
+    # agents, validation and the resolved: block read floats.
+    config = resolve_spec_defaults(config, spec)
     validate(config, record=record)
     return config
 
@@ -138,26 +147,31 @@ def _warn_env_switch(files: Sequence[str | Path], layers: Sequence[DictConfig]) 
         first = (str(file), env_id)
 
 
-def _spec_symreg_lambda(merged: DictConfig) -> float | None:
-    """The env spec's SymReg λ when ``agent.symreg_lambda`` is left null (it then takes the spec's: 0 on an env
-    without a symmetry table), for the derived method; ``None`` when λ is set, the backbone has no such key,
-    or the env cannot be resolved (:func:`~prism.config.validation.validate` then reports it in one line)."""
-    from prism.config.methods import SYMREG_KEY
-
-    agent = merged.agent
-    if SYMREG_KEY not in agent or agent[SYMREG_KEY] is not None:
-        return None
+def _merged_spec(merged: DictConfig) -> EnvSpec | None:
+    """The env spec of the merged layers, looked up once per load (deriving an unregistered env's spec builds
+    the env); ``None`` when it cannot be resolved, which the typed lookup then reports in one line."""
     from prism.envs import resolve_env_spec as resolve
 
     try:
         overrides = OmegaConf.to_container(merged.env.spec, resolve=True) if merged.env.spec else None
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore"
-            )  # building a derived env's spec may warn; validate() says what matters
-            return float(resolve(str(merged.env.id), overrides).symreg_lambda)
-    except Exception:  # an unknown env, a bad env.spec: refused, naming the key, by validate()
+            # building a derived env's spec may warn; validate() says what matters
+            warnings.simplefilter("ignore")
+            return resolve(str(merged.env.id), overrides)
+    except Exception:  # an unknown env, a bad env.spec: refused, naming the key, by resolve_env_spec()
         return None
+
+
+def _spec_filled(merged: DictConfig, spec: EnvSpec | None) -> DictConfig:
+    """The merged config as the method is derived from it: a null ``agent.symreg_lambda`` filled with the
+    spec's λ (0 on an env without a symmetry table, where ReSymNet is then ``wo_loss``), as the typed config
+    will hold it; the merged config itself, whose interpolations still name the method, is left as it is."""
+    from prism.agents.symmetry import symreg_lambda
+    from prism.config.methods import SYMREG_KEY
+
+    if spec is None or SYMREG_KEY not in merged.agent or merged.agent[SYMREG_KEY] is not None:
+        return merged
+    return OmegaConf.merge(merged, {"agent": {SYMREG_KEY: symreg_lambda(None, spec)}})
 
 
 def _selected_agent(layers: Sequence[DictConfig]) -> str:

@@ -14,9 +14,9 @@ reward-free arm (``baseline+symreg``).
 ``method_label`` when set, else ``method`` (:func:`run_label`).
 
 "SymReg on" is what the config names: ``agent.symreg_lambda`` null (the env spec's λ) or > 0; off is λ = 0,
-``agent.symmetry_mode: none`` or a backbone without the key. On an env without a symmetry table a null λ
-resolves to 0 with a warning, and a derived method says so (``wo_loss``, ``baseline``: the loader passes the
-spec's λ to :func:`derive_method`); an explicit ``method: prism`` there warns, as on a backbone without SymReg.
+``agent.symmetry_mode: none`` or a backbone without the key. The loader fills a null λ with the spec's before
+it derives the method, so on an env without a symmetry table (λ = 0, with a warning) a derived method says so
+(``wo_loss``, ``baseline``); an explicit ``method: prism`` there warns, as on a backbone without SymReg.
 A run labelled ``prism`` on a backbone without SymReg warns once instead of being refused: every method
 overlay composes with every backbone.
 
@@ -66,18 +66,16 @@ class MethodFacts:
     env's objective count ``n`` is known) reads as −1: the same channel."""
 
     @classmethod
-    def of(
-        cls, config: Any, n_objectives: int | None = None, spec_symreg_lambda: float | None = None
-    ) -> MethodFacts:
+    def of(cls, config: Any, n_objectives: int | None = None, *, as_written: bool = False) -> MethodFacts:
         """The facts of ``config`` (a :class:`~prism.config.schema.RunConfig` or its merged DictConfig);
-        ``n_objectives``: the env's objective count, where the caller knows it; ``spec_symreg_lambda``: the env
-        spec's λ, which a null ``agent.symreg_lambda`` takes (0 on an env without a symmetry table: SymReg
-        off), where the caller knows it."""
+        ``n_objectives``: the env's objective count, where the caller knows it. ``as_written``: read a λ the
+        loader filled from the env spec (``RunConfig.spec_defaults``) as the ``null`` the config said, i.e.
+        SymReg named on, rather than as the spec's λ it became (0 on an env without a symmetry table)."""
         agent, reward = config.agent, config.reward
         has_key = SYMREG_KEY in _keys(agent)
         lam = _keys(agent).get(SYMREG_KEY)
-        if lam is None and spec_symreg_lambda is not None:
-            lam = spec_symreg_lambda
+        if as_written and f"agent.{SYMREG_KEY}" in getattr(config, "spec_defaults", ()):
+            lam = None
         if config.protocol == "released" and reward.name == "none":
             lam = (
                 0.0  # the released protocol runs its reward-free arms without SymReg (prism.config.protocols)
@@ -195,12 +193,13 @@ BUILTIN_REWARDS = ("none", "resymnet", "uniform", "random", "rrd")
 """The reward methods prism ships; another ``reward.name`` is a plug-in's, and names a method of its own."""
 
 
-def derive_method(config: Any, spec_symreg_lambda: float | None = None) -> str:
+def derive_method(config: Any) -> str:
     """The method name of a config that leaves ``method`` out (typed config or merged DictConfig).
 
-    ``spec_symreg_lambda``: the env spec's λ, where known. A null ``agent.symreg_lambda`` takes it, so on an env
-    without a symmetry table (λ = 0: ``mo-hopper-2obj-v5``) ReSymNet is ``wo_loss``, not ``prism``."""
-    f = MethodFacts.of(config, spec_symreg_lambda=spec_symreg_lambda)
+    SymReg is read from ``agent.symreg_lambda`` as the config holds it: the loader has filled a null λ with
+    the env spec's, so on an env without a symmetry table (λ = 0: ``mo-hopper-2obj-v5``) ReSymNet is
+    ``wo_loss``, not ``prism``; a λ still null (a config built in Python) reads as SymReg on."""
+    f = MethodFacts.of(config)
     symreg = "+symreg" if f.symreg_on else ""
     if f.reward == "none":
         return ("oracle" if f.dense else "baseline") + symreg
@@ -214,32 +213,26 @@ def known_method(name: str, config: Any) -> bool:
     return name in BUILTIN_METHODS or (name == str(config.reward.name) and name not in BUILTIN_REWARDS)
 
 
-def check_method(
-    config: Any,
-    *,
-    record: bool = False,
-    n_objectives: int | None = None,
-    spec_symreg_lambda: float | None = None,
-) -> None:
+def check_method(config: Any, *, record: bool = False, n_objectives: int | None = None) -> None:
     """Refuse, in one line naming the key, a ``method`` the config's keys contradict, an unknown one, or a
     ``method_label`` that passes for another built-in method (except in a run folder's own config,
     ``record``: labels written before they were split) or cannot be a folder name. A config built in Python
     may leave ``method`` as ``None``: it is then derived where it is used (:func:`run_label`).
-    ``n_objectives``, ``spec_symreg_lambda``: the env's objective count and its spec's λ, where known (see
-    :class:`MethodFacts`). A null λ agrees both with what it names (SymReg at the spec's λ: ``method: prism``
-    from the PRISM overlay, which then warns on an env without a table) and with what it resolves to
-    (``wo_loss``, the derived name there)."""
+    ``n_objectives``: the env's objective count, where known (see :class:`MethodFacts`). A λ left null for
+    the spec agrees both with what it names (SymReg at the spec's λ: ``method: prism`` from the PRISM overlay,
+    which then warns on an env without a table) and with what it resolved to (``wo_loss``, the derived name
+    there)."""
     name, label = config.method, config.method_label
     if name is None:
-        name = derive_method(config, spec_symreg_lambda)
+        name = derive_method(config)
     elif name in BUILTIN_METHODS:
         rule = BUILTIN_METHODS[name]
-        named = MethodFacts.of(config, n_objectives)
-        resolved = MethodFacts.of(config, n_objectives, spec_symreg_lambda)
+        named = MethodFacts.of(config, n_objectives, as_written=True)
+        resolved = MethodFacts.of(config, n_objectives)
         if not (rule.agrees(named) or rule.agrees(resolved)):
             raise ConfigError(
                 f"method: {name} means {rule.means}, but this config is "
-                f"{derive_method(config, spec_symreg_lambda)}; leave method "
+                f"{derive_method(config)}; leave method "
                 f"out (it is derived) or set the keys {name} needs, and name a variant with method_label=<label>"
             )
     elif not known_method(name, config):
@@ -321,9 +314,9 @@ def relabel_record(config: Any, n_objectives: Callable[[], int] | None = None) -
     if rule is None:
         fits = known_method(name, config)
     else:
-        fits = rule.agrees(MethodFacts.of(config))
+        fits = rule.agrees(MethodFacts.of(config, as_written=True))
         if not fits and n_objectives is not None:
-            fits = rule.agrees(MethodFacts.of(config, n_objectives()))
+            fits = rule.agrees(MethodFacts.of(config, n_objectives(), as_written=True))
     if fits:
         return config
     return dataclasses.replace(config, method=derive_method(config), method_label=name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from prism.config.schema import RunConfig, member_seeds
-from prism.config.validation import resolve_env_spec, sparse_channel
+from prism.config.validation import resolve_env_spec, resolve_spec_defaults, sparse_channel
 from prism.devices import torch_device
 
 
@@ -24,9 +24,10 @@ def resolved_values(config: RunConfig, spec=None) -> dict[str, Any]:
     spec = spec if spec is not None else resolve_env_spec(config)
     out: dict[str, Any] = {"prism_version": __version__, "device": str(torch_device(config.device))}
     out["env.sparse_channel"] = sparse_channel(config, spec)
-    if hasattr(config.agent, "symreg_lambda"):
-        lam = config.agent.symreg_lambda
-        out["agent.symreg_lambda"] = float(lam if lam is not None else spec.symreg_lambda)
+    if hasattr(
+        config.agent, "symreg_lambda"
+    ):  # a float once loaded; a config built in Python may leave it null
+        out["agent.symreg_lambda"] = resolve_spec_defaults(config, spec).agent.symreg_lambda
     seeds = member_seeds(config)
     if config.seeds is None:
         out["eval.seed"] = config.eval.reset_seed(config.seed)

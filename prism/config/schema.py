@@ -140,6 +140,13 @@ class RunConfig:
     for ``capql``), a subclass of the base :class:`~prism.agents.config.OffPolicyConfig`: the loader types the
     node per backbone (see :func:`load_config`)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
+    spec_defaults: tuple[str, ...] = field(
+        default=(), metadata={"omegaconf_ignore": True}, compare=False, repr=False
+    )
+    """Not a key: the dotted keys the config left ``null`` for the env spec to fill, which
+    :func:`~prism.config.load_config` has filled (``agent.symreg_lambda``, then the spec's λ as a float).
+    config.yaml writes them ``null``, as the config files said, so a run folder says what was asked for and
+    its ``resolved:`` block what it became."""
 
     def __post_init__(self) -> None:
         """The top-level fields' own checks (the parts check theirs; :func:`validate` the cross-part rules)."""

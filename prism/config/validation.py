@@ -8,10 +8,11 @@ method; the agent config vs the chosen backbone; a CUDA device vs this machine. 
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 from prism.config.agent_keys import check_method_label, warn_once
-from prism.config.methods import check_method, derive_method, run_label
+from prism.config.methods import SYMREG_KEY, check_method, derive_method, run_label
 from prism.config.schema import RunConfig
 from prism.devices import check_cuda_device, torch_device
 from prism.errors import ConfigError
@@ -36,42 +37,56 @@ def resolve_env_spec(config: RunConfig):
     return spec
 
 
+def resolve_spec_defaults(config: RunConfig, spec) -> RunConfig:
+    """``config`` with the keys it leaves to the env spec filled in, named in ``spec_defaults`` (so that
+    config.yaml still writes them ``null``): a null ``agent.symreg_lambda`` becomes the spec's λ
+    (:func:`prism.agents.symmetry.symreg_lambda`), so agents, validation and the ``resolved:`` block read one
+    float. Returns ``config`` itself when nothing is left null (λ set, or a backbone without SymReg), so
+    calling it again changes nothing."""
+    from prism.agents.symmetry import symreg_lambda
+
+    agent = config.agent
+    if getattr(agent, SYMREG_KEY, 0.0) is not None:
+        return config
+    filled = dataclasses.replace(agent, **{SYMREG_KEY: symreg_lambda(None, spec)})
+    return dataclasses.replace(
+        config, agent=filled, spec_defaults=(*config.spec_defaults, f"agent.{SYMREG_KEY}")
+    )
+
+
 def _check_symmetry(config: RunConfig, spec) -> None:
-    """SymReg (λ > 0) and the exactly equivariant actor need the env's reflection table (L_g, K_g).
+    """SymReg (λ > 0) and the exactly equivariant actor need the env's reflection table (L_g, K_g): refused
+    by :func:`prism.agents.symmetry.check_symmetry_table`, the rule's one statement.
 
     λ left at ``null`` takes the spec's value, which is 0 for an env without a table: the run (e.g. the
     PRISM method overlay on an unshipped env) then goes ahead as ReSymNet shaping without SymReg, with a
     one-line warning (logged once) saying so. An error would make the PRISM overlay unusable on such envs;
     silence would hide that the result is the "w/o loss" ablation.
     """
+    from prism.agents.symmetry import check_symmetry_table
     from prism.envs.spec import SYMMETRY_HINT
 
     agent = config.agent
-    mode = getattr(agent, "symmetry_mode", None)  # a backbone without symmetry keys has nothing to check
-    if spec.has_symmetry or mode is None:
+    if not hasattr(agent, SYMREG_KEY) and not hasattr(agent, "symmetry_mode"):
+        return  # a backbone without symmetry keys has nothing to check
+    mode = getattr(agent, "symmetry_mode", "regularise")
+    lam = resolve_spec_defaults(config, spec).agent.symreg_lambda if hasattr(agent, SYMREG_KEY) else 0.0
+    try:
+        check_symmetry_table(spec, lam, mode)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    from_spec = getattr(agent, SYMREG_KEY, 0.0) is None or f"agent.{SYMREG_KEY}" in config.spec_defaults
+    if spec.has_symmetry or mode != "regularise" or not from_spec:
         return
-    if mode == "exact":
-        raise ConfigError(
-            f"agent.symmetry_mode: exact needs a reflection symmetry table and {spec.id} has none; "
-            f"{SYMMETRY_HINT} or set agent.symmetry_mode=regularise"
-        )
-    if mode == "regularise" and agent.symreg_lambda is not None and agent.symreg_lambda > 0:
-        raise ConfigError(
-            f"agent.symreg_lambda: {spec.id} has no reflection symmetry table; {SYMMETRY_HINT} "
-            "or set agent.symreg_lambda=0"
-        )
-    if mode == "regularise" and agent.symreg_lambda is None:
-        derived = derive_method(config, spec.symreg_lambda)
-        if config.method == derived:  # left out, or naming what the run is: it says "without SymReg" itself
-            said = f"the run is filed as {run_label(config)}"
-        else:  # e.g. method: prism from conf/method/prism.yaml: the label stays, the run is `derived`
-            said = (
-                f"the run, labelled {run_label(config)}, trains as {derived} (leave method out to file it so)"
-            )
-        warn_once(
-            f"agent.symreg_lambda: warning: {spec.id} has no reflection symmetry table, so SymReg is off "
-            f"(λ = 0) and {said}; {SYMMETRY_HINT} to turn it on"
-        )
+    derived = derive_method(resolve_spec_defaults(config, spec))
+    if config.method == derived:  # left out, or naming what the run is: it says "without SymReg" itself
+        said = f"the run is filed as {run_label(config)}"
+    else:  # e.g. method: prism from conf/method/prism.yaml: the label stays, the run is `derived`
+        said = f"the run, labelled {run_label(config)}, trains as {derived} (leave method out to file it so)"
+    warn_once(
+        f"agent.symreg_lambda: warning: {spec.id} has no reflection symmetry table, so SymReg is off "
+        f"(λ = 0) and {said}; {SYMMETRY_HINT} to turn it on"
+    )
 
 
 def sparse_channel(config: RunConfig, spec) -> int | None:
@@ -136,7 +151,8 @@ def validate(config: RunConfig, *, record: bool = False) -> None:
             f"got a {type(config.agent).__name__}"
         )
     _check_symmetry(config, spec)
-    check_method(config, record=record, n_objectives=n, spec_symreg_lambda=spec.symreg_lambda)
+    # A config built in Python may leave λ null: judged as the loader would have filled it.
+    check_method(resolve_spec_defaults(config, spec), record=record, n_objectives=n)
     check_method_label(config)
 
     # The energy method behind the weight sets needs at least one direction per objective.

@@ -90,7 +90,7 @@ register_env_spec(
         symmetric_act=tuple(range(6)),
         ref_point=(-100.0, -100.0),
         symreg_lambda=0.01,
-        pitch_obs=1,  # the torso angle: a cheetah on its back has cos < 0 (issue 60's stalled seeds)
+        pitch_obs=1,  # the torso angle: a cheetah on its back has cos < 0 (flags seeds stalled upside down)
     )
 )
 # mo-swimmer-v5, obs = qpos[2:] ++ qvel = (tip angle, rotor 1, rotor 2 angles, vx, vy, tip angular velocity,

@@ -1,4 +1,4 @@
-"""What each arm's seeds cost, for a report (issue 61): CPU minutes per phase (``summary.json``'s
+"""What each arm's seeds cost, for a report: CPU minutes per phase (``summary.json``'s
 ``phase_times`` and its fits' training/validation split, :mod:`prism.phase_clock`) as medians over seeds, each
 arm's median total over a reference arm's (the oracle), and a preset's cost gates (:class:`CostGate`).
 

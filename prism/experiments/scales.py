@@ -31,4 +31,5 @@ HALFCHEETAH_PAPER_RUNS = "docs/results/halfcheetah-paper/runs"
 """halfcheetah-paper's committed run files (its peer arm, morl-baselines' CAPQL, is read from there too)."""
 PEER_CAPQL_ARM = "morlb-capql"
 """morl-baselines' CAPQL on the oracle's dense reward, trained by ``tools/peer_capql_run.py`` (not ``prism fit``)
-and evaluated by prism's protocol: a peer of the e-oracle arm (issue 60)."""
+and evaluated by prism's protocol: a peer of the e-oracle arm (the same dense reward, another
+implementation of CAPQL)."""

@@ -36,7 +36,9 @@ def hparam_values(config: Any, spec: Any = None) -> dict[str, int | float | str 
     """The run's hyperparameters for the HParams tab (see the module docstring)."""
     from prism.config import resolved_values
 
-    flat = _flatten(dataclasses.asdict(config))
+    values = dataclasses.asdict(config)
+    values.pop("spec_defaults", None)  # not a key: which keys the loader filled from the env spec
+    flat = _flatten(values)
     flat.update({k: v for k, v in resolved_values(config, spec).items() if not isinstance(v, dict)})
     out: dict[str, int | float | str | bool] = {}
     for key, value in sorted(flat.items()):

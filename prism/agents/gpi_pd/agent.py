@@ -62,7 +62,8 @@ from prism.agents.gpi_pd.per import PrioritySampler
 from prism.agents.gpi_pd.runtime_state import GPIPDRuntimeStateMixin
 from prism.agents.gpi_pd.weight_support import GPILinearSupport, unique_rows
 from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
-from prism.agents.symmetry import reflection_from_spec
+from prism.agents.symmetry import check_symmetry_table, reflection_from_spec
+from prism.agents.symmetry import symreg_lambda as resolve_symreg_lambda
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
 from prism.reward.shapers import RewardShaper
@@ -107,11 +108,13 @@ class GPIPDAgent(GPIPDRuntimeStateMixin, DynaMixin, OffPolicyAgent):
             target_env_steps=target_env_steps,
         )
         self.config = config
-        if symreg_lambda is None:
-            symreg_lambda = config.symreg_lambda if config.symreg_lambda is not None else spec.symreg_lambda
-        self.symreg_lambda = float(symreg_lambda)
-        if self.symreg_lambda > 0 and not spec.has_symmetry:
-            raise ValueError(f"agent.symreg_lambda: {spec.id} has no reflection symmetry table for SymReg")
+        # A config from load_config holds the resolved float; one built in Python may leave it null.
+        self.symreg_lambda = (
+            float(symreg_lambda)
+            if symreg_lambda is not None
+            else resolve_symreg_lambda(config.symreg_lambda, spec)
+        )
+        check_symmetry_table(spec, self.symreg_lambda)
         self.save_hyperparameters({"agent": asdict(config), "env_id": spec.id, "seeds": list(self.seeds)})
         reflection = reflection_from_spec(spec) if spec.has_symmetry else None
         self.register_buffer("obs_sign", reflection.obs_sign if reflection else None, persistent=False)

@@ -1,5 +1,5 @@
 """GPI-PD's runtime state for whole-run checkpoints, on top of the off-policy one
-(:class:`~prism.agents.runtime_state.RuntimeStateMixin`: replay, training env, random streams, clock).
+(:meth:`~prism.agents.off_policy.OffPolicyAgent.runtime_state`: replay, training env, random streams, clock).
 
 What GPI-PD adds, under ``runtime["gpi_pd"]`` — everything a later step reads that is neither a parameter nor a
 buffer of the module (those, the dynamics model's weights, input statistics and elites included, are in

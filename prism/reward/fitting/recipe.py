@@ -69,6 +69,11 @@ class FitRecipe:
     """Gradient-norm clip per network (:func:`~prism.reward.fitting.network_fit.clip_per_member_`), or None."""
     model: Callable[[nn.Module, TrajectorySumDataModule], RewardModel]
     """``model(fitted_networks, datamodule)``: the fitted model on the CPU around the fitted networks."""
+    stacked_optimiser: Callable[[int], Callable[[Iterable[nn.Parameter]], Optimisers]] | None = None
+    """``stacked_optimiser(n_networks)``: the optimiser of a population's stacked fit over that many networks
+    (:mod:`prism.reward.fitting.stacked`), :attr:`optimiser` per network but one in which a network without a
+    batch left in an epoch takes no step (ReSymNet's :class:`~prism.reward.fitting.member_adamw.MemberAdamW`).
+    None: the model has no stacked fit."""
     dropout_stream: Callable[[nn.Module, Tensor], DropoutStream] | None = None
     """``dropout_stream(networks, generator_state)`` for a network with dropout (ReSymNet's): the ragged layout
     hands each member the padded layout's masks (``forward_members(..., noise=)``), drawn from a generator that

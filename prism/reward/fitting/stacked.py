@@ -1,9 +1,11 @@
 """A population's reward fits as one stacked fit: S stores × K members in one ensemble, one Trainer.
 
-A population of S members refits S ReSymNet ensembles of K each (one per member's segment store). Fitted one
-after the other, each is a small launch-bound job on a GPU; here the S·K networks are the slices of one
-:class:`~prism.reward.models.resymnet.ReSymNetEnsemble` trained in one pass, yet member s's K networks are fitted
-exactly as :func:`~prism.reward.models.resymnet_fit.fit_resymnet_model` fits them alone with the padded layout:
+A population of S members refits S ensembles of K networks each (one per member's segment store). Fitted one
+after the other, each is a small launch-bound job on a GPU; here the S·K networks are the slices of one stacked
+network that the model's :class:`~prism.reward.fitting.recipe.FitRecipe` builds, trained in one pass, yet member
+s's K networks are fitted exactly as the model's lone fit fits them with the padded layout (ReSymNet's:
+:func:`~prism.reward.models.resymnet_fit.fit_resymnet_population` drives this with its recipe). The recipe
+brings the network, the stacked optimiser, the clip and the fitted model; this module names no model:
 
 - store s keeps its own data module (split, scaler, shuffle orders from its fit seed), its own initial
   weights and its own dropout stream (a generator seeded like the global one a lone fit seeds);
@@ -46,33 +48,39 @@ from prism.reward.fitting.fit_loggers import StoreRoutedLogger, log_fit_summary
 from prism.reward.fitting.fitter import FittedReward
 from prism.reward.fitting.member_adamw import MemberAdamW
 from prism.reward.fitting.network_fit import NetworkFitModule, validation_correlation
+from prism.reward.fitting.recipe import FitRecipe
 from prism.reward.fitting.stacked_data import StackedBatch, StackedSegmentData, stack_batches, stacked_data
 from prism.reward.losses import segment_sums
-from prism.reward.models.resymnet import ReSymNetEnsemble, ReSymNetRewardModel
-from prism.reward.models.resymnet_fit import resymnet_optimiser, resymnet_recipe
+from prism.reward.model import RewardModel
 
 
 class StackedRewardModule(NetworkFitModule):
-    """S stores × K ReSymNet networks fitted together, each store's as its lone padded fit (see the module
-    docstring); early stopping, the clip and the best-weight restore are per network (:class:`NetworkFitModule`).
+    """S stores × K networks fitted together, each store's as its lone padded fit (see the module docstring);
+    early stopping, the clip and the best-weight restore are per network (:class:`NetworkFitModule`).
 
     Args:
         in_features: width of ``h_t``.
-        config: ReSymNet's keys (its network, optimiser, clip; early stopping's ``patience``).
+        config: the reward model's keys (early stopping's ``patience``).
         store_seeds: the fit seed of each store (its networks' init seeds and dropout stream derive from it).
+        recipe: the model's fit (its network, stacked optimiser, clip and fitted model; K = ``n_members``).
     """
 
-    def __init__(self, in_features: int, config: ReSymNetConfig, store_seeds: Sequence[int]):
-        k = config.ensemble_size
+    def __init__(
+        self, in_features: int, config: ReSymNetConfig, store_seeds: Sequence[int], recipe: FitRecipe
+    ):
+        if recipe.stacked_optimiser is None:
+            raise ValueError("recipe: the reward model's FitRecipe has no stacked_optimiser (no stacked fit)")
+        k = recipe.n_members
         seeds = [m for s in store_seeds for m in ensemble_seeds(s, k)]
         super().__init__(
-            resymnet_recipe(config).network(in_features, seeds),
+            recipe.network(in_features, seeds),
             len(seeds),
-            # (MemberAdamW: a store without a batch left this epoch takes no step)
-            optimiser=resymnet_optimiser(config, stacked_networks=len(seeds)),
-            grad_clip=config.grad_clip,
+            # (a store without a batch left this epoch takes no step)
+            optimiser=recipe.stacked_optimiser(len(seeds)),
+            grad_clip=recipe.grad_clip,
             patience=config.patience,
         )
+        self.recipe, self.in_features, self.member_seeds = recipe, in_features, seeds
         self.store_seeds, self.k, self.stores = [int(s) for s in store_seeds], k, len(store_seeds)
         self._reset_train_acc()
         self._noise_generators: list[torch.Generator] = []
@@ -213,23 +221,19 @@ class StackedRewardModule(NetworkFitModule):
 
     def ensembles(
         self, dms: Sequence[TrajectorySumDataModule], device: str | torch.device = "cpu"
-    ) -> list[ReSymNetRewardModel]:
-        """Store s's K networks as a lone fit's :class:`ReSymNetRewardModel` (eval mode, its scaler) on ``device``."""
+    ) -> list[RewardModel]:
+        """Store s's K networks as its lone fit's model (the recipe's, eval mode, its scaler) on ``device``:
+        a K-network copy from the recipe, loaded with the store's slices (every parameter has the network
+        index first)."""
         out = []
         state = {n: p.detach() for n, p in self.net.named_parameters()}
-        dtype = state["inp.weight"].dtype
+        dtype = next(iter(state.values())).dtype
         for s, dm in enumerate(dms):
             lo, hi = s * self.k, (s + 1) * self.k
-            net = ReSymNetEnsemble(
-                self.k, self.net.in_features, self.net.hidden, self.net.dropout, self.net.residual,
-                self.net.member_seeds[lo:hi],
-            ).to(device=device, dtype=dtype)  # fmt: skip
+            net = self.recipe.network(self.in_features, self.member_seeds[lo:hi])
+            net = net.to(device=device, dtype=dtype)
             net.load_state_dict({n: t[lo:hi] for n, t in state.items()})
-            model = ReSymNetRewardModel(net, use_dense_features=dm.use_dense_features).to(
-                device=device, dtype=dtype
-            )
-            model.set_scaler(dm.feature_mean, dm.feature_scale)
-            out.append(model.eval())
+            out.append(self.recipe.model(net, dm).to(device=device, dtype=dtype).eval())
         return out
 
 
@@ -237,6 +241,7 @@ def fit_reward_models_stacked(
     stores: Sequence[SegmentStore],
     config: ReSymNetConfig,
     seeds: Sequence[int],
+    recipe: FitRecipe,
     *,
     device: str | torch.device = "cpu",
     loggers: Sequence[Logger] | None = None,
@@ -245,14 +250,15 @@ def fit_reward_models_stacked(
     snapshot_every_s: float = 600.0,
     resume: bytes | None = None,
 ) -> list[FittedReward]:
-    """Fit one ReSymNet ensemble per store (store s with fit seed ``seeds[s]``) in one stacked fit on
-    ``device``; returns them as :func:`fit_resymnet_model` would, one after the other, with the padded layout.
+    """Fit one ensemble per store (store s with fit seed ``seeds[s]``) in one stacked fit of ``recipe``'s
+    networks on ``device``; returns them as the model's lone fit would, one after the other, with the padded
+    layout.
 
     ``loggers``: store s's curves and summary go to ``loggers[s]`` under the names a lone fit logs (per-epoch
     train and validation loss per network, the store's ensemble correlation, networks active; at the end its
     summary), through a :class:`~prism.reward.fitting.fit_loggers.StoreRoutedLogger`. ``callbacks`` (e.g. a run's
     progress bar over epochs), ``on_snapshot``, ``snapshot_every_s`` and ``resume`` as for
-    :func:`fit_resymnet_model`: one snapshot holds every store's fit (weights, per-network AdamW step counts,
+    the lone fit (:func:`~prism.reward.fitting.fit.fit_trajectory_sums`): one snapshot holds every store's fit (weights, per-network AdamW step counts,
     early stopping, shuffle and dropout streams), and a fit resumed from it returns what the uninterrupted fit
     would have."""
     config.validate()
@@ -264,10 +270,10 @@ def fit_reward_models_stacked(
     data = stacked_data(stores, config, seeds)
     logger = StoreRoutedLogger(loggers, config.ensemble_size) if loggers else False
     callbacks, clock, carried_s = fit_callbacks(callbacks, on_snapshot, snapshot_every_s, resume)
-    module = StackedRewardModule(data.dms[0].in_features, config, seeds)
+    module = StackedRewardModule(data.dms[0].in_features, config, seeds, recipe)
     # (no global seed: each store's dropout stream is a generator of its own, seeded in on_fit_start)
     run_fit_trainer(module, data, config, device, logger, callbacks, resume)
-    # The models are handed over on the CPU, as fit_resymnet_model hands its model over; each store's
+    # The models are handed over on the CPU, as a lone fit hands its model over; each store's
     # summary scores its own validation split once (prism.reward.fitting.fit.summarise_fit).
     models = [model.cpu() for model in module.ensembles(data.dms, device=device)]
     elapsed = carried_s + time.perf_counter() - start  # the stacked fit's, shared by its stores

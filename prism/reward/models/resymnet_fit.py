@@ -1,12 +1,13 @@
 """How ReSymNet is fitted (docs/method.md §4): its :class:`~prism.reward.fitting.recipe.FitRecipe` for the shared
 driver (:func:`~prism.reward.fitting.fit.fit_trajectory_sums`) and :func:`fit_resymnet_model`, the fit the loop
-calls. A population's models are fitted in one go by :mod:`prism.reward.fitting.stacked` with the same recipe.
+calls, and :func:`fit_resymnet_population`, a population's fits in one go by :mod:`prism.reward.fitting.stacked`
+with the same recipe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from lightning.pytorch.loggers import Logger
@@ -19,6 +20,7 @@ from prism.reward.fitting.fit import FitOptions, fit_trajectory_sums
 from prism.reward.fitting.fitter import FittedReward
 from prism.reward.fitting.member_adamw import MemberAdamW
 from prism.reward.fitting.recipe import FitRecipe, Optimisers
+from prism.reward.fitting.stacked import fit_reward_models_stacked
 from prism.reward.models.resymnet import DropoutNoiseStream, ReSymNetEnsemble, ReSymNetRewardModel
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ def resymnet_recipe(config: ReSymNetConfig) -> FitRecipe:
         optimiser=resymnet_optimiser(config),
         grad_clip=config.grad_clip,
         model=ensemble,
+        stacked_optimiser=lambda n_networks: resymnet_optimiser(config, stacked_networks=n_networks),
         dropout_stream=DropoutNoiseStream,
     )
 
@@ -85,4 +88,13 @@ def fit_resymnet_model(
     return fit_trajectory_sums(store, config, resymnet_recipe(config), logger, seed, **options)
 
 
-__all__ = ["fit_resymnet_model", "resymnet_optimiser", "resymnet_recipe"]
+def fit_resymnet_population(
+    stores: Sequence[SegmentStore], config: ReSymNetConfig, seeds: Sequence[int], **options: Any
+) -> list[FittedReward]:
+    """A population's ReSymNet fits, one ensemble per store, in one stacked fit:
+    :func:`~prism.reward.fitting.stacked.fit_reward_models_stacked` with :func:`resymnet_recipe` (the keyword
+    arguments are that function's)."""
+    return fit_reward_models_stacked(stores, config, seeds, resymnet_recipe(config), **options)
+
+
+__all__ = ["fit_resymnet_model", "fit_resymnet_population", "resymnet_optimiser", "resymnet_recipe"]
