@@ -157,6 +157,10 @@ HALFCHEETAH_PAPER = Preset(
             per_seed=True,
             seeds=FIVE_SEEDS,
         ),
+        # (`agent.tanh_log_prob=epsilon`, morl-baselines' tanh correction of log π, is not an arm: issue 60 asked
+        # for the peer's differences only if the peer did better, and it did not; oracle.md.)
+        # An oracle too (the dense reward), beside the paper's oracle row; read, never run (joined below).
+        Arm(PEER_CAPQL_ARM, "oracle", "equal", per_seed=True, seeds=FIVE_SEEDS),
         # Issue 60's critic divergence: oracle seed 3 rerun from its config at a commit that watches the critic
         # (does it diverge again, and at which step?), and the stabiliser, LayerNorm in every critic layer, on
         # that seed and three ordinary ones.
@@ -169,10 +173,6 @@ HALFCHEETAH_PAPER = Preset(
             per_seed=True,
             seeds=(3, 0, 1, 2),
         ),
-        # (`agent.tanh_log_prob=epsilon`, morl-baselines' tanh correction of log π, is not an arm: issue 60 asked
-        # for the peer's differences only if the peer did better, and it did not; oracle.md.)
-        # An oracle too (the dense reward), beside the paper's oracle row; read, never run (joined below).
-        Arm(PEER_CAPQL_ARM, "oracle", "equal", per_seed=True, seeds=FIVE_SEEDS),
     ),
     # Only halfcheetah runs e-prism-paper; the other envs are the four arms read from their studies.
     env_methods=(
