@@ -68,10 +68,14 @@ class _UniqueKeys(yaml.SafeLoader):
 
     def construct_mapping(self, node, deep=False):
         merge = "tag:yaml.org,2002:merge"  # `<<: *anchor` keys may be given again (the mapping's own win)
-        keys = [self.construct_object(key, deep=deep) for key, _ in node.value if key.tag != merge]
-        twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
-        if twice is not None:
-            raise _Bad(f"{twice}: given twice (line {node.start_mark.line + 1})")
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == merge:
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise _Bad(f"{key}: given twice (line {key_node.start_mark.line + 1})")
+            seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
