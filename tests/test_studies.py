@@ -83,7 +83,7 @@ def _fake_run(run_dir: Path, hv: float) -> None:
     with (run_dir / "eval.csv").open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["env_steps", "hv", "eum", "vo", "final"])
-        writer.writerows([[100, hv / 2, 1.0, 1.0, 0], [200, hv, 2.0, 2.0, 1]])
+        writer.writerows([[100, hv / 2, 1.0, 1.0, 0], [200, hv, hv / 1e6, hv / 1e6, 1]])
     (run_dir / "summary.json").write_text("{}")
     (run_dir / "config.yaml").write_text("method: prism\n")
 
