@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from prism.config import load_config
-from prism.experiments.presets import PRESETS
 from prism.experiments.runner import Job, fit_command
+from prism.experiments.studies import load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESET = PRESETS["ablation-study"]
+PRESET = load_preset("ablation-study")
 LABELS = ("run_dir", "method_label", "seed")
 
 
@@ -87,7 +87,7 @@ def test_a_reused_arm_is_read_from_its_own_folder():
 def test_control_cost_studys_oracles_differ_only_in_the_hidden_channel(tmp_path):
     """The oracle sees every channel dense: the Table 1 studies' oracle runs serve as control-cost-study's, their
     configs equal to the grid's apart from env.sparse_channel (and swimmer's unused N, as the description says)."""
-    preset = PRESETS["control-cost-study"]
+    preset = load_preset("control-cost-study")
     checked = 0
     for env in preset.envs:
         join = preset.joined_source(env, "e-oracle")

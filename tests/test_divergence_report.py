@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prism.experiments.divergence import divergence_section, run_divergence
 from prism.experiments.grid import Cell
-from prism.experiments.presets import PRESETS
+from prism.experiments.studies import load_preset
 
 
 def _summary(folder: Path, **fields) -> None:
@@ -31,7 +31,7 @@ def test_the_divergence_count_reads_each_runs_step_and_leaves_older_runs_unrecor
         Cell("halfcheetah", "e-oracle-ln", 3),
         Cell("halfcheetah", "morlb-capql", 0),
     ]
-    lines, rows = divergence_section(PRESETS["halfcheetah-paper"], cells, tmp_path)
+    lines, rows = divergence_section(load_preset("halfcheetah-paper"), cells, tmp_path)
     table = {line.split(" | ")[1]: line for line in lines if line.startswith("| mo-")}
     assert table["e-oracle"] == "| mo-halfcheetah-v5 | e-oracle | 2 | 1 | 1: 117500 | 1 |"
     assert table["e-oracle-ln"] == "| mo-halfcheetah-v5 | e-oracle-ln | 1 | 0 | — | 0 |"
@@ -43,7 +43,7 @@ def test_the_divergence_count_reads_each_runs_step_and_leaves_older_runs_unrecor
     ]
     # only runs from before the watch: no section at all
     assert divergence_section(
-        PRESETS["halfcheetah-paper"], [Cell("halfcheetah", "e-oracle", 2)], tmp_path
+        load_preset("halfcheetah-paper"), [Cell("halfcheetah", "e-oracle", 2)], tmp_path
     ) == (
         [],
         [],

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prism.experiments import cli, stats
+from prism.experiments import cli, stats, studies
 from prism.experiments.grid import JoinedArms
-from prism.experiments.presets import PRESETS
+from prism.experiments.studies import load_preset, shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,7 +151,7 @@ def study(tmp_path_factory):
                     for c in (0, 1)
                 ]
             write_run((other if env == "hopper" else own) / env / arm / f"seed{seed}", env, hv, fits=fits)
-    base = PRESETS["table1-study"]
+    base = load_preset("table1-study")
     preset = dataclasses.replace(
         base,
         envs=("walker", "hopper"),
@@ -161,7 +161,10 @@ def study(tmp_path_factory):
     before = sorted(p.relative_to(other) for p in other.rglob("*"))
     results = tmp_path / "report"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(PRESETS, "table1-study", preset)
+        shipped_study = studies.load_preset
+        patch.setattr(
+            studies, "load_preset", lambda name: preset if name == "table1-study" else shipped_study(name)
+        )
         patch.setattr(stats, "AGGREGATE_RESAMPLES", 200)  # the intervals' width is not under test here
         output = io.StringIO()
         argv = ["--preset", "table1-study", "--report-only", "--out", str(own), "--results", str(results)]
@@ -334,15 +337,16 @@ def test_a_missing_rliable_is_one_line_naming_the_extra_and_writes_nothing(
 
 
 def test_every_joined_arm_is_one_of_its_envs_arms_and_reads_a_committed_folder():
-    for name, preset in PRESETS.items():
+    for name in shipped():
+        preset = load_preset(name)
         for join in preset.joined:
             assert isinstance(join, JoinedArms)
             assert set(join.arms) <= set(preset.methods_for(join.env)), name
             assert join.env in preset.envs and join.folder().is_dir(), name
-    t1 = PRESETS["table1-study"]
+    t1 = load_preset("table1-study")
     assert t1.methods_for("hopper") == ("e-oracle", "e-baseline", "e-prism", "e-uniform")
     assert all(c.source is not None for c in t1.cells() if c.env == "hopper")
-    budget = PRESETS["reward-budget"]
+    budget = load_preset("reward-budget")
     assert {c.method for c in budget.cells() if c.source is not None} == {"e-prism", "e-uniform", "e-oracle"}
 
 
@@ -366,7 +370,7 @@ def test_net_of_survival_columns_only_where_every_objective_pays_a_healthy_bonus
     steps always) has no such column rather than every return minus 1000."""
     from prism.experiments.tables import objective_table
 
-    preset = dataclasses.replace(PRESETS["table1-study"], envs=("walker", "halfcheetah"), seeds=(0, 1))
+    preset = dataclasses.replace(load_preset("table1-study"), envs=("walker", "halfcheetah"), seeds=(0, 1))
     entry = {
         "seeds": [0, 1],
         "final_mean_episode_length": [100.0, 300.0],
@@ -489,7 +493,7 @@ def test_uniform_rt_columns_appear_beside_the_models_pearson_only_when_runs_reco
             record["validation_uniform"] = {"pearson": uniform_val[seed] + c}
             record["new_episodes_uniform"] = None if c == 0 else {"pearson": -uniform_val[seed]}
         per_seed.append(records)
-    preset = dataclasses.replace(PRESETS["table1-study"], envs=("walker",))
+    preset = dataclasses.replace(load_preset("table1-study"), envs=("walker",))
     rows = fit_rows(preset, {("walker", "e-prism"): {"fits": per_seed}})
     assert list(rows[0]) == [*FIT_COLUMNS, "val uniform R/T: Pearson", "new episodes, uniform R/T: Pearson"]
     values = np.array(uniform_val)

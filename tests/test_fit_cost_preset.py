@@ -12,12 +12,12 @@ import yaml
 from prism.config import load_config
 from prism.experiments.costs import cost_section, gate_line, run_cost
 from prism.experiments.grid import CostGate
-from prism.experiments.presets import PRESETS
 from prism.experiments.runner import Job, fit_command
-from prism.experiments.study_presets import FAST_FIT_OVERRIDES, FIT_COST
+from prism.experiments.studies import load_preset
 from prism.phase_clock import phase_breakdown
 
 ROOT = Path(__file__).resolve().parents[1]
+FIT_COST = load_preset("fit-cost")
 
 
 def _flat(node: dict, prefix: str = "") -> list[str]:
@@ -32,7 +32,7 @@ def _flat(node: dict, prefix: str = "") -> list[str]:
 
 def test_the_fast_fit_overrides_are_conf_fit_fast_yaml():
     shipped = yaml.safe_load((ROOT / "conf" / "fit" / "fast.yaml").read_text())
-    assert sorted(_flat(shipped)) == sorted(FAST_FIT_OVERRIDES)
+    assert sorted(_flat(shipped)) == sorted(FIT_COST.arm("e-prism-fastfit").overrides)
 
 
 def _config(command: list[str]):
@@ -51,7 +51,6 @@ def test_the_fast_fit_arm_is_table1_studys_e_prism_fast_with_only_the_fast_keys_
     expected = dataclasses.replace(before, reward=dataclasses.replace(before.reward, **changed))
     mine = dataclasses.replace(fast_fit, run_dir=before.run_dir, method_label=before.method_label)
     assert mine == expected
-    assert PRESETS["fit-cost"] is FIT_COST
 
 
 def test_the_rerun_oracle_is_table1_studys_e_oracle_apart_from_labels(tmp_path):

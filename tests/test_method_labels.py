@@ -15,8 +15,8 @@ import yaml
 
 from prism.config import BUILTIN_METHODS, ConfigError, load_config, load_run_config, run_label
 from prism.experiments.grid import CONF
-from prism.experiments.presets import PRESETS
 from prism.experiments.runner import Job, fit_command
+from prism.experiments.studies import load_preset, shipped
 from prism.registry import REWARD_MODELS, REWARDS, register_reward_model
 
 QUICKSTART = CONF / "quickstart.yaml"
@@ -147,7 +147,8 @@ def test_a_plug_in_reward_model_is_a_method_of_its_own_name(plugin_reward):
 def test_every_preset_arm_resolves_to_its_own_label_and_a_method_that_agrees(tmp_path):
     """What `prism reproduce` runs: each arm's command loads (its method agrees) and files under the arm."""
     checked = 0
-    for name, preset in PRESETS.items():
+    for name in shipped():
+        preset = load_preset(name)
         for env in preset.envs:
             for arm_name in preset.methods_for(env):
                 arm = preset.arm(arm_name)

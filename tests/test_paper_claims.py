@@ -24,10 +24,10 @@ from prism.experiments.paper_claims import (
     claim_verdict,
     row_status,
 )
-from prism.experiments.presets import PRESETS
 from prism.experiments.ratios import RatioRow
+from prism.experiments.studies import load_preset, shipped
 
-ABLATION = PRESETS["ablation-study"]
+ABLATION = load_preset("ablation-study")
 
 
 def _row(a: str, b: str, *, ahead: bool, p: float, holm: float = math.nan, tost: float = 0.5, metric="hv"):
@@ -106,8 +106,8 @@ def test_a_claim_is_carried_by_its_pairs_and_metrics_only():
 
 
 def test_every_presets_claims_name_its_own_ratios_and_a_typo_is_refused():
-    for preset in PRESETS.values():
-        check_claims(preset)
+    for name in shipped():
+        check_claims(load_preset(name))
     assert len(ABLATION.paper_claims) == 6
     typo = dataclasses.replace(
         ABLATION, paper_claims=(PaperClaim("z", (("a-wo-residul", "a-prism"),), "lower"),)

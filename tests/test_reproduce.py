@@ -16,10 +16,10 @@ from prism.config import load_config, run_label
 from prism.experiments import cli, runner
 from prism.experiments.collect import paper_values, split_rows
 from prism.experiments.grid import CONF, Arm, Cell, Preset, Ratio
-from prism.experiments.presets import PRESETS
 from prism.experiments.report import write_report
 from prism.experiments.runner import RUNNING_ELSEWHERE, Job, fit_command, make_jobs, run_job
 from prism.experiments.stats import compare
+from prism.experiments.studies import load_preset
 from prism.run.lock import locked_elsewhere, run_dir_lock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def test_jobs_are_one_population_per_cell_unless_per_seed_runs_exist(tmp_path):
         ("oracle", (0, 1, 2), True),
         ("prism", (0, 1, 2), True),
     ]
-    assert fit_command(jobs[0], PRESETS["smoke"], tmp_path)[-2] == "seeds=[0,1,2]"
+    assert fit_command(jobs[0], load_preset("smoke"), tmp_path)[-2] == "seeds=[0,1,2]"
     assert jobs[0].run_dir(tmp_path) == tmp_path / "hopper" / "oracle"
     # an older per-seed grid in the same folder is completed seed by seed, its finished runs skipped
     finished = tmp_path / "hopper" / "prism" / "seed1"
@@ -103,7 +103,7 @@ def test_jobs_are_one_population_per_cell_unless_per_seed_runs_exist(tmp_path):
         ("oracle", (0, 1, 2), True), ("prism", (0,), False), ("prism", (2,), False)
     ]  # fmt: skip
     per_seed = make_jobs(cells, tmp_path, per_seed=True)
-    assert len(per_seed) == 6 and fit_command(per_seed[0], PRESETS["smoke"], tmp_path)[-2] == "seed=0"
+    assert len(per_seed) == 6 and fit_command(per_seed[0], load_preset("smoke"), tmp_path)[-2] == "seed=0"
 
 
 def test_a_run_another_process_is_writing_is_skipped_not_failed_and_the_grid_exits_3(
@@ -122,7 +122,7 @@ def test_a_run_another_process_is_writing_is_skipped_not_failed_and_the_grid_exi
     with run_dir_lock(run_dir, key="run_dir"):
         assert locked_elsewhere(run_dir)
         job = Job("hopper", "oracle", (0,), False)
-        assert run_job(job, PRESETS["smoke"], tmp_path / "g") == (job, RUNNING_ELSEWHERE, 0.0)
+        assert run_job(job, load_preset("smoke"), tmp_path / "g") == (job, RUNNING_ELSEWHERE, 0.0)
         argv = ["--preset", "smoke", "--methods", "oracle", "--per-seed-processes"]
         code = cli.main([*argv, "--out", str(tmp_path / "g"), "--results", str(tmp_path / "r")])
     out = capsys.readouterr().out
@@ -149,11 +149,11 @@ def test_a_child_refused_by_the_lock_counts_as_running_elsewhere_but_a_plain_fai
 
     monkeypatch.setattr(runner.subprocess, "call", refused_after_the_other_writer_started)
     try:
-        assert run_job(job, PRESETS["smoke"], tmp_path)[1] == RUNNING_ELSEWHERE
+        assert run_job(job, load_preset("smoke"), tmp_path)[1] == RUNNING_ELSEWHERE
     finally:
         taken[-1].__exit__(None, None, None)
     monkeypatch.setattr(runner.subprocess, "call", lambda *a, **k: 2)
-    assert run_job(job, PRESETS["smoke"], tmp_path)[1] == 2
+    assert run_job(job, load_preset("smoke"), tmp_path)[1] == 2
 
 
 @pytest.mark.slow
@@ -196,7 +196,7 @@ def test_smoke_grid_on_a_local_ray_instance(tmp_path):
 
 
 def test_backbone_dimension_adds_the_agent_group_and_reads_the_papers_gpi_pd_table(tmp_path):
-    smoke = PRESETS["smoke"]
+    smoke = load_preset("smoke")
     gpi = Preset(**{**smoke.__dict__, "backbone": "gpi_pd"})
     job = Job("hopper", "prism", (0,), False)
     command = fit_command(job, gpi, tmp_path)
@@ -253,7 +253,7 @@ def _resolved(command: list[str]):
 
 def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
     """Each arm of the study's grid, as the command line reproduce.py runs it: budget, reward, agent, λ."""
-    preset = PRESETS["protocol-study"]
+    preset = load_preset("protocol-study")
     expected = {  # arm: (protocol, env steps, dense env, reward, actor, λ)
         "r-oracle": ("released", 25_000, True, "none", [256, 256], 0.0),
         "r-baseline": ("released", 25_000, False, "none", [256, 256], 0.0),
@@ -284,12 +284,12 @@ def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
 
 
 def test_protocol_flag_applies_to_every_arm_and_gets_its_own_grid_folder(tmp_path, capsys):
-    original = PRESETS["cpu-medium"]
+    original = load_preset("cpu-medium")
     assert cli.main(["--preset", "cpu-medium", "--protocol", "released", "--dry-run"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3 and all("protocol=released" in line for line in lines)
     assert all("/reproduce/cpu-medium-released/" in line for line in lines)  # never resumes an equal grid
-    assert PRESETS["cpu-medium"] is original  # a flag changes this grid, never the shipped preset
+    assert load_preset("cpu-medium") == original  # a flag changes this grid, never the shipped preset
     assert cli.main(["--preset", "cpu-medium", "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert all("protocol=equal" in line for line in lines)
@@ -375,7 +375,7 @@ def test_report_names_each_rows_protocol_computes_the_presets_ratios_and_copies_
 
 
 def test_an_arm_marked_per_seed_runs_one_process_per_seed_beside_populations(tmp_path):
-    preset = PRESETS["protocol-study"]
+    preset = load_preset("protocol-study")
     cells = [Cell("hopper", m, s) for s in preset.seeds for m in preset.methods]
     per_seed = frozenset(m for m in preset.methods if preset.arm(m).per_seed)
     assert per_seed == {"r-prism", "e-prism"}

@@ -12,10 +12,18 @@ from pathlib import Path
 import pytest
 
 from prism.experiments.grid import Cell, TakeOff
-from prism.experiments.presets import HALFCHEETAH_PAPER_ARMS, PRESETS
-from prism.experiments.scales import HALFCHEETAH_PAPER_RUNS, PEER_CAPQL_ARM
 from prism.experiments.stats import fisher_exact_p, rate_interval
+from prism.experiments.studies import load_preset
 from prism.experiments.takeoff import final_returns, flip_section, take_off_section, take_off_tests
+
+HALFCHEETAH_PAPER_ARMS = (
+    "e-oracle",
+    "e-baseline",
+    "e-uniform",
+    "e-prism",
+)  # table1-study's equal-budget arms
+HALFCHEETAH_PAPER_RUNS = "docs/results/halfcheetah-paper/runs"
+PEER_CAPQL_ARM = "morlb-capql"  # morl-baselines' CAPQL (tools/peer_capql_run.py)
 
 
 def _run(folder: Path, forward: list[float]) -> None:
@@ -39,7 +47,7 @@ def test_take_off_counts_the_seeds_above_the_threshold_here_and_in_the_reference
         (2, 499.9),
     ]
     spec = TakeOff("halfcheetah", "forward", 500.0, str(tmp_path / "ref"), "the small budget")
-    preset = dataclasses.replace(PRESETS["halfcheetah-paper"], take_off=spec)
+    preset = dataclasses.replace(load_preset("halfcheetah-paper"), take_off=spec)
     key = "final_undiscounted_return_forward"
     table = {
         ("halfcheetah", "e-oracle"): {key: [900.0, 501.0, 12.0]},
@@ -57,7 +65,7 @@ def test_take_off_counts_the_seeds_above_the_threshold_here_and_in_the_reference
 
 
 def test_the_halfcheetah_paper_preset_runs_halfcheetah_only_and_joins_the_rest_at_their_budget():
-    preset = PRESETS["halfcheetah-paper"]
+    preset = load_preset("halfcheetah-paper")
     own = [c for c in preset.cells() if c.source is None]
     # five arms × 5 seeds, five more e-oracle seeds, and issue 60's divergence runs: oracle seed 3 rerun, and
     # the LayerNorm critic on that seed and three ordinary ones
@@ -112,7 +120,7 @@ def _flip_run(folder: Path, forward: float, final_flip: float | None, reevaluate
 
 def test_the_flip_count_splits_seeds_by_take_off_and_back_reading_final_rows_then_reevaluations(tmp_path):
     spec = TakeOff("halfcheetah", "forward", 500.0)
-    preset = dataclasses.replace(PRESETS["halfcheetah-paper"], take_off=spec)
+    preset = dataclasses.replace(load_preset("halfcheetah-paper"), take_off=spec)
     runs = {  # seed: (forward, final flipped_fraction, evaluate.csv's last one)
         0: (900.0, 0.6, None),  # took off, on its back (final row)
         1: (10.0, None, 0.5),  # stalled, on its back: 0.5 counts (re-evaluation's last row, not its first)
@@ -188,7 +196,7 @@ def test_fishers_two_sided_p_is_the_sum_over_tables_no_more_likely_than_the_seen
 
 def test_take_off_tests_compare_the_ratio_pairs_counts_and_leave_arms_without_runs_out():
     spec = TakeOff("halfcheetah", "forward", 500.0, None, "")
-    preset = dataclasses.replace(PRESETS["halfcheetah-paper"], take_off=spec)
+    preset = dataclasses.replace(load_preset("halfcheetah-paper"), take_off=spec)
     key = "final_undiscounted_return_forward"
     table = {
         ("halfcheetah", "e-oracle"): {key: [900.0, 3.0, 2.0, 1.0, 0.0]},

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from prism.cli import main
-from prism.experiments.presets import PRESETS
+from prism.experiments.studies import load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -182,7 +182,7 @@ def test_report_only_without_out_warns_when_it_reads_no_run_and_points_to_the_co
     assert cli.main(["--preset", "reward-budget", "--report-only"]) == 0
     captured = capsys.readouterr()
     # the grid's own runs (its joined arms are another study's): e-prism-E1000's 5 seeds and e-prism-diag's one
-    own = [c for c in PRESETS["reward-budget"].cells() if c.source is None]
+    own = [c for c in load_preset("reward-budget").cells() if c.source is None]
     assert len(own) == 6
     assert "read 0 of 6 finished runs of reward-budget in runs/reproduce/reward-budget" in captured.out
     # (the report is still written, from the arms joined from protocol-study: the warning says what is missing)

@@ -120,10 +120,10 @@ def format_table(columns: list[Column], reference: str = "e-oracle") -> str:
 def run_seed(env: str, arm: str, seed: int, out: Path, files: list[str], extra: list[str]) -> Path:
     """Run (or resume, or read) one seed of table1-study's ``arm`` with more config ``files`` (after the env's
     and the method's) and ``extra`` overrides; its folder."""
-    from prism.experiments.presets import PRESETS
     from prism.experiments.runner import Job, fit_command
+    from prism.experiments.studies import load_preset
 
-    preset = PRESETS["table1-study"]
+    preset = load_preset("table1-study")
     job = Job(env, arm, (seed,), False)
     command = fit_command(job, preset, out)
     run_dir = job.run_dir(out)

@@ -44,10 +44,10 @@ NOT_EXPOSED = {
 def oracle_config(preset_name: str, env: str, seed: int):
     """The prism config of ``preset``'s e-oracle run of (env, seed): the settings the peer is given."""
     from prism.config import load_config
-    from prism.experiments.presets import PRESETS
     from prism.experiments.runner import Job, fit_command
+    from prism.experiments.studies import load_preset
 
-    command = fit_command(Job(env, "e-oracle", (seed,), False), PRESETS[preset_name], Path("/nowhere"))
+    command = fit_command(Job(env, "e-oracle", (seed,), False), load_preset(preset_name), Path("/nowhere"))
     at = command.index("--config") + 1
     files = [c for c in command[at:] if c.endswith(".yaml")]
     keys = [c for c in command[at:] if "=" in c and not c.startswith(("run_dir=", "method_label="))]

@@ -5,6 +5,7 @@ job, then report.
     prism reproduce --preset cpu-medium --report-only           # tables and plots from finished runs
     prism reproduce --preset paper --envs hopper --seeds 0 1    # any sub-grid
     prism reproduce --preset smoke --backend ray                # the same grid as Ray tasks
+    prism reproduce --study my-study.yaml --dry-run             # your own study (docs/studies.md)
     prism reproduce --preset paper --backend ray --address auto # join a running Ray cluster
 
 Each run lives in ``<out>/<env>/<method>/seed<k>`` and is a plain prism run folder. The grid is resumable:
@@ -38,8 +39,8 @@ from pathlib import Path
 
 from prism.config import PROTOCOLS  # equal budget, or the authors' released code's arms
 from prism.errors import ConfigError
+from prism.experiments import studies
 from prism.experiments.grid import BACKBONES, ENV_FILES, METHODS, ROOT
-from prism.experiments.presets import PRESETS
 
 
 def build_parser(prog: str = "prism reproduce") -> argparse.ArgumentParser:
@@ -47,7 +48,19 @@ def build_parser(prog: str = "prism reproduce") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu-small")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--preset",
+        choices=studies.shipped(),
+        default="cpu-small",
+        help="a shipped study (conf/studies/NAME.yaml)",
+    )
+    which.add_argument(
+        "--study",
+        type=Path,
+        metavar="FILE",
+        help="your own study file (docs/studies.md); its name is the file's",
+    )
     parser.add_argument("--backend", choices=("local", "ray"), default="local", help="where runs execute")
     parser.add_argument("--parallel", type=int, default=2, help="runs at once (local; a local Ray instance)")
     parser.add_argument(
@@ -140,7 +153,13 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
     from prism.run.lock import locked_elsewhere
 
     args = build_parser(prog).parse_args(argv)
-    base = PRESETS[args.preset]
+    try:
+        base = studies.load_study(args.study) if args.study else studies.load_preset(args.preset)
+    except studies.StudyError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    if args.study:
+        args.preset = args.study.stem  # a user's study is named after its file (its folders, its report)
     backbone = args.backbone or base.backbone
     protocol = args.protocol or base.protocol
     if args.protocol and any(arm.protocol for arm in base.arms):
@@ -277,7 +296,7 @@ def _recompute_command(args: argparse.Namespace, out: Path, results: Path) -> st
     docs = (ROOT / "docs" / "results").resolve()
     copies = results.resolve().is_relative_to(docs) and not out.resolve().is_relative_to(docs)
     runs = results / "runs" if copies else out
-    parts = ["prism reproduce", f"--preset {args.preset}"]
+    parts = ["prism reproduce", f"--study {_shown(args.study)}" if args.study else f"--preset {args.preset}"]
     for flag in ("envs", "methods", "seeds"):
         values = vars(args)[flag]
         if values:
