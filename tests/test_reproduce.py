@@ -263,7 +263,7 @@ def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
         "d-oracle-layer": ("equal", 50_000, True, "none", [256, 256, 256], 0.0),
         "e-oracle": ("equal", 50_000, True, "none", [256, 256], 0.0),
         "e-baseline": ("equal", 50_000, False, "none", [256, 256], 0.0),
-        "e-prism": ("equal", 50_000, False, "resymnet", [256, 256], None),  # None: hopper's λ = 0.01
+        "e-prism": ("equal", 50_000, False, "resymnet", [256, 256], 0.01),  # null in the files: hopper's spec λ
         "e-uniform": ("equal", 50_000, False, "uniform", [256, 256], 0.01),
     }
     assert set(preset.methods) == set(expected)
