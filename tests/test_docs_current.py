@@ -95,3 +95,20 @@ def test_the_readme_is_a_front_page_with_one_results_row_per_study():
         assert f"(docs/results/{study}/{page})" in rows.get(study, ""), study
     for page in re.findall(r"\b(docs/[\w/.-]+\.md)\b", text):
         assert (ROOT / page).is_file(), page
+
+
+def test_the_changelog_has_a_dated_section_for_the_released_version():
+    """CHANGELOG.md follows Keep a Changelog: [Unreleased] first, then a dated section for the version that
+    pyproject.toml and ``prism.__version__`` carry; the long history stays in git, not in the file."""
+    import tomllib
+
+    import prism
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert version == prism.__version__
+    sections = re.findall(r"^## \[([^\]]+)\](.*)$", text, flags=re.M)
+    assert sections[0][0] == "Unreleased"
+    dated = dict(sections[1:])
+    assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", dated.get(version, "")), sections
+    assert len(text.encode()) <= 40_000
