@@ -1,6 +1,6 @@
-"""Every "beats", "ties", "matches" and "as well" in the study reports, README.md and CHANGELOG.md cites a row of
-a committed ratios.csv whose verdict allows it (prism.experiments.claims); and the check fails on planted bad
-sentences, so that a green run means something."""
+"""Every "beats", "ties", "matches" and "as well" in the study reports, docs/results/README.md, README.md,
+docs/usage.md and CHANGELOG.md cites a row of a committed ratios.csv whose verdict allows it
+(prism.experiments.claims); and the check fails on planted bad sentences, so that a green run means something."""
 
 from __future__ import annotations
 
@@ -63,7 +63,13 @@ def test_every_claim_in_the_reports_readme_and_changelog_is_backed_by_its_row():
     # table.md is generated, its verdict column the rows themselves
     written = sorted(p for p in RESULTS.glob("*/*.md") if p.name != "table.md")
     assert RESULTS / "halfcheetah-paper" / "oracle.md" in written
-    paths = written + [ROOT / "README.md", ROOT / "CHANGELOG.md"]
+    assert (RESULTS / "README.md").is_file() and (ROOT / "docs" / "usage.md").is_file()
+    paths = written + [
+        RESULTS / "README.md",
+        ROOT / "README.md",
+        ROOT / "docs" / "usage.md",
+        ROOT / "CHANGELOG.md",
+    ]
     problems = check_files(paths, ROOT, load_rows(RESULTS))
     assert not problems, "\n".join(map(str, problems))
 

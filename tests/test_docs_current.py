@@ -64,6 +64,7 @@ def test_no_tracker_labels_in_the_readme_docs_package_tests_and_tools():
     files = [
         ROOT / "README.md",
         *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "docs").glob("results/*.md")),
         *sorted((ROOT / "docs").glob("results/*/*.md")),
         *sorted((ROOT / "prism").rglob("*.py")),
         *sorted((ROOT / "conf").rglob("*.yaml")),
@@ -77,3 +78,37 @@ def test_no_tracker_labels_in_the_readme_docs_package_tests_and_tools():
         if label.search(line)
     ]
     assert len(files) > 10 and hits == []
+
+
+def test_the_readme_is_a_front_page_with_one_results_row_per_study():
+    """README.md is the front door: at most 200 lines, no commit hashes or tracker numbers (history belongs in
+    CHANGELOG and git), one results-table row per committed study linking its report (or its table where it
+    has none), and every docs page it names exists."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert not re.search(r"\b[Ii]ssues? \d+", text)
+    assert not re.search(r"(?<![\w/.-])[0-9a-f]{7,40}(?![\w/.-])", text)
+    studies = sorted(p.name for p in (ROOT / "docs" / "results").iterdir() if (p / "table.md").is_file())
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    for study in studies:
+        page = "report.md" if (ROOT / "docs" / "results" / study / "report.md").is_file() else "table.md"
+        assert f"(docs/results/{study}/{page})" in rows.get(study, ""), study
+    for page in re.findall(r"\b(docs/[\w/.-]+\.md)\b", text):
+        assert (ROOT / page).is_file(), page
+
+
+def test_the_changelog_has_a_dated_section_for_the_released_version():
+    """CHANGELOG.md follows Keep a Changelog: [Unreleased] first, then a dated section for the version that
+    pyproject.toml and ``prism.__version__`` carry; the long history stays in git, not in the file."""
+    import tomllib
+
+    import prism
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert version == prism.__version__
+    sections = re.findall(r"^## \[([^\]]+)\](.*)$", text, flags=re.M)
+    assert sections[0][0] == "Unreleased"
+    dated = dict(sections[1:])
+    assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", dated.get(version, "")), sections
+    assert len(text.encode()) <= 40_000

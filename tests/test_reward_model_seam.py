@@ -6,6 +6,7 @@ fitted in a tiny run, shaping rewards, checkpointed and reloaded. No file of pri
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import torch
 from toy_runs import toy_run
 
 import prism
+from prism import checks
+from prism.cli import main
 from prism.config import ConfigError, load_config
 from prism.data.features import FeatureLayout
 from prism.data.segments import SegmentStore
@@ -33,6 +36,9 @@ class LinearConfig(RewardConfig):
 
     name: str = "toy_linear"
     ridge: float = 1e-3
+
+    def check_own_keys(self) -> None:  # the documented hook for a model's own keys
+        checks.non_negative("reward.ridge", self.ridge)
 
 
 class LinearRewardModel(RewardModelBase):
@@ -109,3 +115,64 @@ def test_a_key_of_another_model_is_refused_naming_its_owner(toy_linear):
         ConfigError, match=r"^reward.ridge: .*not in 'ReSymNetConfig'; it is a key of toy_linear"
     ):
         load_config([CONF / "quickstart.yaml"], ["reward.ridge=0.1"])
+
+
+def test_a_models_own_bad_key_stops_prism_fit_in_one_line_naming_it(toy_linear, tmp_path, capsys):
+    """RewardConfig.check_own_keys is the hook a plug-in checks its keys in: `reward.ridge=-1` is one line
+    naming the key, exit 2, and no run folder is made."""
+    run_dir = tmp_path / "run"
+    args = ["fit", "--config", str(CONF / "quickstart.yaml"), "reward.name=toy_linear", "reward.ridge=-1"]
+    assert main([*args, f"run_dir={run_dir}"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["prism: error: reward.ridge: must be >= 0, got -1.0"]
+    assert not run_dir.exists()
+    assert load_config([CONF / "quickstart.yaml"], ["reward.name=toy_linear"]).reward.ridge == 1e-3
+
+
+def test_a_hook_message_without_its_key_still_names_the_model(toy_linear, monkeypatch):
+    def terse(self) -> None:
+        raise ValueError("ridge must be small\nsecond line")
+
+    monkeypatch.setattr(LinearConfig, "check_own_keys", terse)
+    with pytest.raises(ConfigError, match=r"^reward \(toy_linear\): ridge must be small$"):
+        load_config([CONF / "quickstart.yaml"], ["reward.name=toy_linear"])
+
+
+def test_a_plain_fit_refuses_warm_start_and_the_stacked_fit_before_the_run(toy_linear):
+    """A plain fit is handed no previous model and has no population fit: both keys are refused at load."""
+    for key, line in (
+        (
+            "reward.warm_start=true",
+            r"^reward.warm_start: must be false with reward.name=toy_linear .*plain fit",
+        ),
+        ("reward.stacked_fit=true", r"^reward.stacked_fit: must be false with reward.name=toy_linear"),
+    ):
+        with pytest.raises(ConfigError, match=line):
+            load_config([CONF / "quickstart.yaml"], ["reward.name=toy_linear", key])
+
+
+def _page_block(language: str, first_line: str) -> str:
+    page = (CONF.parent / "docs" / "add_a_reward_model.md").read_text()
+    (block,) = [
+        b for b in re.findall(rf"```{language}\n(.*?)```", page, flags=re.S) if b.startswith(first_line)
+    ]
+    return block
+
+
+def test_the_pages_blocks_are_the_code_tested_here(toy_linear):
+    """docs/add_a_reward_model.md shows this file's model, config hook, fit and registration."""
+    import tomllib
+
+    namespace: dict = {}
+    exec(compile(_page_block("python", "# mypkg/linear.py\n"), "add_a_reward_model.md", "exec"), namespace)
+    with pytest.raises(ValueError, match=r"^reward.ridge: must be >= 0, got -1"):
+        namespace["LinearConfig"](ridge=-1.0)
+    assert namespace["LinearConfig"]().ridge == LinearConfig().ridge
+    plugins = _page_block("python", "# mypkg/plugins.py\n")
+    for target in (
+        "mypkg.linear:fit_linear",
+        "mypkg.linear:LinearRewardModel.from_dict",
+        "mypkg.linear:LinearConfig",
+    ):
+        assert f'"{target}"' in plugins
+    toml = tomllib.loads(_page_block("toml", '[project.entry-points."prism.plugins"]'))
+    assert toml["project"]["entry-points"]["prism.plugins"] == {"mypkg": "mypkg.plugins:register"}

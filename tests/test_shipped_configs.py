@@ -114,3 +114,20 @@ def test_shipped_config_trains_to_the_end(files, tmp_path, monkeypatch, capsys):
         assert len(relabel_calls) > 0
     else:
         assert relabel_calls == []
+
+
+@pytest.mark.parametrize("env_file", ["hopper", "walker", "halfcheetah", "swimmer", "quickstart"])
+def test_the_lite_fit_overlay_sets_the_residual_free_network_and_nothing_else(env_file):
+    """conf/fit/lite.yaml swaps ReSymNet's network for the residual-free one; every other key stays the env
+    file's, and the env files keep the paper's residual network as the default."""
+    import dataclasses
+
+    base = load_config([CONF / f"{env_file}.yaml"])
+    lite = load_config([CONF / f"{env_file}.yaml", CONF / "fit" / "lite.yaml"])
+    assert base.reward.residual is True and lite.reward.residual is False
+    assert dataclasses.replace(lite.reward, residual=True) == base.reward
+    assert dataclasses.replace(lite, reward=base.reward) == base
+    with_method = load_config(
+        [CONF / f"{env_file}.yaml", CONF / "method" / "prism.yaml", CONF / "fit" / "lite.yaml"]
+    )
+    assert with_method.reward.residual is False and with_method.method == "prism"

@@ -237,8 +237,8 @@ def test_the_bench_extra_declares_the_pillow_cap_its_moviepy_imposes():
 
 
 def test_wall_time_counts_an_interrupted_process_up_to_its_last_checkpoint_as_readme_says(monkeypatch):
-    """prism/run/clock.py counts the work a run's result is made of; README said "across every process that
-    trained the run", which reads as every second of every process. Code and README now say the same: a
+    """prism/run/clock.py counts the work a run's result is made of; the docs said "across every process that
+    trained the run", which reads as every second of every process. Code and docs/usage.md now say the same: a
     killed process's time after its last checkpoint is redone, and counted once, by the next process."""
     import prism.run.clock as clock
 
@@ -254,12 +254,12 @@ def test_wall_time_counts_an_interrupted_process_up_to_its_last_checkpoint_as_re
     now["t"] = 190.0  # the resumed process trains 60 s and finishes
     times = second.read()
     assert (times.wall_s, times.cpu_s, times.wall_s_this_process) == (160.0, 80.0, 60.0)
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    usage = " ".join((ROOT / "docs" / "usage.md").read_text().split())  # the README's reference page
     assert (
         "what a killed or interrupted process did after its last checkpoint is redone by the next one"
-        in readme
+        in usage
     )
-    assert "after its last checkpoint is not in the totals" in readme
+    assert "after its last checkpoint is not in the totals" in usage
 
 
 def test_render_says_how_long_and_how_big_before_it_starts():

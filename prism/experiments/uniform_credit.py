@@ -1,5 +1,5 @@
-"""``prism uniform-credit``: how much per-step information uniform R/T redistribution carries, per env (README
-and docs/results/table1-study quote it).
+"""``prism uniform-credit``: how much per-step information uniform R/T redistribution carries, per env
+(docs/results/README.md and docs/results/table1-study quote it).
 
 The uniform arm pays every step of an episode its return spread evenly, R/T. Pooled over the steps of many
 episodes, the Pearson correlation of that reward with the hidden per-step reward r_t is the correlation ratio

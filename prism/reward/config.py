@@ -154,9 +154,28 @@ class RewardConfig:
     def __post_init__(self) -> None:
         self.validate()
 
+    def check_own_keys(self) -> None:
+        """The hook for a reward model's own keys: override it in your model's config subclass to check them.
+
+        Raise ``ValueError("reward.<key>: ...")`` for a bad value, e.g. with :mod:`prism.checks`
+        (``checks.non_negative("reward.ridge", self.ridge)``). :meth:`validate` runs it after the shared keys'
+        checks, on construction, so a plug-in need not call ``super()``; ``prism fit`` then stops with that one line, exit code 2,
+        before the run folder is made. The built-in models check their keys in :meth:`validate`."""
+
+    def _check_own_keys(self) -> None:
+        """:meth:`check_own_keys`, its error named after the model when its message does not name the key."""
+        try:
+            self.check_own_keys()
+        except ValueError as err:
+            line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            if not line.startswith("reward."):  # the loader's one-line rule: the line starts with the key
+                line = f"reward ({self.name}): {line}"
+            raise ValueError(line) from None
+
     def validate(self) -> None:
         """Raise ``ValueError`` (one line, starting with the ``reward.*`` key) when a value is out of range;
-        run on construction, so a config loaded from YAML and one built in Python are checked alike."""
+        run on construction, so a config loaded from YAML and one built in Python are checked alike. A
+        plug-in's own keys go in :meth:`check_own_keys` instead."""
         from prism.registry import REWARDS
 
         # A registered method or an importable class path (``package.module:Name``, a user shaper).
@@ -192,6 +211,18 @@ class RewardConfig:
         checks.require(
             "reward.warm_start", isinstance(self.warm_start, bool), "be true or false", self.warm_start
         )
+        if self.warm_start:
+            from prism.registry import REWARD_MODELS
+
+            # A plain plug-in fit (fit=, not fitter=) is handed no previous model to start from.
+            model = REWARDS.entry("reward.name", self.name).model
+            checks.require(
+                "reward.warm_start",
+                model is None or REWARD_MODELS.entry("reward.name", model).fitter is not None,
+                f"be false with reward.name={self.name} (its reward model {model!r} has a plain fit, which "
+                "takes no previous model)",
+                self.warm_start,
+            )
         if self.stacked_fit:
             from prism.registry import REWARD_MODELS
 
@@ -213,6 +244,7 @@ class RewardConfig:
                 "be false with reward.stacked_fit=true",
                 self.warm_start,
             )
+        self._check_own_keys()
 
 
 @dataclass
