@@ -129,3 +129,22 @@ def test_killed_after_the_cycle_end_row_resumes_byte_identical(tmp_path, monkeyp
     monkeypatch.undo()
     fit_run([], [], resume=str(run_dir))
     assert (run_dir / "eval.csv").read_bytes() == (tmp_path / "whole" / "eval.csv").read_bytes()
+
+
+def test_a_joined_arm_reads_the_cycle_end_row_as_its_final(tmp_path):
+    """The released protocol's oracle at M, read by a report from a 2 × M run's cycle-end row."""
+    from prism.experiments.collect import collect
+    from prism.experiments.grid import Cell
+
+    out = tmp_path / "runs"
+    rows = _fit(out / "toy" / "e-oracle" / "seed0", "loop.cycles=2", "eval.final.each_cycle=true")
+    table = collect(
+        [Cell("toy", "e-oracle", 0), Cell("toy", "r-oracle", 0, out, "e-oracle", cycle_end=1)], out
+    )
+    (cycle_end,) = [r for r in rows if r["cycle_end"] == "1"]
+    (final,) = [r for r in rows if r["final"] == "1"]
+    assert table[("toy", "r-oracle")]["final_hv"] == [float(cycle_end["hv"])]
+    assert table[("toy", "r-oracle")]["env_steps"] == [M]
+    assert table[("toy", "e-oracle")]["final_hv"] == [float(final["hv"])]
+    # The curve stops at M: the periodic rows up to the cycle's end (eval.every = 150: 150 only).
+    assert [step for step, _ in table[("toy", "r-oracle")]["curves"][0]] == [150]

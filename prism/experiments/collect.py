@@ -81,7 +81,18 @@ def collect(cells: list[Cell], out: Path) -> dict[tuple[str, str], dict[str, lis
         run_dir = cell.run_dir(out)
         if not (run_dir / "summary.json").is_file():
             continue
-        periodic, final = split_rows(read_eval(run_dir))
+        rows = read_eval(run_dir)
+        if cell.cycle_end:
+            ends = cycle_end_rows(rows)
+            if len(ends) < cell.cycle_end:
+                raise ValueError(
+                    f"{run_dir}/eval.csv: no cycle_end row for cycle {cell.cycle_end} (was it run with "
+                    "eval.final.each_cycle=true?)"
+                )
+            final = ends[cell.cycle_end - 1]
+            periodic, _ = split_rows([r for r in rows if r["env_steps"] <= final["env_steps"]])
+        else:
+            periodic, final = split_rows(rows)
         entry = table.setdefault(
             (cell.env, cell.method), {"seeds": [], "curves": [], "env_steps": [], "fits": []}
         )

@@ -110,6 +110,12 @@ class JoinedArms:
     "e-prism-fast")``: a reused run must have the config this grid would give it, apart from labels —
     tests/test_ablation_study.py checks that); an arm not listed has the same name in both grids."""
 
+    cycle_end: int = 0
+    """Read each run's ``cycle_end`` row of this cycle (1 = the end of cycle 1, a run with
+    ``eval.final.each_cycle``) as its final evaluation, and its periodic rows up to that step as its curve;
+    0 reads the run's own final row. E.g. the released protocol's oracle at M steps, read from an oracle run
+    over 2 × M in this grid's own folder."""
+
     def source_arm(self, arm: str) -> str:
         """The folder name of this grid's ``arm`` in the other grid."""
         return dict(self.renamed).get(arm, arm)
@@ -198,6 +204,8 @@ class Cell:
     source: Path | None = None
     source_method: str | None = None
     """The arm's folder name in ``source`` when it differs from ``method`` (a reused arm, :class:`JoinedArms`)."""
+    cycle_end: int = 0
+    """Read the run at the end of this cycle (:attr:`JoinedArms.cycle_end`); 0: at its end."""
 
     def run_dir(self, out: Path) -> Path:
         return (self.source or out) / self.env / (self.source_method or self.method) / f"seed{self.seed}"
@@ -274,7 +282,14 @@ class Preset:
                     join = self.joined_source(e, m)
                     source = join.source_arm(m) if join else None
                     cells.append(
-                        Cell(e, m, s, join.folder() if join else None, source if source != m else None)
+                        Cell(
+                            e,
+                            m,
+                            s,
+                            join.folder() if join else None,
+                            source if source != m else None,
+                            join.cycle_end if join else 0,
+                        )
                     )
         return cells
 

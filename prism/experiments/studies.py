@@ -232,6 +232,8 @@ def _check(p: Preset, aggregates: tuple[Aggregate, ...]) -> None:
             _one_of(name, p.methods_for(join.env), f"joined[{i}].arms", f"an arm of {join.env}")
         for here, _ in join.renamed:
             _one_of(here, join.arms, f"joined[{i}].renamed", "one of its arms")
+        if join.cycle_end < 0:
+            raise _Bad(f"joined[{i}].cycle_end: {join.cycle_end} is not a cycle (1, 2, …; 0: the run's end)")
     for i, agg in enumerate(aggregates):
         for name in (agg.normaliser, *agg.arms, *(n for pair in agg.improvements for n in pair)):
             _one_of(name, arms, f"aggregates[{i}]", "an arm of the study")
