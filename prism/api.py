@@ -176,7 +176,10 @@ class LoadedRun:
         with a leading batch dimension); ``obs`` is the observation before the step, ``reward`` the step's
         reward vector (only its dense channels are read, so the true and the emitted vector give the same
         values). A model that reads the next observation (``rrd``) also needs ``next_obs``, the observation
-        the step led to (a :class:`~prism.reward.shapers.Transition` has it). Returns float32 numpy with the
+        the step led to, and one that reads the termination flag (``reward.terminal_feature``) ``terminated``
+        (a :class:`~prism.reward.shapers.Transition` has both). This is the model's per-step prediction
+        ``f(h_t)``; with ``reward.conserve_return`` a run's shaper also shifts a released segment's steps by
+        ``(R − Σ f) / T`` (:func:`prism.reward.conservation.conserve_segment_returns`). Returns float32 numpy with the
         transitions' leading shape (a scalar for one transition). A run without a reward model (oracle,
         baseline, uniform, random) raises ``ValueError``."""
         model = self._reward_models[self._member(member)] if self._reward_models else None
@@ -185,9 +188,13 @@ class LoadedRun:
             raise ValueError(
                 f"shaped_reward: run {self.run_dir} has no reward model (reward.name={self.config.reward.name})"
             )
-        reads_next = model.inputs.next_obs
-        obs, action, reward, *rest = _fields(transitions, ("next_obs",) if reads_next else ())
-        features = model.features(obs, action, reward, channel, rest[0] if reads_next else None)
+        reads_next, reads_flag = model.inputs.next_obs, model.inputs.terminal
+        extra = (("next_obs",) if reads_next else ()) + (("terminated",) if reads_flag else ())
+        obs, action, reward, *rest = _fields(transitions, extra)
+        next_obs = rest.pop(0) if reads_next else None
+        terminated = rest.pop(0).astype(bool) if reads_flag else None
+        flag = {"terminated": terminated} if reads_flag else {}
+        features = model.features(obs, action, reward, channel, next_obs, **flag)
         lead = features.shape[:-1]
         with torch.no_grad():
             values = model.predict(features.reshape(-1, features.shape[-1]))

@@ -246,6 +246,8 @@ class TrajectorySumDataModule(L.LightningDataModule):
             Validation batches always hold whole segments.
         next_obs: append each step's ``s_{t+1}`` to its features (:meth:`SegmentStore.inputs`; for RRD).
         standardise: z-score the features (ReSymNet); False: raw, the identity scaler (RRD's default).
+        terminal: append each step's termination flag ``d_t`` (:attr:`SegmentStore.terminated_steps`, 0/1;
+            ReSymNet's ``reward.terminal_feature``).
 
     The scaler (``feature_mean``, ``feature_scale``) is fitted on the steps of training segments only
     (population std, zero variance → 1) and copied into the fitted model by :func:`fit_resymnet_model`.
@@ -265,6 +267,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         sampler: StepSampler | None = None,
         next_obs: bool = False,
         standardise: bool = True,
+        terminal: bool = False,
     ):
         super().__init__()
         if store.num_segments < 2:
@@ -289,13 +292,16 @@ class TrajectorySumDataModule(L.LightningDataModule):
         if next_obs and not store.has_next_obs:
             raise ValueError("TrajectorySumDataModule: next_obs=True, but the store keeps none")
         self.next_obs, self.standardise = bool(next_obs), bool(standardise)
+        self.terminal = bool(terminal)
         self._prepared = False
 
     @property
     def in_features(self) -> int:
         s = self.store
         dense = s.n_dense if self.use_dense_features else 0
-        return s.obs_dim + s.act_dim + dense + (s.obs_dim if self.next_obs else 0)
+        return (
+            s.obs_dim + s.act_dim + dense + (s.obs_dim if self.next_obs else 0) + (1 if self.terminal else 0)
+        )
 
     def setup(self, stage: str | None = None) -> None:
         if self._prepared:
@@ -307,7 +313,7 @@ class TrajectorySumDataModule(L.LightningDataModule):
         self.val_segments = perm[:n_val].sort().values
         self.train_segments = perm[n_val:].sort().values
 
-        feats = store.inputs(self.use_dense_features, self.next_obs)
+        feats = store.inputs(self.use_dense_features, self.next_obs, self.terminal)
         train_rows = torch.zeros(n_seg, dtype=torch.bool)
         train_rows[self.train_segments] = True
         train_rows = train_rows[store.segment_index]  # step belongs to a training segment

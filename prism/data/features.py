@@ -3,9 +3,11 @@
 They sit in the data layer, below both the segment store / datamodule that build and scale them and the
 reward models and shapers that consume them.
 
-A step's raw inputs are ``[s_t, a_t, r_dense_t, s_{t+1}]``, of which a reward model reads a fixed choice of
-column groups: ReSymNet ``[s_t, a_t, r_dense_t]`` (``[s_t, a_t]`` "w/o dense"), RRD ``[s_t, a_t, s_{t+1}]``
-(docs/method.md §4b). A model says which through its :class:`FeatureLayout` (``inputs``), the one place that
+A step's raw inputs are ``[s_t, a_t, r_dense_t, s_{t+1}, d_t]``, of which a reward model reads a fixed choice
+of column groups: ReSymNet ``[s_t, a_t, r_dense_t]`` (``[s_t, a_t]`` "w/o dense"; ``[..., d_t]`` with
+``reward.terminal_feature``), RRD ``[s_t, a_t, s_{t+1}]`` (docs/method.md §4b, §4c). ``d_t`` is the termination
+flag: 1 on the step that *terminates* its episode (the MDP's own end, e.g. a fall), 0 on every other step,
+truncated last steps included. A model says which through its :class:`FeatureLayout` (``inputs``), the one place that
 builds its features, for one step or a batch (:mod:`prism.reward.model`'s ``RewardModel`` contract).
 """
 
@@ -30,10 +32,17 @@ def dense_channels(n_objectives: int, sparse_channel: int) -> list[int]:
 
 
 def feature_dim(
-    obs_dim: int, act_dim: int, n_objectives: int, use_dense: bool = True, next_obs: bool = False
+    obs_dim: int,
+    act_dim: int,
+    n_objectives: int,
+    use_dense: bool = True,
+    next_obs: bool = False,
+    terminal: bool = False,
 ) -> int:
-    """Width of ``h_t``: ``obs + act (+ L − 1 dense rewards) (+ obs, the next observation)``."""
-    return obs_dim + act_dim + (n_objectives - 1 if use_dense else 0) + (obs_dim if next_obs else 0)
+    """Width of ``h_t``: ``obs + act (+ L − 1 dense rewards) (+ obs, the next observation) (+ 1, the
+    termination flag)``."""
+    dense = n_objectives - 1 if use_dense else 0
+    return obs_dim + act_dim + dense + (obs_dim if next_obs else 0) + (1 if terminal else 0)
 
 
 def build_features(
@@ -43,9 +52,11 @@ def build_features(
     sparse_channel: int,
     use_dense: bool = True,
     next_obs: Tensor | np.ndarray | None = None,
+    terminated: Tensor | np.ndarray | bool | None = None,
 ) -> Tensor:
     """``h_t = [s_t, a_t, r_dense_t]`` as a float32 tensor ``[..., F]``; ``[..., s_{t+1}]`` appended when
-    ``next_obs`` is given.
+    ``next_obs`` is given, then ``[..., d_t]`` when ``terminated`` is given (``[...]`` bools, or one bool for
+    one step: 1.0 where the step terminated its episode, 0.0 elsewhere, truncation included).
 
     ``obs`` is the observation *before* the step, ``action`` the action sent and ``reward`` the step's reward
     vector ``[..., L]``; only its dense channels are used (the sparse one is dropped), so passing the emitted
@@ -62,6 +73,9 @@ def build_features(
         parts.append(rew_t[..., dense_channels(rew_t.shape[-1], sparse_channel)])
     if next_obs is not None:
         parts.append(torch.as_tensor(next_obs, dtype=torch.float32, device=obs_t.device))
+    if terminated is not None:
+        flag = torch.as_tensor(terminated, device=obs_t.device).to(torch.float32)
+        parts.append(flag.reshape(*obs_t.shape[:-1], 1))
     return torch.cat(parts, dim=-1)
 
 
@@ -73,6 +87,7 @@ def write_features(
     sparse_channel: int,
     use_dense: bool = True,
     next_obs: np.ndarray | None = None,
+    terminated: bool | None = None,
 ) -> np.ndarray:
     """:func:`build_features` of one step written in place into ``row`` (a float32 ``[F]`` array, e.g. the numpy
     view of a reused CPU tensor), so a per-step caller allocates no tensor; returns ``row``."""
@@ -86,20 +101,25 @@ def write_features(
         end += len(dense)
     if next_obs is not None:
         row[end : end + o] = next_obs
+        end += o
+    if terminated is not None:
+        row[end] = 1.0 if terminated else 0.0
     return row
 
 
 @dataclass(frozen=True)
 class FeatureLayout:
     """Which column groups of a step a reward model reads: ``[s_t, a_t]``, the dense rewards ``r_dense_t``
-    (``dense``) and the next observation ``s_{t+1}`` (``next_obs``), in that order."""
+    (``dense``), the next observation ``s_{t+1}`` (``next_obs``) and the termination flag ``d_t``
+    (``terminal``), in that order."""
 
     dense: bool = True
     next_obs: bool = False
+    terminal: bool = False
 
     def width(self, obs_dim: int, act_dim: int, n_objectives: int) -> int:
         """``F``, the features' width."""
-        return feature_dim(obs_dim, act_dim, n_objectives, self.dense, self.next_obs)
+        return feature_dim(obs_dim, act_dim, n_objectives, self.dense, self.next_obs, self.terminal)
 
     def _next(self, next_obs: Tensor | np.ndarray | None, key: str) -> Tensor | np.ndarray | None:
         if not self.next_obs:
@@ -107,6 +127,13 @@ class FeatureLayout:
         if next_obs is None:
             raise ValueError(f"{key}: the reward model reads the next observation; none was given")
         return next_obs
+
+    def _flag(self, terminated, key: str):
+        if not self.terminal:
+            return None
+        if terminated is None:
+            raise ValueError(f"{key}: the reward model reads the termination flag; none was given")
+        return terminated
 
     def build(
         self,
@@ -116,11 +143,13 @@ class FeatureLayout:
         sparse_channel: int,
         next_obs: Tensor | np.ndarray | None = None,
         *,
+        terminated: Tensor | np.ndarray | bool | None = None,
         key: str = "reward.name",
     ) -> Tensor:
-        """:func:`build_features` with this layout's columns (``next_obs`` is read only when the layout has it,
-        and then required: a one-line ``ValueError`` starting with ``key``)."""
-        return build_features(obs, action, reward, sparse_channel, self.dense, self._next(next_obs, key))
+        """:func:`build_features` with this layout's columns (``next_obs`` and ``terminated`` are read only when
+        the layout has them, and then required: a one-line ``ValueError`` starting with ``key``)."""
+        nxt, flag = self._next(next_obs, key), self._flag(terminated, key)
+        return build_features(obs, action, reward, sparse_channel, self.dense, nxt, flag)
 
     def write(
         self,
@@ -130,14 +159,15 @@ class FeatureLayout:
         reward: np.ndarray,
         sparse_channel: int,
         next_obs: np.ndarray | None = None,
+        terminated: bool | None = None,
     ) -> np.ndarray:
         """:func:`write_features` with this layout's columns, in place into ``row``."""
-        nxt = self._next(next_obs, "reward.name")
-        return write_features(row, obs, action, reward, sparse_channel, self.dense, nxt)  # type: ignore[arg-type]
+        nxt, flag = self._next(next_obs, "reward.name"), self._flag(terminated, "reward.name")
+        return write_features(row, obs, action, reward, sparse_channel, self.dense, nxt, flag)  # type: ignore[arg-type]
 
     def of_store(self, store: SegmentStore) -> Tensor:
         """Every stored step's features ``[N, F]`` (:meth:`SegmentStore.inputs`)."""
-        return store.inputs(self.dense, self.next_obs)
+        return store.inputs(self.dense, self.next_obs, self.terminal)
 
 
 def standardisation_stats(features: Tensor, eps: float = 1e-8) -> tuple[Tensor, Tensor]:

@@ -119,21 +119,32 @@ class SegmentStore:
             raise ValueError("SegmentStore: this store keeps no next observations (made with next_obs=False)")
         return self._next_obs[: self._n]
 
-    def inputs(self, use_dense: bool = True, next_obs: bool = False) -> Tensor:
-        """``[N, F']`` per-step model inputs ``[s_t, a_t, (r_dense_t), (s_{t+1})]`` (the column groups a reward
-        model reads, :func:`prism.data.features.build_features`'s layout). ``use_dense`` is ignored by a store
-        without dense columns; ``next_obs`` needs a store that keeps them (one-line ``ValueError`` otherwise).
-        Without ``next_obs`` it is a view of :attr:`features`."""
+    @property
+    def terminated_steps(self) -> Tensor:
+        """``[N]`` bool: the steps that terminated their episode (the :data:`TERMINATED` bit, set only on the
+        last step of an episode that ended by termination; never on a truncated one, never mid-episode)."""
+        return (self.step_flags & TERMINATED) != 0
+
+    def inputs(self, use_dense: bool = True, next_obs: bool = False, terminal: bool = False) -> Tensor:
+        """``[N, F']`` per-step model inputs ``[s_t, a_t, (r_dense_t), (s_{t+1}), (d_t)]`` (the column groups a
+        reward model reads, :func:`prism.data.features.build_features`'s layout). ``use_dense`` is ignored by a
+        store without dense columns; ``next_obs`` needs a store that keeps them (one-line ``ValueError``
+        otherwise); ``terminal`` appends the termination flag :attr:`terminated_steps` as 0/1. Without
+        ``next_obs`` and ``terminal`` it is a view of :attr:`features`."""
         width = self.obs_dim + self.act_dim + (self.n_dense if use_dense else 0)
         columns = self.features[:, :width]
-        if not next_obs:
-            return columns
-        if self._next_obs is None:
-            raise ValueError(
-                "SegmentStore: the reward model reads next observations, but this store keeps none "
-                "(collected for a model that does not)"
-            )
-        return torch.cat([columns, self.next_obs], dim=1)
+        parts = [columns]
+        if next_obs:
+            if self._next_obs is None:
+                raise ValueError(
+                    "SegmentStore: the reward model reads next observations, but this store keeps none "
+                    "(collected for a model that does not)"
+                )
+            parts.append(self.next_obs)
+        if terminal:
+            # The same flag the shaper hands the model at an env step (the env's ``terminated``).
+            parts.append(self.terminated_steps.to(columns.dtype)[:, None])
+        return columns if len(parts) == 1 else torch.cat(parts, dim=1)
 
     @property
     def targets(self) -> Tensor:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from prism.data.collect import run_episode, uniform_random_policy
 from prism.envs import EnvSpec, make_env
+from prism.reward.conservation import conserve_one_segment
 from prism.reward.model import RewardModel
 
 
@@ -20,12 +22,20 @@ def shaped_vs_true_figure(model: RewardModel, spec: EnvSpec, sparse_channel: int
     if policy is None:
         policy = uniform_random_policy(env.action_space, seed=seed)
     episode = run_episode(env, policy, seed=seed)
+    flag = {}
+    if model.inputs.terminal:
+        terminated = np.zeros(len(episode.obs), dtype=bool)
+        terminated[-1] = episode.terminated  # the env's termination flag of each step (never truncation)
+        flag["terminated"] = terminated
     features = model.features(
-        episode.obs, episode.action, episode.true_reward, sparse_channel, episode.next_obs
+        episode.obs, episode.action, episode.true_reward, sparse_channel, episode.next_obs, **flag
     )
     true_l = episode.true_reward[:, sparse_channel]
     with torch.no_grad():
         predicted = model.predict(features).cpu().numpy()
+    if getattr(model, "conserves_return", False):
+        # What the agent is given: the episode (one segment at p_rel = 0) shifted to sum to its return.
+        predicted = conserve_one_segment(predicted, float(episode.emitted[-1, sparse_channel]))
     figure, axis = plt.subplots(figsize=(7, 3.2))
     axis.plot(true_l, label="true", linewidth=1.2)
     axis.plot(predicted, label="predicted", linewidth=1.2, alpha=0.8)

@@ -26,10 +26,13 @@ from prism import checks
 if TYPE_CHECKING:
     from prism.reward.losses import FitLoss
 
-FIT_LOSSES = ("sum", "randomized")
-"""``reward.loss``: eq. 1 over whole segments, or randomized return decomposition over sampled steps."""
+FIT_LOSSES = ("sum", "normalised", "randomized")
+"""``reward.loss``: eq. 1 over whole segments, eq. 1 with each segment's error divided by its length, or
+randomized return decomposition over sampled steps."""
 FIT_LOSS_SUMMARIES = {
     "sum": "eq. 1: each segment's per-step predictions summed against its return (the paper's; the default)",
+    "normalised": "eq. 1 with each segment's squared error divided by its length, so long segments do not "
+    "dominate the fit (docs/method.md §4c)",
     "randomized": "randomized return decomposition: reward.sampled_steps sampled steps of each segment, scaled "
     "to its length (cheaper fits on long episodes; docs/benchmarks.md)",
 }
@@ -80,7 +83,9 @@ class RewardConfig:
     per-member fits are launch-bound; off keeps the per-member fits."""
     loss: str = "sum"
     """The fit's training loss: ``sum``, the paper's trajectory-sum regression (eq. 1) over every step of each
-    segment; or ``randomized``, randomized return decomposition (RRD, Ren et al., ICLR 2022): each training
+    segment; ``normalised``, eq. 1 with each segment's squared error divided by its length T (every segment
+    weighs alike; validation and early stopping stay on eq. 1's whole-segment MSE; docs/method.md §4c); or
+    ``randomized``, randomized return decomposition (RRD, Ren et al., ICLR 2022): each training
     batch samples ``sampled_steps`` steps of every segment, without replacement, and regresses the segment's
     sum on ``(T/K)·Σ`` over the sample (an unbiased estimate of the sum), at about K/T of an epoch's cost on
     long segments. Validation, early stopping and every diagnostic stay on whole segments. A segment of
@@ -136,10 +141,10 @@ class RewardConfig:
     def fit_loss(self) -> FitLoss:
         """The fit's training loss, chosen once: :class:`~prism.reward.losses.SumLoss` (eq. 1) or
         :class:`~prism.reward.losses.RandomizedSumLoss` with this config's K, sampling and bias correction."""
-        from prism.reward.losses import RandomizedSumLoss, SumLoss
+        from prism.reward.losses import NormalisedSumLoss, RandomizedSumLoss, SumLoss
 
         if not self.samples_steps:
-            return SumLoss()
+            return NormalisedSumLoss() if self.loss == "normalised" else SumLoss()
         return RandomizedSumLoss(self.sampled_steps, self.sampling, self.bias_corrected)
 
     def fit_loss_label(self) -> str:
@@ -149,7 +154,9 @@ class RewardConfig:
         return f"{self.name}, {self._loss_label()}"
 
     def _loss_label(self) -> str:
-        return "eq. 1 loss" if not self.samples_steps else f"randomized loss, K={self.sampled_steps}"
+        if self.samples_steps:
+            return f"randomized loss, K={self.sampled_steps}"
+        return "eq. 1 loss / T" if self.loss == "normalised" else "eq. 1 loss"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -273,6 +280,16 @@ class ReSymNetConfig(RewardConfig):
     """ExponentialLR factor, stepped once per epoch."""
     batch_size: int = 32
     """Segments per training batch."""
+    terminal_feature: bool = False
+    """Append the termination flag ``d_t`` to ``h_t``: 1 on the step that terminates its episode (a fall),
+    0 on every other step, a truncated last step included. The fit reads it from the segment store's step
+    flags, the shaper from the env's ``terminated`` at that step, relabelling from the replay's stored
+    ``done`` (termination only): the same flag everywhere (docs/method.md §4c; not the paper's)."""
+    conserve_return: bool = False
+    """Shape each released segment with ``f(h_t) + (R − Σ_s f(h_s)) / T``: the model's prediction shifted so
+    the segment's shaped rewards sum exactly to its released return R, a learned shape on top of uniform R/T.
+    The shaper holds a segment's transitions until it is released, as ``uniform`` does (docs/method.md §4c;
+    not the paper's). Refused with ``reward.relabel`` (a replay batch knows no segments)."""
 
     @property
     def stores_dense_features(self) -> bool:
@@ -291,6 +308,17 @@ class ReSymNetConfig(RewardConfig):
         checks.positive("reward.grad_clip", self.grad_clip)
         checks.require("reward.lr_decay", 0.0 < self.lr_decay <= 1.0, "lie in (0, 1]", self.lr_decay)
         checks.positive("reward.batch_size", self.batch_size)
+        for key in ("terminal_feature", "conserve_return"):
+            checks.require(f"reward.{key}", isinstance(getattr(self, key), bool), "be true or false",
+                           getattr(self, key))  # fmt: skip
+        if self.conserve_return:
+            checks.require("reward.relabel", not self.relabel, "be false with reward.conserve_return=true",
+                           self.relabel)  # fmt: skip
+        if self.stacked_fit:
+            # The stacked population fit builds the paper's model only.
+            for key in ("terminal_feature", "conserve_return"):
+                checks.require(f"reward.{key}", not getattr(self, key), "be false with reward.stacked_fit=true",
+                               getattr(self, key))  # fmt: skip
 
 
 @dataclass

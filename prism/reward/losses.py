@@ -1,6 +1,7 @@
 """The reward model's objective: pure functions for the paper's trajectory-sum regression (eq. 1) and its
 randomized form over sampled steps (randomized return decomposition, Ren et al., ICLR 2022), and the loss
-objects a fit is given once (:class:`SumLoss`, :class:`RandomizedSumLoss`; TorchRL's ``LossModule`` idea):
+objects a fit is given once (:class:`SumLoss`, :class:`NormalisedSumLoss`, :class:`RandomizedSumLoss`; TorchRL's
+``LossModule`` idea):
 each returns named terms, ``loss`` the one trained on, and owns the step sampler its batches need."""
 
 from __future__ import annotations
@@ -47,6 +48,33 @@ def trajectory_sum_loss(step_rewards: Tensor, segment_ids: Tensor, targets: Tens
     """
     sums = segment_sums(step_rewards, segment_ids, targets.shape[-1])
     return (sums - targets).pow(2).mean(dim=-1)
+
+
+def length_normalised_sum_loss(step_rewards: Tensor, segment_ids: Tensor, targets: Tensor) -> Tensor:
+    """Eq. 1 with each segment's squared error divided by its length, one value per ensemble member (not the
+    paper's; docs/method.md §4c).
+
+    ``L = mean_i (Σ_{t ∈ seg_i} r̂(h_t) − R_i)² / T_i`` over the B segments of a batch.
+
+    Why ``T_i``: if the per-step residuals ``r̂_t − r_t`` were independent with a common variance σ², the
+    segment's error ``Σ r̂ − R`` would have variance ``T_i σ²``; dividing by ``T_i`` weighs each segment by
+    the inverse of that variance (the Gaussian likelihood of the sums), so every segment counts alike instead
+    of the longest dominating as they do in eq. 1. (RRD's code divides by ``T_i²``, regressing the per-step
+    mean on ``R_i/T_i``: it weighs short segments more still.)
+
+    Args:
+        step_rewards: ``[K, N]`` predicted per-step rewards r̂(h_t) (K members, N padded steps).
+        segment_ids: ``[K, N]`` segment of each step in ``[0, B]`` (``B`` marks padding).
+        targets: ``[K, B]`` released sums R_i.
+
+    Returns:
+        ``[K]`` the loss of each member (sum it over members before ``backward``, as for eq. 1).
+    """
+    n_seg = targets.shape[-1]
+    sums = segment_sums(step_rewards, segment_ids, n_seg)
+    # T_i from the batch's own step → segment map (padding goes to the discarded slot B).
+    lengths = segment_sums(torch.ones_like(step_rewards), segment_ids, n_seg)
+    return ((sums - targets).pow(2) / lengths.clamp_min(1)).mean(dim=-1)
 
 
 def randomized_sum_loss(
@@ -156,6 +184,17 @@ class SumLoss:
 
     def __call__(self, pred: Tensor, targets: LossTargets) -> dict[str, Tensor]:
         return {"loss": trajectory_sum_loss(pred, targets.segment_ids, targets.targets)}  # (eq. 1)
+
+
+@dataclass(frozen=True)
+class NormalisedSumLoss:
+    """Eq. 1 with each segment's squared error divided by its length (:func:`length_normalised_sum_loss`)."""
+
+    label: ClassVar[str] = "eq. 1 loss / T"
+    sampler: ClassVar[StepSampler | None] = None
+
+    def __call__(self, pred: Tensor, targets: LossTargets) -> dict[str, Tensor]:
+        return {"loss": length_normalised_sum_loss(pred, targets.segment_ids, targets.targets)}  # (eq. 1 / T)
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,17 @@ class RewardModel(Protocol):
         ...
 
     def features(
-        self, obs: Array, action: Array, reward: Array, sparse_channel: int, next_obs: Array | None = None
+        self,
+        obs: Array,
+        action: Array,
+        reward: Array,
+        sparse_channel: int,
+        next_obs: Array | None = None,
+        terminated: Array | bool | None = None,
     ) -> Tensor:
-        """Its inputs ``[..., F]`` for steps ``(s_t, a_t, r_t[, s_{t+1}])`` on its device; ``next_obs`` is read
-        only by a model whose ``inputs`` have it, and then required."""
+        """Its inputs ``[..., F]`` for steps ``(s_t, a_t, r_t[, s_{t+1}][, d_t])`` on its device; ``next_obs``
+        and ``terminated`` (the env's termination flag of each step, never truncation) are read only by a
+        model whose ``inputs`` have them, and then required."""
         ...
 
     def predict(self, features: Tensor) -> Tensor:
@@ -52,6 +59,9 @@ class RewardModelBase(nn.Module):
     and ``to_dict``). Calling the model predicts: ``model(features)`` is ``model.predict(features)``."""
 
     inputs: FeatureLayout = FeatureLayout()
+    conserves_return: bool = False
+    """Whether its shaper adds ``(R − Σ_s r̂_s) / T`` to every step of a released segment, so the shaped values
+    sum to the released ``R`` (docs/method.md §4c; the shaper then holds a segment until it is released)."""
 
     def predict(self, features: Tensor) -> Tensor:
         """``[N]`` per-step reward of raw features ``[N, F]`` (the subclass's)."""
@@ -78,9 +88,16 @@ class RewardModelBase(nn.Module):
         return self.inputs.next_obs
 
     def features(
-        self, obs: Array, action: Array, reward: Array, sparse_channel: int, next_obs: Array | None = None
+        self,
+        obs: Array,
+        action: Array,
+        reward: Array,
+        sparse_channel: int,
+        next_obs: Array | None = None,
+        terminated: Array | bool | None = None,
     ) -> Tensor:
-        return self.inputs.build(obs, action, reward, sparse_channel, next_obs).to(self.device)
+        built = self.inputs.build(obs, action, reward, sparse_channel, next_obs, terminated=terminated)
+        return built.to(self.device)
 
 
 class NetworkRewardModelBase(RewardModelBase):

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from prism.errors import NonFiniteError
+from prism.reward.conservation import conserve_one_segment
 
 if TYPE_CHECKING:
     from prism.data.replay import ReplayBatch
@@ -99,20 +100,57 @@ class PassThroughShaper(_Stateless):
 # ---- redistributions added by the reward package (docs/method.md §5) ----------------------------------------------
 
 
-class PredictedRewardShaper(_Stateless):
+def _pending_state(pending: list[Transition]) -> dict:
+    """Pending (unreleased) transitions as stacked tensors, for whole-run checkpoints."""
+    if not pending:
+        return {"pending": None}
+    fields = {
+        name: np.stack([np.asarray(value, dtype=np.float32) for value in values])
+        for name, values in zip(Transition._fields, zip(*pending))
+    }
+    return {"pending": {name: torch.from_numpy(values) for name, values in fields.items()}}
+
+
+def _pending_from_state(state: dict) -> list[Transition]:
+    """The transitions :func:`_pending_state` saved (none for a state without them)."""
+    pending = state.get("pending")
+    if pending is None:
+        return []
+    arrays = {name: tensor.numpy() for name, tensor in pending.items()}
+    return [
+        Transition(
+            arrays["obs"][i].copy(),
+            arrays["action"][i].copy(),
+            arrays["reward"][i].copy(),
+            arrays["next_obs"][i].copy(),
+            bool(arrays["terminated"][i]),
+            arrays["weight"][i].copy(),
+        )
+        for i in range(arrays["obs"].shape[0])
+    ]
+
+
+class PredictedRewardShaper:
     """A learned reward model's method (``resymnet``, ``rrd``, a plug-in's): replace the sparse channel by the
     model's per-step prediction at once.
 
     ``model`` is a :class:`~prism.reward.model.RewardModel`: the shaper hands it the step's features as the
     model builds them (its ``inputs``; one that reads ``s_{t+1}`` gets the ``next_obs`` that :meth:`push`
-    receives, which on an episode's last step is the final observation, before the env resets); assign a new
-    one after a refit (``shaper.model = ...``). Transitions pushed before the swap keep the reward they were
-    given (the paper's faithful mode; see ``relabel``).
+    receives, which on an episode's last step is the final observation, before the env resets; one that reads
+    the termination flag gets :meth:`push`'s ``terminated``, the env's own, never its ``truncated``); assign a
+    new one after a refit (``shaper.model = ...``). Transitions pushed before the swap keep the reward they
+    were given (the paper's faithful mode; see ``relabel``).
+
+    A model with ``conserves_return`` (ReSymNet's ``reward.conserve_return``, docs/method.md §4c) gets each
+    step predicted at once too, but the transitions are held until the segment is released and then stored
+    with ``f(h_t) + (R − Σ_s f(h_s)) / T``, so the segment's shaped values sum to its released ``R``. A reset
+    mid-segment drops the held steps (they have no target), as the uniform shaper does.
     """
 
     def __init__(self, model: RewardModel | None, sparse_channel: int):
         self.sparse_channel = int(sparse_channel)
         self._buf: torch.Tensor | None = None
+        self._pending: list[Transition] = []
         self.model = model
 
     @property
@@ -125,7 +163,12 @@ class PredictedRewardShaper(_Stateless):
         self._buf = None  # input width or device may change with the model
 
     def _features(
-        self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray | None
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray | None,
+        terminated: bool | None = None,
     ) -> torch.Tensor:
         """``h_t`` in a pre-allocated ``[1, F]`` tensor on the model's device (no per-step tensor allocation)."""
         model = self._model
@@ -138,16 +181,24 @@ class PredictedRewardShaper(_Stateless):
         buf = self._buf
         if buf.device.type == "cpu":
             row = buf.numpy()[0]  # shares memory with the tensor
-            inputs.write(row, obs, action, reward, self.sparse_channel, next_obs)
+            inputs.write(row, obs, action, reward, self.sparse_channel, next_obs, terminated)
         else:
-            buf.copy_(model.features(obs, action, reward, self.sparse_channel, next_obs)[None])
+            flag = {"terminated": terminated} if inputs.terminal else {}
+            built = model.features(obs, action, reward, self.sparse_channel, next_obs, **flag)
+            buf.copy_(built[None])
         return buf
 
     def predict_step(
-        self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray | None = None
+        self,
+        obs: np.ndarray,
+        action: np.ndarray,
+        reward: np.ndarray,
+        next_obs: np.ndarray | None = None,
+        terminated: bool | None = None,
     ) -> float:
-        """The model's shaped sparse reward for one step (``next_obs``: needed by a model that reads it)."""
-        features = self._features(obs, action, reward, next_obs)
+        """The model's per-step prediction ``f(h_t)`` for one step (``next_obs``, ``terminated``: needed by a
+        model that reads them)."""
+        features = self._features(obs, action, reward, next_obs, terminated)
         assert self._model is not None  # (checked by _features)
         with torch.no_grad():
             return float(self._model.predict(features)[0])
@@ -157,14 +208,36 @@ class PredictedRewardShaper(_Stateless):
     ) -> list[Transition]:
         shaped = np.array(reward, dtype=np.float32)  # a copy: the env's array is not ours to modify
         # The emitted dense channels equal the true dense rewards, so h_t can be built from the emitted vector.
-        value = self.predict_step(obs, action, shaped, next_obs)
+        value = self.predict_step(obs, action, shaped, next_obs, bool(terminated))
         if not math.isfinite(value):
             raise NonFiniteError("reward/shaped", value)
+        # On a release step the emitted sparse value is the segment's released sum R (read before it is replaced).
+        released_sum = float(shaped[self.sparse_channel])
         shaped[self.sparse_channel] = value
-        return [Transition(obs, action, shaped, next_obs, bool(terminated), weight)]
+        transition = Transition(obs, action, shaped, next_obs, bool(terminated), weight)
+        if not getattr(self._model, "conserves_return", False):
+            return [transition]
+        self._pending.append(transition)
+        if not released:
+            return []
+        out, self._pending = self._pending, []
+        # f(h_t) of each held step is what it was predicted with when pushed (a refit in between changes none).
+        values = conserve_one_segment([tr.reward[self.sparse_channel] for tr in out], released_sum)
+        if not np.isfinite(values).all():
+            raise NonFiniteError("reward/shaped", float(values[~np.isfinite(values)][0]))
+        for tr, conserved in zip(out, values):
+            tr.reward[self.sparse_channel] = conserved
+        return out
 
     def reset(self) -> None:
-        pass
+        self._pending = []
+
+    def state_dict(self) -> dict:
+        """The held transitions of a return-conserving model's open segment (``{}`` when none are held)."""
+        return _pending_state(self._pending) if self._pending else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._pending = _pending_from_state(state)
 
 
 class _SegmentHoldingShaper:
@@ -201,31 +274,10 @@ class _SegmentHoldingShaper:
 
     def state_dict(self) -> dict:
         """The pending (unreleased) transitions as stacked tensors, for whole-run checkpoints."""
-        if not self._pending:
-            return {"pending": None}
-        fields = {
-            name: np.stack([np.asarray(value, dtype=np.float32) for value in values])
-            for name, values in zip(Transition._fields, zip(*self._pending))
-        }
-        return {"pending": {name: torch.from_numpy(values) for name, values in fields.items()}}
+        return _pending_state(self._pending)
 
     def load_state_dict(self, state: dict) -> None:
-        pending = state["pending"]
-        if pending is None:
-            self._pending = []
-            return
-        arrays = {name: tensor.numpy() for name, tensor in pending.items()}
-        self._pending = [
-            Transition(
-                arrays["obs"][i].copy(),
-                arrays["action"][i].copy(),
-                arrays["reward"][i].copy(),
-                arrays["next_obs"][i].copy(),
-                bool(arrays["terminated"][i]),
-                arrays["weight"][i].copy(),
-            )
-            for i in range(arrays["obs"].shape[0])
-        ]
+        self._pending = _pending_from_state(state)
 
 
 class UniformShaper(_SegmentHoldingShaper):
@@ -318,15 +370,20 @@ def relabel_rewards(
     reward: torch.Tensor,
     sparse_channel: int,
     next_obs: torch.Tensor | None = None,
+    done: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Replay-batch relabelling (``reward.relabel: true``): rewards ``[B, L]`` with the sparse channel replaced
     by ``model.predict(h_t)``; the dense channels (true values, stored as emitted) are kept and feed ``h_t``.
-    ``next_obs`` (the batch's ``s_{t+1}``) is read only by a model that uses it, and then it is required.
+    ``next_obs`` (the batch's ``s_{t+1}``) and ``done`` (its stored termination flags, which never mark a
+    truncation) are read only by a model that uses them, and then they are required.
     """
     if model.inputs.next_obs and next_obs is None:
         raise ValueError("reward.relabel: the reward model reads the next observation; none was given")
+    if model.inputs.terminal and done is None:
+        raise ValueError("reward.relabel: the reward model reads the termination flag; none was given")
     # (on the model's device: the replay batch may live on another)
-    feats = model.features(obs, action, reward, sparse_channel, next_obs)
+    flag = {"terminated": done} if model.inputs.terminal else {}
+    feats = model.features(obs, action, reward, sparse_channel, next_obs, **flag)
     with torch.no_grad():
         pred = model.predict(feats).to(device=reward.device, dtype=reward.dtype)
     out = reward.clone()
@@ -347,7 +404,7 @@ def make_relabel_fn(
     def relabel(batch: ReplayBatch) -> ReplayBatch:
         if batch.obs.dim() == 2:
             reward = relabel_rewards(
-                models[0], batch.obs, batch.action, batch.reward, sparse_channel, batch.next_obs
+                models[0], batch.obs, batch.action, batch.reward, sparse_channel, batch.next_obs, batch.done
             )
         else:
             reward = torch.stack(
@@ -359,6 +416,7 @@ def make_relabel_fn(
                         batch.reward[m],
                         sparse_channel,
                         batch.next_obs[m],
+                        batch.done[m],
                     )
                     for m, model in enumerate(models)
                 ]

@@ -324,6 +324,7 @@ def fit_trajectory_sums(
         sampler=recipe.loss.sampler,
         next_obs=recipe.inputs.next_obs,
         standardise=recipe.standardise,
+        terminal=recipe.inputs.terminal,
     )
     if recipe.inputs.dense and not dm.use_dense_features:
         raise ValueError(

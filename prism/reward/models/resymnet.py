@@ -248,15 +248,23 @@ class ReSymNetRewardModel(NetworkRewardModelBase):
     """The fitted reward model: input scaler (buffers) + :class:`ReSymNetEnsemble`.
 
     ``predict(h) = mean_k r̂_k((h − mean) / scale)`` with every member in eval mode (no dropout).
-    ``use_dense_features`` records which ``h_t`` layout the model was trained on (its ``inputs``), so shapers
-    and relabelling build matching inputs.
+    ``use_dense_features`` and ``terminal_feature`` record which ``h_t`` layout the model was trained on (its
+    ``inputs``), so shapers and relabelling build matching inputs; ``conserve_return`` tells its shaper to
+    shift each released segment to sum to its return (docs/method.md §4c).
     """
 
     net: ReSymNetEnsemble
 
-    def __init__(self, net: ReSymNetEnsemble, use_dense_features: bool = True):
+    def __init__(
+        self,
+        net: ReSymNetEnsemble,
+        use_dense_features: bool = True,
+        terminal_feature: bool = False,
+        conserve_return: bool = False,
+    ):
         super().__init__(net)
-        self.inputs = FeatureLayout(dense=bool(use_dense_features))
+        self.inputs = FeatureLayout(dense=bool(use_dense_features), terminal=bool(terminal_feature))
+        self.conserves_return = bool(conserve_return)
         self.register_buffer("feature_mean", torch.zeros(net.in_features))
         self.register_buffer("feature_scale", torch.ones(net.in_features))
 
@@ -279,14 +287,25 @@ class ReSymNetRewardModel(NetworkRewardModelBase):
     # ---- persistence ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Hyper-parameters and weights as plain Python values and tensors (``weights_only``-loadable)."""
-        return {
+        data: dict[str, Any] = {
             "hparams": self.net.hparams(),
             "use_dense_features": self.use_dense_features,
             "state": self.state_dict(),
         }
+        # Written only when on, so the paper's model saves exactly the dict it always did.
+        if self.inputs.terminal:
+            data["terminal_feature"] = True
+        if self.conserves_return:
+            data["conserve_return"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReSymNetRewardModel:
-        model = cls(ReSymNetEnsemble(**data["hparams"]), use_dense_features=data["use_dense_features"])
+        model = cls(
+            ReSymNetEnsemble(**data["hparams"]),
+            use_dense_features=data["use_dense_features"],
+            terminal_feature=bool(data.get("terminal_feature", False)),
+            conserve_return=bool(data.get("conserve_return", False)),
+        )
         model.load_state_dict(data["state"])
         return model

@@ -47,11 +47,17 @@ def resymnet_optimiser(
 
 def resymnet_recipe(config: ReSymNetConfig) -> FitRecipe:
     """ReSymNet's fit (docs/method.md §4): K residual networks with dropout, AdamW, the per-member gradient
-    clip, standardised ``[s, a, r_dense]``, the loss ``reward.loss`` chooses."""
+    clip, standardised ``[s, a, r_dense]`` (``[..., d_t]`` with ``reward.terminal_feature``), the loss
+    ``reward.loss`` chooses; the fitted model conserves returns with ``reward.conserve_return`` (§4c)."""
 
     def ensemble(net: torch.nn.Module, dm: TrajectorySumDataModule) -> ReSymNetRewardModel:
         assert isinstance(net, ReSymNetEnsemble)  # (the networks this recipe builds)
-        model = ReSymNetRewardModel(net, use_dense_features=dm.use_dense_features)
+        model = ReSymNetRewardModel(
+            net,
+            use_dense_features=dm.use_dense_features,
+            terminal_feature=dm.terminal,
+            conserve_return=config.conserve_return,
+        )
         model.set_scaler(dm.feature_mean, dm.feature_scale)
         return model
 
@@ -63,7 +69,7 @@ def resymnet_recipe(config: ReSymNetConfig) -> FitRecipe:
     return FitRecipe(
         n_members=config.ensemble_size,
         batch_size=config.batch_size,
-        inputs=FeatureLayout(dense=config.use_dense_features),
+        inputs=FeatureLayout(dense=config.use_dense_features, terminal=config.terminal_feature),
         standardise=True,
         loss=config.fit_loss(),
         network=network,
