@@ -30,6 +30,7 @@ STUDIES = (
     "fit-cost",
     "control-cost-study",
     "ablation-study",
+    "table1-paper",
 )
 TEXT_FILES = (
     "table.md",
