@@ -135,3 +135,20 @@ def test_the_interval_holds_its_level_at_five_seeds_where_the_percentile_bootstr
         boot += b["ci_low"] <= 1.2 <= b["ci_high"]
     assert fieller / studies >= 0.92
     assert boot / studies <= fieller / studies - 0.04
+
+
+def test_a_rows_direction_compares_means_not_sums_when_the_arms_have_unequal_seed_counts():
+    # A: 3 seeds around 10 (sum 30); B: 6 seeds around 6 (sum 36). A is ahead; a sum would call it behind.
+    from prism.experiments.grid import Preset, Ratio
+    from prism.experiments.ratios import ratio_rows
+
+    preset = Preset(
+        ("hopper",), ("prism", "baseline"), tuple(range(6)), (), "", ratios=(Ratio("prism", "baseline"),)
+    )
+    finals = {"prism": [9.9, 10.0, 10.1], "baseline": [5.9, 6.0, 6.1, 5.9, 6.0, 6.1]}
+    table = {
+        ("hopper", arm): {f"final_{m}": values for m in ("hv", "eum", "vo")} for arm, values in finals.items()
+    }
+    (row, *_) = ratio_rows(preset, table, {})
+    assert row.ahead and row.boot["p_welch"] < 0.05
+    assert row.verdict == "ahead (exploratory)"
