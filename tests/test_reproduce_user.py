@@ -67,6 +67,17 @@ def test_a_rerun_into_the_same_out_with_another_set_is_refused_naming_the_run(tm
     assert "--resume" in capsys.readouterr().out
 
 
+def test_a_key_left_to_the_codes_default_is_not_compared(tmp_path, capsys):
+    # a default that changed between versions (agent.cuda_graph: false, now auto) is no choice of the command
+    out = tmp_path / "grid"
+    _started(out, "cpu-small", "hopper", "prism", 0, ())
+    config = out / "hopper" / "prism" / "seed0" / "config.yaml"
+    assert "  cuda_graph: auto\n" in config.read_text()
+    config.write_text(config.read_text().replace("  cuda_graph: auto\n", "  cuda_graph: false\n"))
+    assert main(["--preset", "cpu-small", "--envs", "hopper", "--out", str(out), "--dry-run"]) == 0
+    assert "--resume" in capsys.readouterr().out
+
+
 def test_a_dry_run_that_selects_no_run_says_why(tmp_path, capsys):
     # table1-study's hopper arms are all joined from other studies' runs: nothing to run here
     argv = ["--preset", "table1-study", "--envs", "hopper", "--out", str(tmp_path), "--dry-run"]

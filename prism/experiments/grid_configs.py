@@ -3,7 +3,8 @@
 ``prism reproduce`` skips finished runs and resumes started ones with the config they were started with, so a
 second command into the same ``--out`` with other ``--set`` values would make one report of two budgets. Before
 anything runs, each run folder that already holds a ``config.yaml`` is compared, key by key, with the config a
-fresh start of the same job would load; the runs that differ are named and the command refused."""
+fresh start of the same job would load, at every key the command sets (in its config files or overrides);
+the runs that differ are named and the command refused."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def config_differences(saved: Path, files: list[str], items: list[str]) -> list[
         there = _flat(load_run_config(saved))
     except ConfigError as err:
         return [f"its config.yaml does not load ({err})"]
-    keys = sorted(set(fresh) | set(there))
+    named = _named(files, items)
+    keys = sorted(k for k in fresh if k in named or any(k.startswith(f"{n}.") for n in named))
     return [
         f"{k}: {there.get(k)!r} there, {fresh.get(k)!r} now" for k in keys if fresh.get(k) != there.get(k)
     ]
@@ -66,3 +68,13 @@ def differing_runs(
             if differences:
                 found.append((cell, differences))
     return found
+
+
+def _named(files: list[str], items: list[str]) -> set[str]:
+    """The keys the command itself sets, in its files or its overrides. Keys left to the code's defaults are
+    not compared: a default that changed between prism versions (say ``False`` to an ``auto`` that resolves
+    to it) must not refuse a grid that none of this command's own choices changes."""
+    keys = {item.split("=", 1)[0].strip() for item in items}
+    for file in files:
+        keys |= set(_leaves(OmegaConf.to_container(OmegaConf.load(file))))
+    return keys
