@@ -185,3 +185,45 @@ def test_a_run_finishing_while_the_report_is_made_joins_the_reports_commit(repo,
     assert late not in _git("status", "--porcelain", cwd=repo)
     calls = (repo / "docs/results/calls.log").read_text().count("\n")
     assert calls == (1 if when == "between the commits" else 2)
+
+
+def test_a_committed_config_names_its_run_folder_relative_to_the_results_folder(repo):
+    run = _make_run(repo, "study", "seed0", finished=True)
+    (run / "config.yaml").write_text(f"seed: 0\nrun_dir: {run.resolve()}\nloop:\n  cycles: 2\n")
+    result = _run(repo, "study")
+    assert result.returncode == 0, result.stderr
+    committed = _git("show", "HEAD:docs/results/study/runs/swimmer/e-prism/seed0/config.yaml", cwd=repo)
+    assert committed == "seed: 0\nrun_dir: runs/swimmer/e-prism/seed0\nloop:\n  cycles: 2"
+    assert "nothing new" in _run(repo, "study").stdout  # the rewritten file is what git has: done once
+
+
+def test_no_committed_run_config_carries_an_absolute_run_dir():
+    # table1-paper is left out while its grid still commits runs made before configs were written relative
+    tracked = _git("ls-files", "docs/results", cwd=ROOT).splitlines()
+    configs = [
+        p for p in tracked if p.endswith("/config.yaml") and not p.startswith("docs/results/table1-paper/")
+    ]
+    assert configs
+    absolute = [
+        p
+        for p in configs
+        if any(line.startswith("run_dir: /") for line in (ROOT / p).read_text().splitlines())
+    ]
+    assert absolute == []
+
+
+def test_the_reports_copy_of_a_run_config_names_its_folder_relative_to_the_results_folder(tmp_path):
+    from prism.experiments.collect import copy_run_files
+    from prism.experiments.grid import Cell
+
+    run = tmp_path / "grid" / "hopper" / "prism" / "seed0"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(f"seed: 0\nrun_dir: {run}\n")
+    (run / "summary.json").write_text("{}")
+    (run.parent / "config.yaml").write_text(f"run_dir: {run.parent}\nseeds:\n- 0\n")
+    results = tmp_path / "docs" / "results" / "study"
+    copy_run_files([Cell("hopper", "prism", 0)], tmp_path / "grid", results)
+    copies = results / "runs" / "hopper" / "prism"
+    assert (copies / "seed0" / "config.yaml").read_text() == "seed: 0\nrun_dir: runs/hopper/prism/seed0\n"
+    assert (copies / "config.yaml").read_text() == "run_dir: runs/hopper/prism\nseeds:\n- 0\n"
+    assert (copies / "seed0" / "summary.json").read_text() == "{}"

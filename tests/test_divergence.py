@@ -76,3 +76,15 @@ def test_the_agent_warns_once_on_the_terminal_and_logs_the_flag(capsys):
 @pytest.mark.parametrize("factor", [10.0, 1000.0])
 def test_the_factor_is_the_threshold(factor):
     assert _flags([1.0] * 6 + [factor * 1.01], DivergenceWatch(1, factor=factor)) == [7000]
+
+
+def test_a_sub_threshold_spike_in_the_history_does_not_hide_a_later_hundredfold_window():
+    # The running median ignores the 90× spike (it is under the factor, so not flagged itself); a running mean
+    # would be lifted to ~14 by it and let the 150× window through.
+    assert _flags([1.0] * 5 + [90.0, 1.0, 150.0]) == [8000]
+
+
+def test_a_jump_right_after_exactly_min_history_windows_is_flagged():
+    watch = DivergenceWatch(1, min_history=5)
+    assert _flags([1.0] * 5 + [1000.0], watch) == [6000]
+    assert _flags([1.0] * 4 + [1000.0]) == []  # one window short of the scale: not judged

@@ -190,8 +190,34 @@ def test_a_staggered_second_lane_plans_its_first_start_later_by_the_stagger(grid
     assert "lane 1:swimmer: starts 30 min after the first lane (GRID_STAGGER)" in done.stdout
 
 
+def test_a_staggered_lane_sleeps_the_stagger_in_minutes_before_its_first_run(grid, tmp_path):
+    """A real (not dry) session: a stand-in ``sleep`` first on PATH records what it was asked to wait and returns
+    at once, so the stagger is checked in seconds of the real command without waiting for it."""
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    asked = tmp_path / "sleeps.txt"
+    (stubs / "sleep").write_text(f'#!/bin/sh\necho "$*" >> {asked}\n')
+    (stubs / "sleep").chmod(0o755)
+    done = _session(
+        grid,
+        "+30 min",
+        GRID_LANES="0:halfcheetah 1:swimmer",
+        GRID_ARMS="e-uniform",
+        GRID_MINUTES="e-uniform=1",
+        GRID_STAGGER="2",
+        PATH=f"{stubs}:{os.environ['PATH']}",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert asked.read_text().split() == ["120"]  # lane 1: 1 × 2 minutes, as seconds; lane 0 does not wait
+    assert "lane 1:swimmer: starts 2 min after the first lane (GRID_STAGGER)" in done.stdout
+    assert (grid["runs"] / "swimmer" / "e-uniform" / "seed0" / "summary.json").is_file()  # and then it ran
+
+
 def _env_starts(stdout: str) -> list[tuple[str, str, int]]:
-    return [(env, arm, int(seed)) for env, arm, seed in re.findall(r"lane \d:(\w+): \S+ start (\S+) seed (\d+) \(", stdout)]
+    return [
+        (env, arm, int(seed))
+        for env, arm, seed in re.findall(r"lane \d:(\w+): \S+ start (\S+) seed (\d+) \(", stdout)
+    ]
 
 
 def test_a_lane_of_several_envs_takes_the_next_env_when_the_first_has_nothing_that_fits(grid):
@@ -231,7 +257,9 @@ def test_a_lane_whose_env_runs_out_helps_the_other_lanes_env_and_no_job_runs_twi
     assert done.returncode == 0, done.stdout + done.stderr
     starts = _env_starts(done.stdout)
     halfcheetah = [(arm, seed) for arm in ("e-prism", "e-uniform") for seed in range(3)]
-    assert sorted(starts) == sorted([("swimmer", "e-prism", 0)] + [("halfcheetah", *job) for job in halfcheetah])
+    assert sorted(starts) == sorted(
+        [("swimmer", "e-prism", 0)] + [("halfcheetah", *job) for job in halfcheetah]
+    )
     for arm, seed in halfcheetah:
         log = (grid["runs"] / "halfcheetah" / arm / f"seed{seed}.log").read_text()
         assert log.count("fake fit of") == 1, (arm, seed, log)
@@ -253,9 +281,21 @@ def test_a_run_that_leaves_no_summary_stops_its_lane_with_status_1(grid):
         ("tomorrow-ish", {}, "DEADLINE: cannot read 'tomorrow-ish'"),
         ("+60 min", {"GRID_ARMS": "e-prism e-nope"}, "GRID_MINUTES has no entry for arm 'e-nope'"),
         ("+60 min", {"GRID_STAGGER": "half"}, "GRID_STAGGER: 'half' is not a whole number of minutes"),
-        ("+60 min", {"GRID_LANES": "0-halfcheetah"}, "GRID_LANES: '0-halfcheetah' is not CPU:env or CPU:env,env,..."),
-        ("+60 min", {"GRID_MINUTES": "e-prism=1h e-uniform=20"}, "GRID_MINUTES: 'e-prism=1h' is not KEY=whole minutes"),
-        ("+60 min", {"GRID_MINUTES": "swimmer/e-prism=10 e-uniform=20"}, "GRID_MINUTES has no entry for arm 'e-prism'"),
+        (
+            "+60 min",
+            {"GRID_LANES": "0-halfcheetah"},
+            "GRID_LANES: '0-halfcheetah' is not CPU:env or CPU:env,env,...",
+        ),
+        (
+            "+60 min",
+            {"GRID_MINUTES": "e-prism=1h e-uniform=20"},
+            "GRID_MINUTES: 'e-prism=1h' is not KEY=whole minutes",
+        ),
+        (
+            "+60 min",
+            {"GRID_MINUTES": "swimmer/e-prism=10 e-uniform=20"},
+            "GRID_MINUTES has no entry for arm 'e-prism'",
+        ),
     ],
 )
 def test_bad_input_is_refused_in_one_line_before_anything_runs(grid, deadline, env, message):

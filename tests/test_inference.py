@@ -105,7 +105,7 @@ def test_verdict_words():
 def test_a_row_over_a_negative_mean_takes_its_direction_from_the_difference():
     # EUM on halfcheetah: B's mean is negative, so A / B < 0 although A is far ahead
     from prism.experiments.grid import Preset, Ratio
-    from prism.experiments.ratios import ratio_rows
+    from prism.experiments.ratios import ratio_rows, ratio_table, undefined_note
 
     preset = Preset(
         ("hopper",), ("prism", "baseline"), (0, 1, 2), (), "", ratios=(Ratio("prism", "baseline"),)
@@ -115,8 +115,24 @@ def test_a_row_over_a_negative_mean_takes_its_direction_from_the_difference():
         ("hopper", arm): {f"final_{m}": values for m in ("hv", "eum", "vo")} for arm, values in finals.items()
     }
     (row, *_) = ratio_rows(preset, table, {})
-    assert row.boot["ratio"] < 0 and row.boot["p_welch"] < 0.05
-    assert row.verdict == "ahead (exploratory)"
+    # B's mean is negative: A / B is no ratio of means, so no ratio, interval, TOST p or verdict, only the
+    # difference's Welch p; and one rule whichever side is negative (A's mean below 0 over B's above it)
+    assert math.isnan(row.boot["ratio"]) and row.boot["p_welch"] < 0.05
+    assert all(math.isnan(v) for v in (*row.interval, row.p_tost, row.boot["ci_low"]))
+    assert row.verdict == "—"
+    swapped = {
+        k: {m: values for m in ("final_hv", "final_eum", "final_vo")}
+        for k, values in (
+            (("hopper", "prism"), finals["baseline"]),
+            (("hopper", "baseline"), finals["prism"]),
+        )
+    }
+    (row, *_) = ratio_rows(preset, swapped, {})
+    assert math.isnan(row.boot["ratio"]) and math.isnan(row.interval[0]) and math.isnan(row.p_tost)
+    assert row.verdict == "—"
+    lines, _ = ratio_table(preset, [row])
+    assert lines[-1].split(" | ")[5:8] == ["—", "—", "—"] and lines[-1].endswith("| — | — |")
+    assert "a ratio of such means is not defined" in undefined_note([row])[-1]
 
 
 def test_the_interval_holds_its_level_at_five_seeds_where_the_percentile_bootstrap_does_not():
@@ -135,3 +151,20 @@ def test_the_interval_holds_its_level_at_five_seeds_where_the_percentile_bootstr
         boot += b["ci_low"] <= 1.2 <= b["ci_high"]
     assert fieller / studies >= 0.92
     assert boot / studies <= fieller / studies - 0.04
+
+
+def test_a_rows_direction_compares_means_not_sums_when_the_arms_have_unequal_seed_counts():
+    # A: 3 seeds around 10 (sum 30); B: 6 seeds around 6 (sum 36). A is ahead; a sum would call it behind.
+    from prism.experiments.grid import Preset, Ratio
+    from prism.experiments.ratios import ratio_rows
+
+    preset = Preset(
+        ("hopper",), ("prism", "baseline"), tuple(range(6)), (), "", ratios=(Ratio("prism", "baseline"),)
+    )
+    finals = {"prism": [9.9, 10.0, 10.1], "baseline": [5.9, 6.0, 6.1, 5.9, 6.0, 6.1]}
+    table = {
+        ("hopper", arm): {f"final_{m}": values for m in ("hv", "eum", "vo")} for arm, values in finals.items()
+    }
+    (row, *_) = ratio_rows(preset, table, {})
+    assert row.ahead and row.boot["p_welch"] < 0.05
+    assert row.verdict == "ahead (exploratory)"

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 from prism.config import load_config, run_label
+from prism.config.files import to_yaml
 from prism.experiments import cli, runner
 from prism.experiments.collect import paper_values, split_rows
 from prism.experiments.grid import CONF, Arm, Cell, Preset, Ratio
 from prism.experiments.report import write_report
-from prism.experiments.runner import RUNNING_ELSEWHERE, Job, fit_command, make_jobs, run_job
+from prism.experiments.runner import RUNNING_ELSEWHERE, Job, fit_command, fresh_arguments, make_jobs, run_job
 from prism.experiments.stats import compare
 from prism.experiments.studies import load_preset
 from prism.run.lock import locked_elsewhere, run_dir_lock
@@ -142,17 +143,23 @@ def test_a_child_refused_by_the_lock_counts_as_running_elsewhere_but_a_plain_fai
     run_dir.mkdir(parents=True)
     taken = []
 
-    def refused_after_the_other_writer_started(*args, **kwargs):
-        taken.append(run_dir_lock(run_dir, key="run_dir"))
-        taken[-1].__enter__()
-        return 2
+    class Child:  # a `prism fit` child that exits 2, optionally after another writer took the folder
+        take = True
 
-    monkeypatch.setattr(runner.subprocess, "call", refused_after_the_other_writer_started)
+        def __init__(self, *args, **kwargs):
+            if Child.take:
+                taken.append(run_dir_lock(run_dir, key="run_dir"))
+                taken[-1].__enter__()
+
+        def wait(self, timeout=None):
+            return 2
+
+    monkeypatch.setattr(runner.subprocess, "Popen", Child)
     try:
         assert run_job(job, load_preset("smoke"), tmp_path)[1] == RUNNING_ELSEWHERE
     finally:
         taken[-1].__exit__(None, None, None)
-    monkeypatch.setattr(runner.subprocess, "call", lambda *a, **k: 2)
+    Child.take = False
     assert run_job(job, load_preset("smoke"), tmp_path)[1] == 2
 
 
@@ -215,7 +222,9 @@ def test_dry_run_lists_the_commands_a_run_would_start_and_comments_out_the_runs_
     finished, interrupted, held = (grid / "hopper" / m / "seed0" for m in ("oracle", "baseline", "prism"))
     for folder in (finished, interrupted, held):
         folder.mkdir(parents=True)
-        (folder / "config.yaml").write_text("seed: 0\n")
+        job = Job("hopper", folder.parent.name, (0,), False)
+        config = load_config(*fresh_arguments(job, load_preset("smoke"), grid))  # as the run wrote it at start
+        (folder / "config.yaml").write_text(to_yaml(config))
     (finished / "summary.json").write_text("{}")
     argv = ["--preset", "smoke", "--per-seed-processes", "--seeds", "0", "1", "--dry-run", "--out", str(grid)]
     with run_dir_lock(held, key="run_dir"):

@@ -221,3 +221,29 @@ def test_take_off_tests_compare_the_ratio_pairs_counts_and_leave_arms_without_ru
     assert any(
         line.startswith("| e-prism-paper vs e-prism | — |") and line.endswith("| — |") for line in lines
     )
+
+
+def test_a_seed_exactly_at_the_threshold_has_not_taken_off_in_any_count(tmp_path):
+    """ "Took off" is strictly above the threshold everywhere a count is made: the table's rows, the rate
+    tests and the flip split."""
+    for seed, value in enumerate((500.0, 501.0)):  # the reference study's seeds: one at, one above
+        _run(tmp_path / "ref" / "halfcheetah" / "e-prism" / f"seed{seed}", [1.0, value])
+    spec = TakeOff("halfcheetah", "forward", 500.0, str(tmp_path / "ref"), "the reference")
+    preset = dataclasses.replace(PRESETS["halfcheetah-paper"], take_off=spec)
+    key = "final_undiscounted_return_forward"
+    table = {
+        ("halfcheetah", "e-prism"): {key: [500.0, 500.0, 900.0]},
+        ("halfcheetah", "e-baseline"): {key: [500.0, 500.0]},
+    }
+    lines, rows = take_off_section(preset, table)
+    assert "| e-prism | 1 of 3 | 900.0, 500.0, 500.0 | 1 of 2 | 501.0, 500.0 |" in lines
+    assert {"arm": "e-prism", "study": "this", "took_off": 1, "runs": 3} in rows
+    assert {"arm": "e-prism", "study": "the reference", "took_off": 1, "runs": 2} in rows
+    assert {"arm": "e-baseline", "study": "this", "took_off": 0, "runs": 2} in rows
+    _, tests = take_off_tests(preset, table)
+    pair = next(r for r in tests if (r["x"], r["y"]) == ("e-prism", "e-baseline"))
+    assert (pair["took_off_x"], pair["took_off_y"]) == (1, 0)
+    for seed, forward in enumerate((500.0, 900.0)):
+        _flip_run(tmp_path / "own" / "halfcheetah" / "e-prism" / f"seed{seed}", forward, 0.0, None)
+    _, flips = flip_section(preset, [Cell("halfcheetah", "e-prism", s) for s in (0, 1)], tmp_path / "own")
+    assert [r["took_off"] for r in flips] == [0, 1]

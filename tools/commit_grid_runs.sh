@@ -4,9 +4,9 @@
 #
 #     bash tools/commit_grid_runs.sh [--report] [PRESET ...]   # default: every docs/results/<preset>/runs
 #
-# A run is finished when its summary.json exists. Only config.yaml, eval.csv, front.csv and summary.json are
-# added (tb/, checkpoints/ and logs stay out, as .gitignore says); nothing else in the tree is staged, so
-# uncommitted work elsewhere is left alone. One commit names every run it adds.
+# A run is finished when its summary.json exists. Only config.yaml (its run_dir made relative to the results
+# folder: runs/<env>/<arm>/seed<k>), eval.csv, front.csv and summary.json are added (tb/, checkpoints/ and logs
+# stay out, as .gitignore says); nothing else in the tree is staged, so uncommitted work elsewhere is left alone. One commit names every run it adds.
 #
 # --report then regenerates the report of each preset that gained runs, and of each preset named on the
 # command line (so a rerun redoes a report step that failed after its runs were committed), with `prism
@@ -42,6 +42,10 @@ unsaved_runs() {  # runs folder -> "dir<TAB>file" for each of the four files of 
     fi
   done < <(find "$1" -name summary.json -not -path '*/continued/*' | sort)
 }
+relative_run_dir() {  # file run-folder results-folder: a config.yaml's run_dir made relative to the results folder
+  [ "${1##*/}" = config.yaml ] || return 0
+  sed -i -E "s|^run_dir: .*$|run_dir: ${2#"$3/"}|" "$1"
+}
 paths=()
 names=()
 grown=()
@@ -56,6 +60,9 @@ for root in "${presets[@]}"; do
     paths+=("$file")
     [ "$dir" = "$last" ] || names+=("${dir#docs/results/}")
     last=$dir
+    # A committed config names its run folder relative to the results folder (runs/<env>/<arm>/seed<k>), not
+    # this machine's absolute path; prism reads the folder it is given, so the run still resumes and loads.
+    relative_run_dir "$file" "$dir" "$(dirname "$root")"
   done < <(unsaved_runs "$root")
   if [ ${#paths[@]} -gt "$before" ]; then
     grown+=("$(basename "$(dirname "$root")")")
@@ -104,6 +111,7 @@ for preset in "${to_report[@]}"; do
   last=""
   while IFS=$'\t' read -r dir file; do
     [ -n "$file" ] || continue
+    relative_run_dir "$file" "$dir" "$results"
     written+=("$file")
     [ "$dir" = "$last" ] || late_names+=("${dir#docs/results/}")
     last=$dir

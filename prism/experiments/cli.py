@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import signal
 import sys
 import time
 from pathlib import Path
@@ -84,7 +85,12 @@ def build_parser(prog: str = "prism reproduce") -> argparse.ArgumentParser:
     )
     parser.add_argument("--seeds", nargs="+", type=int)
     parser.add_argument(
-        "--set", nargs="+", default=[], metavar="key=value", help="extra prism overrides for every run"
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="key=value",
+        help="extra prism overrides for every run; they come last, so they win over the preset's and each "
+        "arm's own keys",
     )
     parser.add_argument(
         "--backbone",
@@ -138,17 +144,18 @@ def grid_folders(args: argparse.Namespace, other_backbone: bool, other_protocol:
 def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
     """Run, resume or report a preset's grid; exit 0 (done), 1 (a run failed), 2 (bad input) or 3 (runs left to
     another process writing their folders)."""
+    from prism.experiments.grid_configs import differing_runs
     from prism.experiments.report import write_report
     from prism.experiments.runner import (
-        RUNNING_ELSEWHERE,
+        GRID_KEYS,
         BackendError,
         Job,
         fit_command,
-        log_tail,
         make_jobs,
         run_job,
         run_local,
         run_ray,
+        stop_children,
     )
     from prism.run.lock import locked_elsewhere
 
@@ -172,12 +179,25 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
             file=sys.stderr,
         )
         return 2
+    for item in args.set:
+        key = item.split("=", 1)[0].strip()
+        if "=" not in item:
+            print(
+                f"{prog}: error: --set: {item!r} is not key=value (a config file's keys go in one by one, "
+                "e.g. --set loop.cycles=2 loop.steps_per_cycle=300)",
+                file=sys.stderr,
+            )
+            return 2
+        if key in GRID_KEYS:
+            print(f"{prog}: error: --set: {key} is set by the grid for each run", file=sys.stderr)
+            return 2
+    sets = tuple(args.set)
     preset = dataclasses.replace(
         base,
         envs=tuple(args.envs or base.envs),
         methods=tuple(args.methods or base.methods),
         seeds=tuple(args.seeds if args.seeds is not None else base.seeds),
-        overrides=base.overrides + tuple(args.set),
+        overrides=base.overrides,
         description=base.description
         + ("" if backbone == base.backbone else f" Backbone: {backbone}.")
         + ("" if protocol == base.protocol else f" Protocol: {protocol} (prism/config/protocols.py)."),
@@ -193,6 +213,25 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
         per_seed=args.per_seed_processes or backbone == "gpi_pd",
         per_seed_methods=frozenset(m for m in preset.methods if preset.arm(m).per_seed),
     )
+    if not args.report_only:
+        try:
+            differing = differing_runs(cells, preset, out, sets)
+        except ConfigError as err:  # the config this command would start runs with does not load
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
+        if differing:
+            named = "; ".join(
+                f"{c.env}/{c.method}/seed{c.seed} ({', '.join(d[:2])}{', …' if len(d) > 2 else ''})"
+                for c, d in differing[:3]
+            )
+            more = f" and {len(differing) - 3} more" if len(differing) > 3 else ""
+            print(
+                f"{prog}: error: --out {_shown(out)}: {len(differing)} of its runs were made with another "
+                f"config than this command gives: {named}{more}; rerun with the --set they were made with, "
+                "or give another --out (one report never mixes two configs)",
+                file=sys.stderr,
+            )
+            return 2
     if args.dry_run:
         # What a run of this command would start, one command line each; the jobs it would skip are listed
         # too, as comment lines, so a script can take the commands (`grep -v '^#'`) and a reader sees it all.
@@ -202,7 +241,9 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
             elif locked_elsewhere(job.run_dir(out)):
                 print(f"# running elsewhere (left to that process): {job.run_dir(out)}")
             else:
-                print(" ".join(fit_command(job, preset, out)))
+                print(" ".join(fit_command(job, preset, out, sets)))
+        if not jobs:
+            print(f"# {_nothing_to_run(preset, cells)}")
         return 0
     start = time.perf_counter()
     failures = elsewhere = 0
@@ -217,10 +258,10 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
         )
 
         def run(job: Job) -> tuple[Job, int, float]:
-            return run_job(job, preset, out)
+            return run_job(job, preset, out, sets)
 
         if args.backend == "ray":
-            on_cuda = any(o.replace(" ", "").startswith("device=cuda") for o in preset.overrides)
+            on_cuda = any(o.replace(" ", "").startswith("device=cuda") for o in preset.overrides + sets)
             gpus = args.gpus_per_run if args.gpus_per_run is not None else (0.25 if on_cuda else 0.0)
             try:
                 results_iter = run_ray(
@@ -239,19 +280,20 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
             stream = itertools.chain([first] if first is not None else [], results_iter)
         else:
             stream = run_local(todo, run, args.parallel)
-        for k, (job, code, seconds) in enumerate(stream, start=1):
-            if code == RUNNING_ELSEWHERE:
-                elsewhere += 1
-                print(
-                    f"[{k}/{len(todo)}] {job}: skipped, another process is writing {job.run_dir(out)}",
-                    flush=True,
-                )
-                continue
-            status = "ok" if code == 0 else f"FAILED (exit {code}; log {job.log(out)})"
-            print(f"[{k}/{len(todo)}] {job}: {status} {seconds:.0f}s", flush=True)
-            if code != 0:
-                failures += 1
-                print("    " + log_tail(job, out).replace("\n", "\n    "), flush=True)
+        try:
+            failures, elsewhere = _report_progress(stream, len(todo), out)
+        except KeyboardInterrupt:
+            # One Ctrl-C stops the grid: no queued run starts, each running child gets one SIGINT (it saves
+            # its checkpoint and exits), and a second Ctrl-C meanwhile is ignored rather than a traceback.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            stop_children()
+            print(
+                f"{prog}: interrupted: no further run starts; finished runs are kept and interrupted ones "
+                "resume from their last checkpoint: rerun the same command to continue",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 130
     wall = time.perf_counter() - start
     if args.report_only:
         _say_what_was_read(args, cells, out, prog)
@@ -267,6 +309,36 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
     busy = f"; running elsewhere: {elsewhere} (rerun this command when they end)" if elsewhere else ""
     print(f"grid wall time: {wall / 60:.1f} min; failed runs: {failures}{busy}")
     return 1 if failures else 3 if elsewhere else 0
+
+
+def _report_progress(stream, todo: int, out: Path) -> tuple[int, int]:
+    """Print one line per finished job (and a failed one's log tail); (failed jobs, jobs left to another
+    process)."""
+    from prism.experiments.runner import RUNNING_ELSEWHERE, log_tail
+
+    failures = elsewhere = 0
+    for k, (job, code, seconds) in enumerate(stream, start=1):
+        if code == RUNNING_ELSEWHERE:
+            elsewhere += 1
+            print(f"[{k}/{todo}] {job}: skipped, another process is writing {job.run_dir(out)}", flush=True)
+            continue
+        status = "ok" if code == 0 else f"FAILED (exit {code}; log {job.log(out)})"
+        print(f"[{k}/{todo}] {job}: {status} {seconds:.0f}s", flush=True)
+        if code != 0:
+            failures += 1
+            print("    " + log_tail(job, out).replace("\n", "\n    "), flush=True)
+    return failures, elsewhere
+
+
+def _nothing_to_run(preset, cells: list) -> str:
+    """Why a dry run lists no run: every cell is a joined arm's (read from its own study), or none is left."""
+    joined = sorted({c.method for c in cells if c.source is not None})
+    if cells and len(joined) == len({c.method for c in cells}):
+        return (
+            f"no run to make: the selected arms ({', '.join(joined)}) are joined from another study's runs, "
+            "which are read, never run here"
+        )
+    return "no run to make: the selection (--envs/--methods/--seeds) holds no run of this preset"
 
 
 def _say_what_was_read(args: argparse.Namespace, cells: list, out: Path, prog: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -141,7 +142,19 @@ def copy_run_files(cells: list[Cell], out: Path, results: Path) -> None:
         target.mkdir(parents=True, exist_ok=True)
         for name in RUN_FILES:
             if (run_dir / name).is_file():
-                shutil.copyfile(run_dir / name, target / name)
+                _copy(run_dir / name, target / name, results)
         for name in POPULATION_FILES:
             if (run_dir.parent / name).is_file():
-                shutil.copyfile(run_dir.parent / name, target.parent / name)
+                _copy(run_dir.parent / name, target.parent / name, results)
+
+
+def _copy(source: Path, target: Path, results: Path) -> None:
+    """Copy one run file; a config.yaml's ``run_dir`` becomes its copy's folder relative to ``results``
+    (``runs/<env>/<arm>/seed<k>``), so the committed copy names no machine's absolute path (prism reads the
+    folder it is given, not this key)."""
+    if source.name != "config.yaml":
+        shutil.copyfile(source, target)
+        return
+    relative = target.parent.relative_to(results).as_posix()
+    text = re.sub(r"^run_dir: .*$", f"run_dir: {relative}", source.read_text(), count=1, flags=re.M)
+    target.write_text(text)

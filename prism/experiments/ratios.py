@@ -52,6 +52,26 @@ class RatioRow:
         )
 
 
+def is_ratio_of_sizes(x: list[float], y: list[float]) -> bool:
+    """Whether A / B of these final values is a ratio of means at all: B's mean above 0 and A's not below 0
+    (EUM and VO can be negative; a ratio of such means is undefined or of the wrong sign). Rows where it is
+    not show no ratio, interval, TOST p or verdict, only the Welch p of the difference."""
+    return bool(x and y) and sum(y) / len(y) > 0 and sum(x) / len(x) >= 0
+
+
+def undefined_note(rows: list[RatioRow]) -> list[str]:
+    """The line under the ratio table naming how many rows have no ratio of means ([] when none)."""
+    undefined = [r for r in rows if math.isnan(r.boot["ratio"]) and not math.isnan(r.boot["p_welch"])]
+    if not undefined:
+        return []
+    return [
+        "",
+        f"{len(undefined)} row{'s' if len(undefined) > 1 else ''} above compare{'' if len(undefined) > 1 else 's'} "
+        "a negative mean (B's not above 0, or A's below 0): a ratio of such means is not defined, so "
+        'the row shows no ratio, interval, TOST p or verdict ("—"), only the Welch p of the difference.',
+    ]
+
+
 def _paper_ratio(preset: Preset, paper: PaperValues, env_id: str, a: str, b: str, metric: str) -> str:
     if preset.arm(a).method == preset.arm(b).method:
         return "—"  # the same method of the paper under two protocols or agents: no paper counterpart
@@ -79,6 +99,9 @@ def ratio_rows(preset: Preset, table: Table, paper: PaperValues) -> list[RatioRo
                 x = a_entry[f"final_{metric}"] if a_entry else []
                 y = b_entry[f"final_{metric}"] if b_entry else []
                 boot = compare(x, y) if a_entry and b_entry else dict(NAN_STATS)
+                sized = is_ratio_of_sizes(x, y)
+                if not sized:  # keep the difference's Welch p; drop everything that reads a ratio
+                    boot = {**boot, "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan}
                 pending.append(
                     dict(
                         env=env_id,
@@ -86,8 +109,8 @@ def ratio_rows(preset: Preset, table: Table, paper: PaperValues) -> list[RatioRo
                         ratio=ratio,
                         protocols=f"{preset.protocol_of(a)} / {preset.protocol_of(b)}",
                         boot=boot,
-                        interval=inference.ratio_interval(x, y),
-                        p_tost=inference.tost_ratio(x, y, preset.equivalence_margin),
+                        interval=inference.ratio_interval(x, y) if sized else (math.nan, math.nan),
+                        p_tost=inference.tost_ratio(x, y, preset.equivalence_margin) if sized else math.nan,
                         primary=ratio.primary
                         and metric == PRIMARY_METRIC
                         and (not preset.primary_envs or env in preset.primary_envs),
@@ -95,7 +118,7 @@ def ratio_rows(preset: Preset, table: Table, paper: PaperValues) -> list[RatioRo
                         ahead=bool(x and y and sum(x) / len(x) > sum(y) / len(y)),
                     )
                 )
-    family = [i for i, row in enumerate(pending) if row["primary"]]
+    family = [i for i, row in enumerate(pending) if row["primary"] and not math.isnan(row["boot"]["ratio"])]
     adjusted = dict(zip(family, inference.holm([pending[i]["boot"]["p_welch"] for i in family])))
     return [RatioRow(**row, p_holm=adjusted.get(i, math.nan)) for i, row in enumerate(pending)]
 

@@ -16,7 +16,7 @@ from prism.experiments.fits import fit_rows, fit_table
 from prism.experiments.grid import ENV_FILES, HEALTHY_BONUS_ENVS, Aggregate, Cell, Preset
 from prism.experiments.paper_claims import paper_claims_section
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
-from prism.experiments.ratios import family_lines, ratio_rows, ratio_table
+from prism.experiments.ratios import family_lines, ratio_rows, ratio_table, undefined_note
 from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, thin_ratio_note
 from prism.experiments.takeoff import flip_section, take_off_section, take_off_tests
@@ -167,6 +167,7 @@ def write_report(
         "All ratios:",
         "",
         *ratio_lines,
+        *undefined_note(ratios),
         *thin_ratio_note(preset, table),
         "",
         "Per-objective mean returns of the final evaluation (mean over its policies, then mean ± SE over "

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -87,28 +88,69 @@ def make_jobs(
     return jobs
 
 
-def fit_command(job: Job, preset: Preset, out: Path) -> list[str]:
-    run_dir = job.run_dir(out)
-    if (run_dir / "config.yaml").is_file():
-        return [sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)]
+GRID_KEYS = ("run_dir", "seed", "seeds", "method_label", "protocol")
+"""Keys the grid sets for each run itself: a ``--set`` of one is refused (``--protocol`` picks the protocol)."""
+
+
+def fresh_arguments(
+    job: Job, preset: Preset, out: Path, sets: tuple[str, ...] = ()
+) -> tuple[list[str], list[str]]:
+    """(config files, ``key=value`` overrides) of ``job`` started afresh: the env file, the arm's overlay (and
+    the backbone's file), then the preset's and the arm's overrides, then the user's ``sets`` (last, so they
+    win over both), then the grid's own keys (:data:`GRID_KEYS`)."""
     who = f"seeds=[{','.join(map(str, job.seeds))}]" if job.population else f"seed={job.seeds[0]}"
     arm = preset.arm(job.method)
-    return [
-        sys.executable,
-        "-m",
-        "prism.cli",
-        "fit",
-        "--config",
+    files = [
         str(CONF / f"{job.env}.yaml"),
         str(CONF / METHODS[arm.method][0]),
         *([str(CONF / "agent" / f"{preset.backbone}.yaml")] if preset.backbone != "capql" else []),
+    ]
+    items = [
         *preset.overrides_for(job.env),
         *arm.overrides,
+        *sets,
         f"protocol={preset.protocol_of(job.method)}",
         *([f"method_label={arm.name}"] if arm.name != arm.method else []),
         who,
-        f"run_dir={run_dir}",
+        f"run_dir={job.run_dir(out)}",
     ]
+    return files, items
+
+
+def fit_command(job: Job, preset: Preset, out: Path, sets: tuple[str, ...] = ()) -> list[str]:
+    """The ``prism fit`` command of ``job``: ``--resume`` where its folder holds a config, else
+    :func:`fresh_arguments`."""
+    run_dir = job.run_dir(out)
+    if (run_dir / "config.yaml").is_file():
+        return [sys.executable, "-m", "prism.cli", "fit", "--resume", str(run_dir)]
+    files, items = fresh_arguments(job, preset, out, sets)
+    return [sys.executable, "-m", "prism.cli", "fit", "--config", *files, *items]
+
+
+_STOP = threading.Event()
+"""Set by :func:`stop_children`: no job starts after it."""
+_CHILDREN: set[subprocess.Popen] = set()
+_CHILDREN_LOCK = threading.Lock()
+
+
+def stop_children(timeout: float | None = None) -> None:
+    """Stop the grid: no further job starts, each running ``prism fit`` child gets one SIGINT (it saves a
+    checkpoint and exits, as on a Ctrl-C of its own), and this waits for them to end. The children run in
+    their own process group, so a Ctrl-C at the terminal reaches only the driver and each child is
+    interrupted exactly once, from here."""
+    _STOP.set()
+    with _CHILDREN_LOCK:
+        children = list(_CHILDREN)
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+    for child in children:
+        child.wait(timeout)
+
+
+def _child_setup() -> None:
+    os.setpgrp()  # its own process group: the terminal's Ctrl-C goes to the driver, which passes one on
+    _die_with_parent()
 
 
 def _die_with_parent() -> None:
@@ -122,7 +164,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_job(job: Job, preset: Preset, out: Path) -> tuple[Job, int, float]:
+def run_job(job: Job, preset: Preset, out: Path, sets: tuple[str, ...] = ()) -> tuple[Job, int, float]:
     """Run (or resume) one job to the end; ``(job, exit code, seconds)``. A finished job returns at once.
 
     The command is chosen here, when the run starts, not when it is submitted: a retried Ray task finds the
@@ -130,23 +172,34 @@ def run_job(job: Job, preset: Preset, out: Path) -> tuple[Job, int, float]:
     (its folder locked) is left to it: ``(job, RUNNING_ELSEWHERE, 0.0)``."""
     if job.finished(out):
         return job, 0, 0.0
+    if _STOP.is_set():
+        raise KeyboardInterrupt  # the grid was stopped before this job's turn came
     if locked_elsewhere(job.run_dir(out)):
         return job, RUNNING_ELSEWHERE, 0.0
     log = job.log(out)
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = fit_command(job, preset, out)
+    command = fit_command(job, preset, out, sets)
     start = time.perf_counter()
     with log.open("a") as fh:
         fh.write(f"\n$ {' '.join(command)}\n")
         fh.flush()
-        code = subprocess.call(
-            command,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
+        with _CHILDREN_LOCK:
+            if _STOP.is_set():
+                raise KeyboardInterrupt
+            child = subprocess.Popen(
+                command,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                preexec_fn=_child_setup if sys.platform.startswith("linux") else None,
+            )
+            _CHILDREN.add(child)
+        try:
+            code = child.wait()
+        finally:
+            with _CHILDREN_LOCK:
+                _CHILDREN.discard(child)
     seconds = time.perf_counter() - start
     if code != 0 and locked_elsewhere(job.run_dir(out)):
         # The other writer took the folder between the check above and our child's start: the child was
@@ -172,10 +225,14 @@ RunFn = Callable[[Job], tuple[Job, int, float]]
 
 def run_local(jobs: list[Job], run: RunFn, parallel: int) -> Iterator[tuple[Job, int, float]]:
     """``parallel`` jobs at once as subprocesses of this machine; results as they finish."""
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        futures = [pool.submit(run, job) for job in jobs]
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    futures = [pool.submit(run, job) for job in jobs]
+    try:
         for future in as_completed(futures):
             yield future.result()
+    finally:
+        # On a Ctrl-C (or any early exit) the queued jobs are dropped, not started one after another.
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_ray(

@@ -1,0 +1,138 @@
+"""``prism reproduce`` as a user drives it: ``--set`` wins over an arm's own keys, a file in ``--set`` is refused
+in one line, a second command into the same ``--out`` with another ``--set`` is refused naming the runs whose
+config differs, a dry run that selects no run says why, and one Ctrl-C stops the whole grid (exit 130)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from prism.config.files import to_yaml
+from prism.config.loader import load_config
+from prism.experiments.cli import main
+from prism.experiments.presets import PRESETS
+from prism.experiments.runner import Job, fit_command, fresh_arguments
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _items(command: list[str]) -> list[str]:
+    return [item for item in command if "=" in item]
+
+
+def test_a_user_set_wins_over_the_arms_own_key(tmp_path):
+    preset = PRESETS["fit-cost"]  # its arm e-oracle-rerun sets loop.initial_episodes=250 itself
+    job = Job("swimmer", "e-oracle-rerun", (0,), False)
+    command = fit_command(job, preset, tmp_path, ("loop.initial_episodes=5",))
+    items = _items(command)
+    assert items.index("loop.initial_episodes=5") > items.index("loop.initial_episodes=250")
+    config = load_config(*fresh_arguments(job, preset, tmp_path, ("loop.initial_episodes=5",)))
+    assert config.loop.initial_episodes == 5
+
+
+def test_a_file_or_a_grid_key_in_set_is_refused_in_one_line(tmp_path, capsys):
+    out = tmp_path / "grid"
+    argv = ["--preset", "cpu-small", "--out", str(out), "--dry-run"]
+    assert main([*argv, "--set", "conf/budget/tiny.yaml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--set: 'conf/budget/tiny.yaml' is not key=value" in err
+    assert main([*argv, "--set", "run_dir=/tmp/x"]) == 2
+    assert "--set: run_dir is set by the grid for each run" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def _started(out: Path, preset_name: str, env: str, arm: str, seed: int, sets: tuple[str, ...]) -> None:
+    """A run folder as `prism fit` leaves it at start: its config.yaml."""
+    job = Job(env, arm, (seed,), False)
+    config = load_config(*fresh_arguments(job, PRESETS[preset_name], out, sets))
+    job.run_dir(out).mkdir(parents=True)
+    (job.run_dir(out) / "config.yaml").write_text(to_yaml(config))
+
+
+def test_a_rerun_into_the_same_out_with_another_set_is_refused_naming_the_run(tmp_path, capsys):
+    out = tmp_path / "grid"
+    _started(out, "cpu-small", "hopper", "prism", 0, ("loop.initial_episodes=7",))
+    argv = ["--preset", "cpu-small", "--envs", "hopper", "--out", str(out), "--dry-run"]
+    assert main([*argv, "--set", "loop.initial_episodes=9"]) == 2
+    err = capsys.readouterr().err
+    assert "hopper/prism/seed0 (loop.initial_episodes: 7 there, 9 now)" in err
+    assert main(argv) == 2  # dropping the --set is another config too
+    assert "loop.initial_episodes: 7 there" in capsys.readouterr().err
+    assert main([*argv, "--set", "loop.initial_episodes=7"]) == 0  # the same --set resumes it
+    assert "--resume" in capsys.readouterr().out
+
+
+def test_a_key_left_to_the_codes_default_is_not_compared(tmp_path, capsys):
+    # a default that changed between versions (agent.cuda_graph: false, now auto) is no choice of the command
+    out = tmp_path / "grid"
+    _started(out, "cpu-small", "hopper", "prism", 0, ())
+    config = out / "hopper" / "prism" / "seed0" / "config.yaml"
+    assert "  cuda_graph: auto\n" in config.read_text()
+    config.write_text(config.read_text().replace("  cuda_graph: auto\n", "  cuda_graph: false\n"))
+    assert main(["--preset", "cpu-small", "--envs", "hopper", "--out", str(out), "--dry-run"]) == 0
+    assert "--resume" in capsys.readouterr().out
+
+
+def test_a_dry_run_that_selects_no_run_says_why(tmp_path, capsys):
+    # table1-study's hopper arms are all joined from other studies' runs: nothing to run here
+    argv = ["--preset", "table1-study", "--envs", "hopper", "--out", str(tmp_path), "--dry-run"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# no run to make: the selected arms") and "joined from another study" in out
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+import prism.experiments.runner as runner
+from prism.experiments.cli import main
+
+CHILD = '''
+import signal, sys, time
+from pathlib import Path
+marker = Path(sys.argv[1])
+marker.write_text("started")
+def stop(*_):
+    marker.write_text("interrupted")
+    sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+time.sleep(60)
+marker.write_text("slept")
+'''
+
+def fit_command(job, preset, out, sets=()):
+    return [sys.executable, "-c", CHILD, str(Path(out) / f"seed{job.seeds[0]}.marker")]
+
+runner.fit_command = fit_command
+sys.exit(main(["--preset", "cpu-small", "--envs", "hopper", "--methods", "oracle", "--seeds", "0", "1",
+               "--per-seed-processes", "--parallel", "1", "--out", sys.argv[1]]))
+"""
+
+
+def test_one_ctrl_c_stops_the_whole_grid_exits_130_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "grid"
+    out.mkdir()
+    driver = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(DRIVER), str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (out / "seed0.marker").is_file() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (out / "seed0.marker").is_file(), driver.communicate(timeout=10)
+    driver.send_signal(signal.SIGINT)
+    stdout, stderr = driver.communicate(timeout=60)
+    assert driver.returncode == 130, stdout + stderr
+    assert "Traceback" not in stderr
+    assert "rerun the same command to continue" in stderr
+    assert (out / "seed0.marker").read_text() == "interrupted"  # the running child got the Ctrl-C
+    assert not (out / "seed1.marker").exists()  # and the next run never started
