@@ -15,8 +15,8 @@ from pathlib import Path
 from prism.config.files import to_yaml
 from prism.config.loader import load_config
 from prism.experiments.cli import main
-from prism.experiments.presets import PRESETS
 from prism.experiments.runner import Job, fit_command, fresh_arguments
+from prism.experiments.studies import load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def _items(command: list[str]) -> list[str]:
 
 
 def test_a_user_set_wins_over_the_arms_own_key(tmp_path):
-    preset = PRESETS["fit-cost"]  # its arm e-oracle-rerun sets loop.initial_episodes=250 itself
+    preset = load_preset("fit-cost")  # its arm e-oracle-rerun sets loop.initial_episodes=250 itself
     job = Job("swimmer", "e-oracle-rerun", (0,), False)
     command = fit_command(job, preset, tmp_path, ("loop.initial_episodes=5",))
     items = _items(command)
@@ -49,7 +49,7 @@ def test_a_file_or_a_grid_key_in_set_is_refused_in_one_line(tmp_path, capsys):
 def _started(out: Path, preset_name: str, env: str, arm: str, seed: int, sets: tuple[str, ...]) -> None:
     """A run folder as `prism fit` leaves it at start: its config.yaml."""
     job = Job(env, arm, (seed,), False)
-    config = load_config(*fresh_arguments(job, PRESETS[preset_name], out, sets))
+    config = load_config(*fresh_arguments(job, load_preset(preset_name), out, sets))
     job.run_dir(out).mkdir(parents=True)
     (job.run_dir(out) / "config.yaml").write_text(to_yaml(config))
 

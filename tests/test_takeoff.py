@@ -229,7 +229,7 @@ def test_a_seed_exactly_at_the_threshold_has_not_taken_off_in_any_count(tmp_path
     for seed, value in enumerate((500.0, 501.0)):  # the reference study's seeds: one at, one above
         _run(tmp_path / "ref" / "halfcheetah" / "e-prism" / f"seed{seed}", [1.0, value])
     spec = TakeOff("halfcheetah", "forward", 500.0, str(tmp_path / "ref"), "the reference")
-    preset = dataclasses.replace(PRESETS["halfcheetah-paper"], take_off=spec)
+    preset = dataclasses.replace(load_preset("halfcheetah-paper"), take_off=spec)
     key = "final_undiscounted_return_forward"
     table = {
         ("halfcheetah", "e-prism"): {key: [500.0, 500.0, 900.0]},
