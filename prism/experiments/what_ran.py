@@ -79,7 +79,7 @@ def _steps(config: dict[str, Any], cycle_end: int) -> str:
         return "unknown"
     read = cycle_end or cycles
     text = f"{read} × {_number(per_cycle)} = {_number(read * per_cycle)}"
-    return text + (f" (read at the end of cycle {read} of {cycles})" if cycle_end else "")
+    return text + (f", read at the end of cycle {read} of {cycles}" if cycle_end else "")
 
 
 def _where(labels: list[tuple[str, str]], everyone: list[tuple[str, str]]) -> str:
