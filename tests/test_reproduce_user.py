@@ -1,6 +1,7 @@
 """``prism reproduce`` as a user drives it: ``--set`` wins over an arm's own keys, a file in ``--set`` is refused
 in one line, a second command into the same ``--out`` with another ``--set`` is refused naming the runs whose
-config differs, a dry run that selects no run says why, and one Ctrl-C stops the whole grid (exit 130)."""
+config differs, a dry run that selects no run says why, one Ctrl-C stops the whole grid (exit 130), and the
+report's header says what ran (steps, seeds, settings), read from the runs' own config.yaml."""
 
 from __future__ import annotations
 
@@ -84,6 +85,70 @@ def test_a_dry_run_that_selects_no_run_says_why(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("# no run to make: the selected arms") and "joined from another study" in out
+
+
+def _finished(out: Path, preset_name: str, env: str, arm: str, seed: int, sets: tuple[str, ...]) -> None:
+    """A finished run folder made with ``sets``: its config.yaml as `prism fit` writes it, an eval.csv with a
+    final row and a summary.json."""
+    _started(out, preset_name, env, arm, seed, sets)
+    run_dir = Job(env, arm, (seed,), False).run_dir(out)
+    rows = ["env_steps,hv,eum,vo,final", f"100,{1.0 + seed},1.0,1.0,0", f"200,{2.0 + seed},1.0,1.0,1"]
+    (run_dir / "eval.csv").write_text("\n".join(rows) + "\n")
+    (run_dir / "summary.json").write_text("{}")
+
+
+def _what_ran(results: Path) -> str:
+    """The report's header: the lines between its title and the paragraph on final / best columns."""
+    text = (results / "table.md").read_text()
+    return text[: text.index("Final = the evaluation")]
+
+
+def test_the_report_header_says_what_ran_steps_seeds_and_overrides_read_from_the_runs(tmp_path, capsys):
+    # runs made with `--set loop.steps_per_cycle=2000 --seeds 0 1`; the report is asked for without the --set
+    # (and without --seeds): it reads what ran from the runs' own config.yaml, not from its command line
+    out, results = tmp_path / "grid", tmp_path / "report"
+    for arm in ("oracle", "prism"):
+        for seed in (0, 1):
+            _finished(out, "cpu-small", "hopper", arm, seed, ("loop.steps_per_cycle=2000",))
+    argv = ["--preset", "cpu-small", "--envs", "hopper", "--methods", "oracle", "prism", "--report-only"]
+    assert main([*argv, "--out", str(out), "--results", str(results)]) == 0
+    header = _what_ran(results)
+    assert header.startswith("## cpu-small: mo-hopper-v5 and mo-swimmer-v5")  # the study's description stays
+    assert "- RL steps per run: 2 × 2 000 = 4 000 in every arm." in header
+    assert "- Seeds: 0, 1 of the study's 0–4 in every arm." in header
+    assert "`loop.steps_per_cycle=2000` (the study: 5000) in every arm." in header
+    assert str(tmp_path) not in header  # no machine path
+
+
+def test_the_report_header_names_an_arm_whose_runs_differ_among_themselves(tmp_path, capsys):
+    out, results = tmp_path / "grid", tmp_path / "report"
+    _finished(out, "cpu-small", "hopper", "prism", 0, ())
+    _finished(out, "cpu-small", "hopper", "prism", 1, ("loop.steps_per_cycle=3000",))
+    argv = ["--preset", "cpu-small", "--envs", "hopper", "--methods", "prism", "--report-only"]
+    assert main([*argv, "--seeds", "0", "1", "--out", str(out), "--results", str(results)]) == 0
+    header = _what_ran(results)
+    assert "- RL steps per run: 2 × 5 000 = 10 000 or 2 × 3 000 = 6 000 in every arm." in header
+    assert (
+        "- Runs that differ among themselves: hopper/prism: `loop.steps_per_cycle` 5000 (seed 0), "
+        "3000 (seed 1); the study: 5000." in header
+    )
+
+
+def test_the_report_header_says_briefly_when_the_runs_are_the_study_exactly(tmp_path, capsys):
+    from dataclasses import replace
+
+    from prism.experiments.report import write_report
+
+    out, results = tmp_path / "grid", tmp_path / "report"
+    for seed in (0, 1):
+        _finished(out, "cpu-small", "hopper", "oracle", seed, ())
+    study = replace(load_preset("cpu-small"), envs=("hopper",), methods=("oracle",), seeds=(0, 1))
+    write_report("cpu-small", study, study.cells(), out, results)
+    lines = [line for line in _what_ran(results).splitlines() if line]
+    assert lines[1:] == [
+        "What ran, read from each run's own config.yaml: the study's settings and seeds exactly; RL steps per "
+        "run: 2 × 5 000 = 10 000 in every arm; seeds 0, 1 in every arm."
+    ]
 
 
 DRIVER = """

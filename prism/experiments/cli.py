@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None, prog: str = "prism reproduce") -> int:
     if any((c.run_dir(out) / "summary.json").is_file() for c in cells):
         recompute = _recompute_command(args, out, results)
         try:
-            print(write_report(args.preset, preset, cells, out, results, recompute))
+            print(write_report(args.preset, preset, cells, out, results, recompute, base.seeds))
         except ConfigError as err:  # an optional dependency of the report is missing
             print(f"{prog}: error: {err}", file=sys.stderr)
             return 2

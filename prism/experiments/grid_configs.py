@@ -30,7 +30,9 @@ def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: node}
 
 
-def _flat(config: Any) -> dict[str, Any]:
+def flat_config(config: Any) -> dict[str, Any]:
+    """``config`` (a :class:`~prism.config.schema.RunConfig`) as ``{dotted key: value}``, without the keys that
+    differ between the runs of one grid by design (:data:`PER_RUN_KEYS`)."""
     data = OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
     return {k: v for k, v in _leaves(data).items() if k not in PER_RUN_KEYS}
 
@@ -41,9 +43,9 @@ def config_differences(saved: Path, files: list[str], items: list[str]) -> list[
     (a bad ``--set``)."""
     from prism.config.loader import load_config, load_run_config
 
-    fresh = _flat(load_config(files, items))
+    fresh = flat_config(load_config(files, items))
     try:
-        there = _flat(load_run_config(saved))
+        there = flat_config(load_run_config(saved))
     except ConfigError as err:
         return [f"its config.yaml does not load ({err})"]
     named = _named(files, items)

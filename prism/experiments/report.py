@@ -20,6 +20,7 @@ from prism.experiments.ratios import family_lines, ratio_rows, ratio_table, unde
 from prism.experiments.stats import AggregateResult
 from prism.experiments.tables import Table, arm_table, objective_table, thin_ratio_note
 from prism.experiments.takeoff import flip_section, take_off_section, take_off_tests
+from prism.experiments.what_ran import what_ran_lines
 
 SECTION_FILES = (
     "ratios.csv",
@@ -123,10 +124,18 @@ def _no_bonus_clause(preset: Preset) -> str:
 
 
 def write_report(
-    preset_name: str, preset: Preset, cells: list[Cell], out: Path, results: Path, recompute: str = ""
+    preset_name: str,
+    preset: Preset,
+    cells: list[Cell],
+    out: Path,
+    results: Path,
+    recompute: str = "",
+    study_seeds: tuple[int, ...] | None = None,
 ) -> str:
     """Write the report of ``preset``'s finished ``cells`` (run folders under ``out``, joined arms' under
-    their own) into ``results``; returns its markdown. ``recompute`` is the command that rebuilds it.
+    their own) into ``results``; returns its markdown. ``recompute`` is the command that rebuilds it;
+    ``study_seeds`` are the seeds the study declares where ``preset`` was narrowed to fewer (the header's
+    "what ran" lines set the seeds found beside them).
 
     The aggregate is computed first: a missing optional dependency stops the report before anything is
     written."""
@@ -142,9 +151,11 @@ def write_report(
     if ratio_csv:
         _write_csv(results / "ratios.csv", ratio_csv)
     copy_run_files(cells, out, results)
+    what_ran = what_ran_lines(preset, cells, out, study_seeds)
     sections = [
         f"## {preset_name}: {preset.description}",
         "",
+        *((*what_ran, "") if what_ran else ()),
         "Final = the evaluation at the end of each run (row flagged `final` in eval.csv); best periodic = "
         "the best of the periodic evaluations along the run. Mean ± standard error over seeds.",
         "",
