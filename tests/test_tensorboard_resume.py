@@ -153,3 +153,31 @@ def test_a_refit_stopped_after_it_logged_is_shown_once_after_resume(tmp_path):
     at_refit = [value for step, value in _points(events, "loop/phase") if step == REFIT_STEP]
     assert at_refit == [PHASES.index("collect_expert"), PHASES.index("fit"), PHASES.index("rl")]
     assert [e.step for e in events.Images("reward/shaped_vs_true")] == [0, REFIT_STEP]
+
+
+def test_carrying_copies_only_the_points_at_the_step_logged_before_the_position(tmp_path):
+    """The mechanism alone, on a bare logger: of the points at step 2, those logged before the recorded position
+    are carried into the resumed file, the later ones (and step 3) stay hidden; a position in a file that is
+    gone carries nothing."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from prism.run.tensorboard_resume import carry_events_at_step, event_file_position
+
+    def logger(purge_step: int | None = None) -> TensorBoardLogger:
+        return TensorBoardLogger(str(tmp_path), name="tb", version="", purge_step=purge_step)
+
+    stopped = logger()
+    stopped.log_metrics({"a": 1.0}, step=1)
+    stopped.log_metrics({"a": 2.0, "b": 2.0}, step=2)
+    position = event_file_position(stopped)
+    stopped.log_metrics({"b": 20.0, "c": 2.0}, step=2)  # after the checkpoint: redone by the resumed process
+    stopped.log_metrics({"a": 3.0}, step=3)
+    stopped.experiment.flush()
+    resumed = logger(purge_step=2)
+    assert carry_events_at_step(resumed, position, 2) == 2  # a and b, one event each
+    resumed.log_metrics({"c": 2.0}, step=2)
+    resumed.experiment.flush()
+    events = _events(tmp_path)
+    shown = {tag: _points(events, tag) for tag in events.Tags()["scalars"]}
+    assert shown == {"a": [(1, 1.0), (2, 2.0)], "b": [(2, 2.0)], "c": [(2, 2.0)]}
+    assert carry_events_at_step(logger(purge_step=2), {**position, "file": "gone"}, 2) == 0

@@ -43,7 +43,11 @@ def event_file_position(logger: Any) -> dict[str, Any] | None:
         return None
     file_writer.flush()  # the events logged so far, all on disk: the file's size is where the checkpoint stands
     path = Path(name)
-    return {"file": path.name, "bytes": path.stat().st_size}
+    try:
+        size = path.stat().st_size
+    except OSError:  # the file was removed under the run: a resume then carries nothing, the run goes on
+        return None
+    return {"file": path.name, "bytes": size}
 
 
 def _records(data: bytes) -> Iterator[bytes]:
@@ -66,6 +70,7 @@ def carry_events_at_step(logger: Any, position: dict[str, Any] | None, step: int
     writer = tensorboard_writer(logger)
     if writer is None or position is None:
         return 0
+    from google.protobuf.message import DecodeError
     from tensorboard.compat.proto import event_pb2
 
     source = Path(writer.get_logdir()) / str(position["file"])
@@ -76,7 +81,10 @@ def carry_events_at_step(logger: Any, position: dict[str, Any] | None, step: int
     file_writer = writer._get_file_writer()  # writes the START event first if it is not written yet
     carried = 0
     for record in _records(data):
-        event = event_pb2.Event.FromString(record)
+        try:
+            event = event_pb2.Event.FromString(record)
+        except DecodeError:  # a damaged file: carry what came before, never stop the resume over a display
+            break
         if event.step == step and event.HasField("summary"):
             file_writer.add_event(event, step=event.step, walltime=event.wall_time)
             carried += 1
