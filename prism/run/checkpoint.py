@@ -30,6 +30,7 @@ from prism.config import ConfigError
 from prism.errors import NonFiniteError
 from prism.loop.loop_state import LoopState
 from prism.run.checkpoint_files import FORMAT_VERSION, checkpoint_path, previous_checkpoint_path, save_atomic
+from prism.run.tensorboard_resume import event_file_position
 
 
 def _global_rng_state() -> dict[str, Any]:
@@ -83,6 +84,9 @@ def collect_state(run) -> dict[str, Any]:
         "time": run.clock.state_dict(),
         # Its time per phase so far, an open phase's included (a fit snapshot is saved inside the fit phase).
         "phase_time": run.phases.state_dict(),
+        # Where each member's event file stood: a resume shows the points logged up to here once
+        # (prism.run.tensorboard_resume).
+        "tensorboard": [event_file_position(member.logger) for member in run.members],
     }
 
 

@@ -59,6 +59,7 @@ from prism.run.layout import CONFIG_FILE, SUMMARY_CSV, SUMMARY_JSON
 from prism.run.lock import run_dir_lock
 from prism.run.members import Member, Run, member_config, member_run_dirs
 from prism.run.outputs import closing_summary, write_final_outputs
+from prism.run.tensorboard_resume import carry_events_at_step
 from prism.seeding import derive_seed
 
 
@@ -389,8 +390,14 @@ def _resume_locked(
         final_done = bool(evaluation.get("final_done", False)) if evaluation is not None else False
         truncate_eval_csv(member_dir / "eval.csv", last_eval, keep_final=final_done)
     # A continued run keeps the events of its old last step (its final evaluation): purge only later ones.
+    # A resumed one purges from its checkpoint's step and logs again the points the checkpoint had seen at
+    # that step (prism.run.tensorboard_resume).
     purge_step = int(state["env_steps"]) + (cycles is not None) if state is not None else 0
     run = build_run(config, progress_bar=make_progress(progress), purge_step=purge_step)
+    if state is not None and cycles is None:
+        positions = state.get("tensorboard") or [None] * len(run.members)  # absent in older checkpoints
+        for member, position in zip(run.members, positions):
+            carry_events_at_step(member.logger, position, purge_step)
     if cycles is not None:
         write_member_configs(run)
     attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
