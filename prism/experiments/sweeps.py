@@ -140,8 +140,8 @@ def comparison_rows(preset: Preset, sweep: Sweep, ratios: list[RatioRow]) -> tup
                 continue
             for level, arm in series.arms:
                 row = by_key.get((env_id, arm, series.versus))
-                if arm == series.versus or row is None:
-                    continue  # the reference level itself, or an arm this env does not run
+                if row is None:
+                    continue  # the comparison arm's own level (no ratio of it to itself), or an arm not run here
                 ratio = row.boot["ratio"]
                 low, high = row.interval
                 band = series.band
