@@ -60,7 +60,10 @@ def _run(run_dir: Path, hv: float, segments: tuple[int, int] | None, pearson: fl
     summary: dict = {}
     if segments is not None:
         summary["reward_fits"] = [
-            {"store": {"episodes": episodes, "segments": count}, "validation": {"pearson": pearson + cycle / 10}}
+            {
+                "store": {"episodes": episodes, "segments": count},
+                "validation": {"pearson": pearson + cycle / 10},
+            }
             for cycle, (count, episodes) in enumerate(zip(segments, (1000, 1200)))
         ]
     (run_dir / "summary.json").write_text(json.dumps(summary))
@@ -136,7 +139,12 @@ def test_the_segment_store_per_level_and_cycle(tmp_path):
     per_episode = {
         (r["arm"], r["cycle"]): float(r["value"]) for r in _rows(results, statistic="segments_per_episode")
     }
-    expected = {("prism0", "1"): 1.0, ("prism0", "2"): 1000 / 1200, ("prism1", "1"): 5.6, ("prism1", "2"): 4.0}
+    expected = {
+        ("prism0", "1"): 1.0,
+        ("prism0", "2"): 1000 / 1200,
+        ("prism1", "1"): 5.6,
+        ("prism1", "2"): 4.0,
+    }
     assert per_episode == pytest.approx(expected)
     (pearson,) = _rows(results, statistic="val_pearson", arm="prism1", cycle="2")
     assert float(pearson["value"]) == pytest.approx(np.mean([0.6, 0.61, 0.62]))
@@ -146,7 +154,13 @@ def test_the_segment_store_per_level_and_cycle(tmp_path):
 
 @pytest.mark.parametrize(
     ("low", "high", "position"),
-    [(0.62, 0.78, INSIDE), (0.81, 0.9, OUTSIDE), (0.4, 0.59, OUTSIDE), (0.55, 0.65, OVERLAPS), (0.5, 0.9, OVERLAPS)],
+    [
+        (0.62, 0.78, INSIDE),
+        (0.81, 0.9, OUTSIDE),
+        (0.4, 0.59, OUTSIDE),
+        (0.55, 0.65, OVERLAPS),
+        (0.5, 0.9, OVERLAPS),
+    ],
 )
 def test_where_an_interval_lies_against_a_band(low, high, position):
     assert band_position(low, high, (0.6, 0.8)) == position
@@ -159,12 +173,36 @@ def test_a_single_value_has_no_interval():
 
 
 BAD = {
-    "an arm at another level": ("[env.p_rel=0.2]}\n  prism0", "[env.p_rel=0.5]}\n  prism0", "base1 sets env.p_rel=0.5, not its level 0.2"),
-    "a comparison the study lacks": ("  - {numerator: prism1, denominator: prism0}\n", "", "prism1 / prism0 is not a ratio of the study"),
-    "two arms at one level": ("{0: base0, 0.2: base1}", "[[0, base0], [0.2, base1], [0.2, base0]]", "hopper runs two arms at level 0.2"),
-    "an unknown metric": ("    reference: oracle", "    metrics: [hv, eumm]\n    reference: oracle", "sweeps[0].metrics: 'eumm' is not a metric"),
-    "an unknown reference": ("    reference: oracle", "    reference: orcale", "sweeps[0].reference: 'orcale' is not an arm"),
-    "a band upside down": ("band: [0.6, 0.8]", "band: [0.8, 0.6]", "sweeps[0].series[0].band: [0.8, 0.6] is not a range"),
+    "an arm at another level": (
+        "[env.p_rel=0.2]}\n  prism0",
+        "[env.p_rel=0.5]}\n  prism0",
+        "base1 sets env.p_rel=0.5, not its level 0.2",
+    ),
+    "a comparison the study lacks": (
+        "  - {numerator: prism1, denominator: prism0}\n",
+        "",
+        "prism1 / prism0 is not a ratio of the study",
+    ),
+    "two arms at one level": (
+        "{0: base0, 0.2: base1}",
+        "[[0, base0], [0.2, base1], [0.2, base0]]",
+        "hopper runs two arms at level 0.2",
+    ),
+    "an unknown metric": (
+        "    reference: oracle",
+        "    metrics: [hv, eumm]\n    reference: oracle",
+        "sweeps[0].metrics: 'eumm' is not a metric",
+    ),
+    "an unknown reference": (
+        "    reference: oracle",
+        "    reference: orcale",
+        "sweeps[0].reference: 'orcale' is not an arm",
+    ),
+    "a band upside down": (
+        "band: [0.6, 0.8]",
+        "band: [0.8, 0.6]",
+        "sweeps[0].series[0].band: [0.8, 0.6] is not a range",
+    ),
 }
 
 

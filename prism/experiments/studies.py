@@ -291,7 +291,9 @@ def _check_sweeps(p: Preset) -> None:
                 if value is not None and not _same_level(value, level):
                     raise _Bad(f"{at}.arms: {arm} sets {sweep.key}={value}, not its level {level:g}")
                 if series.versus and arm != series.versus and (arm, series.versus) not in ratios:
-                    raise _Bad(f"{at}.arms: {arm} / {series.versus} is not a ratio of the study (add it to ratios)")
+                    raise _Bad(
+                        f"{at}.arms: {arm} / {series.versus} is not a ratio of the study (add it to ratios)"
+                    )
             for env in p.envs:
                 levels = [level for level, arm in series.arms if arm in p.methods_for(env)]
                 if len(set(levels)) < len(levels):

@@ -78,8 +78,11 @@ def level_rows(preset: Preset, table: Table, sweep: Sweep) -> tuple[list[str], l
     """The level table: each series' arm per level, and the reference arm, per env (markdown, CSV rows)."""
     metrics = sweep.metrics
     lines = [
-        "| env | series | " + sweep.key + " | arm | n | "
-        + " | ".join(f"{m.upper()} mean [95% CI]" for m in metrics) + " |",
+        "| env | series | "
+        + sweep.key
+        + " | arm | n | "
+        + " | ".join(f"{m.upper()} mean [95% CI]" for m in metrics)
+        + " |",
         "|---|---|---|---|---|" + "---|" * len(metrics),
     ]
     rows = []
@@ -208,7 +211,9 @@ def store_rows(preset: Preset, table: Table, sweep: Sweep) -> tuple[list[str], l
                 per_seed = [fits for fits in table[(env, arm)]["fits"] if fits]
                 label = arm_label(preset, env, arm)
                 if not per_seed:  # runs written before the fit records
-                    lines.append(f"| {ENV_FILES[env]} | {series.label} | {level:g} | {label} | — | 0 | — | — |")
+                    lines.append(
+                        f"| {ENV_FILES[env]} | {series.label} | {level:g} | {label} | — | 0 | — | — |"
+                    )
                     continue
                 for cycle in range(max(len(fits) for fits in per_seed)):
                     records = [fits[cycle] for fits in per_seed if len(fits) > cycle]
@@ -217,7 +222,10 @@ def store_rows(preset: Preset, table: Table, sweep: Sweep) -> tuple[list[str], l
                         f"| {ENV_FILES[env]} | {series.label} | {level:g} | {label} | {cycle + 1} "
                         f"| {len(records)} | {fmt(*mean_se(per_episode))} | {fmt(*mean_se(pearson))} |"
                     )
-                    for statistic, values in (("segments_per_episode", per_episode), ("val_pearson", pearson)):
+                    for statistic, values in (
+                        ("segments_per_episode", per_episode),
+                        ("val_pearson", pearson),
+                    ):
                         mean, se = mean_se(values)
                         rows.append(
                             {
@@ -258,7 +266,7 @@ def sweep_section(
         lines += [
             "Each level's HV against the series' comparison arm: the HV row of the ratio table below (the "
             "Welch–Fieller interval, the TOST p at the study's margin and the verdict are that row's); "
-            "1 − ratio is the drop, its interval the ratio's mirrored; \"against the band\": the interval lies "
+            '1 − ratio is the drop, its interval the ratio\'s mirrored; "against the band": the interval lies '
             "inside the range a claim gives, outside it, or overlaps it:",
             "",
             *comparison_lines,
