@@ -70,8 +70,14 @@ def _ci(low: float, high: float, digits: str = ".3g") -> str:
 
 
 def _value(values: list[float]) -> str:
+    """``mean [low, high]`` with two decimals, a common power of ten for large values (as the arm table's)."""
     mean, low, high = mean_interval(values)
-    return f"{mean:.4g} {_ci(low, high, '.4g')}"
+    if math.isnan(mean):
+        return "—"
+    exponent = int(math.floor(math.log10(abs(mean)))) if abs(mean) >= 1e4 else 0
+    scale = 10.0**exponent
+    text = f"{mean / scale:.2f} {_ci(low / scale, high / scale, '.2f')}"
+    return f"{text} e{exponent}" if exponent else text
 
 
 def level_rows(preset: Preset, table: Table, sweep: Sweep) -> tuple[list[str], list[dict]]:
