@@ -198,6 +198,11 @@ BAD = {
         "    reference: orcale",
         "sweeps[0].reference: 'orcale' is not an arm",
     ),
+    "two sweeps without a name": (
+        "sweeps:\n",
+        "sweeps:\n  - {key: env.p_rel, series: [{label: b, arms: {0: base0}}]}\n",
+        "sweeps: two have the same name",
+    ),
     "a band upside down": (
         "band: [0.6, 0.8]",
         "band: [0.8, 0.6]",
