@@ -1,8 +1,8 @@
 """Every committed study report recomputes from its committed run files with the command it prints: each text
 file the report writes (table.md, table.csv, ratios.csv, fits.csv, takeoff.csv, aggregate.csv, a named
-aggregate's aggregate_<name>.csv, costs.csv, divergence.csv, flips.csv, paper_claims.csv) comes out byte for byte
-as committed. Figures are left out (their pixels
-depend on matplotlib's version, not on prism).
+aggregate's aggregate_<name>.csv, costs.csv, divergence.csv, flips.csv, paper_claims.csv, a sweep's sweep.csv or
+sweep_<name>.csv) comes out byte for byte as committed. Figures are left out (their pixels depend on
+matplotlib's version, not on prism).
 
 "Committed" is HEAD's tree: the reports and run files are exported with ``git archive`` and the report is made
 from that copy (the package's repository root pointed at it), so a grid run that has just finished in the
@@ -45,6 +45,8 @@ TEXT_FILES = (
     "divergence.csv",
     "flips.csv",
     "paper_claims.csv",
+    "sweep.csv",
+    "sweep_channel.csv",
 )
 
 
@@ -79,6 +81,7 @@ def test_a_committed_study_report_recomputes_byte_for_byte(
     committed = committed_root / "docs" / "results" / study
     monkeypatch.setattr(report, "plot", lambda *args, **kwargs: None)
     monkeypatch.setattr(report, "plot_aggregate", lambda *args, **kwargs: None)
+    monkeypatch.setattr(report, "plot_sweep", lambda *args, **kwargs: None)
     argv = ["--preset", study, "--report-only", "--out", str(committed / "runs"), "--results", str(tmp_path)]
     assert cli.main(argv) == 0
     # the printed recompute command names the committed runs, in the package's command line

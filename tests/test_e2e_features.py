@@ -345,6 +345,11 @@ def test_symmetry_mode_exact_trains_an_exactly_equivariant_policy(tmp_path):
 def test_partial_release_in_the_loop_gives_segments_shorter_than_episodes(tmp_path):
     run = fit_run([QUICKSTART], [*TINY, f"run_dir={tmp_path / 'run'}", "env.p_rel=0.3"])
     store = run.loop.store
+    # what a sweep's report reads per fit (segments per episode, the held-out per-step Pearson): the store as
+    # segments, not episodes
+    records = json.loads((tmp_path / "run" / "summary.json").read_text())["reward_fits"]
+    assert records and all(r["store"]["segments"] >= 3 * r["store"]["episodes"] for r in records)
+    assert all("pearson" in r["validation"] for r in records)
     assert store.num_episodes == sum(run.loop.state.episodes_collected) == 5 + 3
     # the toy env's first observation entry is t/T: it is 0 exactly on the first step of every episode
     assert int((store.features[:, 0] == 0).sum()) == store.num_episodes

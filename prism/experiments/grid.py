@@ -195,6 +195,52 @@ class CostGate:
 
 
 @dataclass(frozen=True)
+class SweepSeries:
+    """One line of a sweep's figure: the arm that ran each level of the swept key."""
+
+    label: str
+    """The line's name in the figure and tables (e.g. "baseline")."""
+    arms: tuple[tuple[float, str], ...]
+    """(level, arm) pairs in the x axis' order; an env that does not run an arm has no point at its level."""
+    versus: str = ""
+    """The arm each level's arm is judged against, by its ratio row (which the study must declare): e.g. the
+    dense oracle (a drop) or the series' own arm at the reference level (robustness; that level itself has no
+    row). "" judges nothing."""
+    band: tuple[float, float] | None = None
+    """A range of arm / ``versus`` a claim gives (a 20–40 % drop: ``[0.6, 0.8]``): each HV row says whether its
+    Welch–Fieller interval lies inside it, outside it, or overlaps it. None: no band."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A metric against a swept config key (:mod:`prism.experiments.sweeps`): per env, each series' mean final
+    value with its 95 % t interval at each level beside a ``reference`` arm's band; the HV ratio of each level's
+    arm to the series' ``versus`` arm (the study's own ratio row: its interval, TOST p and verdict, and where the
+    level lies against a ``band``); and, for arms that fit a reward model, the segment store at each level
+    (segments per episode) with the fit's per-step Pearson on held-out segments."""
+
+    key: str
+    """The swept prism config key (e.g. ``env.p_rel``): an arm whose overrides set it must set it to its
+    level."""
+    series: tuple[SweepSeries, ...]
+    reference: str = ""
+    """An arm drawn across every level as a line with its 95 % band (e.g. the dense oracle); "" none."""
+    metrics: tuple[str, ...] = ("hv", "eum")
+    """The figure's rows and the level table's columns (of :data:`METRICS`)."""
+    name: str = ""
+    """"" for the study's first sweep (``sweep.png``, ``sweep.csv``); another is ``sweep_<name>.*``."""
+
+    @property
+    def file_stem(self) -> str:
+        return f"sweep_{self.name}" if self.name else "sweep"
+
+    def arms(self) -> tuple[str, ...]:
+        """Every arm the sweep reads: each series' levels, its ``versus``, and the reference."""
+        named = [arm for s in self.series for _, arm in s.arms] + [s.versus for s in self.series]
+        return tuple(dict.fromkeys(a for a in (*named, self.reference) if a))
+
+
+@dataclass(frozen=True)
 class Cell:
     """One run of a grid: (env, arm, seed); ``source`` is the folder of a joined arm's grid (None: this one's)."""
 
@@ -255,6 +301,8 @@ class Preset:
     equivalence_margin: float = 0.05
     """m of the report's equivalence test: a ratio row "ties" only where TOST rejects, at 5 %, that the ratio
     of means lies outside [1 − m, 1 + m]."""
+    sweeps: tuple[Sweep, ...] = ()
+    """Metrics against a swept config key (:class:`Sweep`): the report's first section, with its figure."""
 
     def aggregates(self) -> tuple[Aggregate, ...]:
         """The report's aggregates: the main one (if any), then the named ones."""

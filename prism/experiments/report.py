@@ -18,6 +18,7 @@ from prism.experiments.paper_claims import paper_claims_section
 from prism.experiments.plots import plot, plot_aggregate, plot_objective_curves
 from prism.experiments.ratios import family_lines, ratio_rows, ratio_table, undefined_note
 from prism.experiments.stats import AggregateResult
+from prism.experiments.sweeps import plot_sweep, sweep_section
 from prism.experiments.tables import Table, arm_table, objective_table, thin_ratio_note
 from prism.experiments.takeoff import flip_section, take_off_section, take_off_tests
 from prism.experiments.what_ran import what_ran_lines
@@ -42,6 +43,7 @@ def _clear_sections(preset: Preset, results: Path) -> None:
     names = [
         *SECTION_FILES,
         *(f"{spec.file_stem}{ext}" for spec in preset.aggregates() for ext in (".csv", ".png")),
+        *(f"{sweep.file_stem}{ext}" for sweep in preset.sweeps for ext in (".csv", ".png")),
     ]
     for name in names:
         (results / name).unlink(missing_ok=True)
@@ -152,10 +154,14 @@ def write_report(
         _write_csv(results / "ratios.csv", ratio_csv)
     copy_run_files(cells, out, results)
     what_ran = what_ran_lines(preset, cells, out, study_seeds)
-    sections = [
-        f"## {preset_name}: {preset.description}",
-        "",
-        *((*what_ran, "") if what_ran else ()),
+    sections = [f"## {preset_name}: {preset.description}", "", *((*what_ran, "") if what_ran else ())]
+    # A sweep is what its study is for: its figure and verdicts come first.
+    for sweep in preset.sweeps:
+        sweep_lines, sweep_csv = sweep_section(preset, table, sweep, ratios)
+        if sweep_csv:
+            _write_csv(results / f"{sweep.file_stem}.csv", sweep_csv)
+        sections += sweep_lines
+    sections += [
         "Final = the evaluation at the end of each run (row flagged `final` in eval.csv); best periodic = "
         "the best of the periodic evaluations along the run. Mean ± standard error over seeds.",
         "",
@@ -252,6 +258,8 @@ def write_report(
     markdown = "\n".join(sections)
     (results / "table.md").write_text(markdown)
     plot(preset, table, out, cells, results)
+    for sweep in preset.sweeps:
+        plot_sweep(preset, table, sweep, results / f"{sweep.file_stem}.png")
     if preset.take_off is not None:
         plot_objective_curves(preset, table, results)
     return markdown

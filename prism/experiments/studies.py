@@ -19,7 +19,7 @@ import yaml
 
 from prism.config import PROTOCOLS
 from prism.errors import ConfigError
-from prism.experiments.grid import BACKBONES, CONF, ENV_FILES, METHODS, Aggregate, Arm, Preset
+from prism.experiments.grid import BACKBONES, CONF, ENV_FILES, METHODS, METRICS, Aggregate, Arm, Preset
 
 STUDIES = CONF / "studies"
 SCALES = STUDIES / "scales"
@@ -247,7 +247,62 @@ def _check(p: Preset, aggregates: tuple[Aggregate, ...]) -> None:
         _one_of(gate.reference, arms, f"cost_gates[{i}].reference", "an arm of the study")
     for env in p.primary_envs:
         _one_of(env, envs, "primary_envs", "an env of the study")
+    _check_sweeps(p)
     try:
         check_claims(p)
     except ValueError as err:
         raise _Bad(f"paper_claims: {err}") from None
+
+
+def _set_value(p: Preset, arm: str, key: str) -> str | None:
+    """The value the study's overrides (common, then the arm's own) give ``key`` for ``arm`` (None: unset)."""
+    value = None
+    for override in (*p.overrides, *p.arm(arm).overrides):
+        name, _, text = override.partition("=")
+        if name == key:
+            value = text
+    return value
+
+
+def _check_sweeps(p: Preset) -> None:
+    """A sweep's arms are the study's, each set at its level (where its overrides name the key), and every
+    comparison it judges is one of the study's ratio rows."""
+    ratios = {(r.numerator, r.denominator) for r in p.ratio_rows()}
+    names = [s.name for s in p.sweeps]
+    if len(set(names)) < len(names):
+        raise _Bad("sweeps: two have the same name (one may leave it out; the others name their files)")
+    for i, sweep in enumerate(p.sweeps):
+        where = f"sweeps[{i}]"
+        if not sweep.series:
+            raise _Bad(f"{where}.series: expected at least one series")
+        for metric in sweep.metrics:
+            _one_of(metric, METRICS, f"{where}.metrics", "a metric")
+        if sweep.reference:
+            _one_of(sweep.reference, p.methods, f"{where}.reference", "an arm of the study")
+        for k, series in enumerate(sweep.series):
+            at = f"{where}.series[{k}]"
+            if series.versus:
+                _one_of(series.versus, p.methods, f"{at}.versus", "an arm of the study")
+            if series.band is not None and not 0 <= series.band[0] < series.band[1]:
+                raise _Bad(f"{at}.band: {list(series.band)} is not a range [low, high] with 0 ≤ low < high")
+            for level, arm in series.arms:
+                _one_of(arm, p.methods, f"{at}.arms", "an arm of the study")
+                value = _set_value(p, arm, sweep.key)
+                if value is not None and not _same_level(value, level):
+                    raise _Bad(f"{at}.arms: {arm} sets {sweep.key}={value}, not its level {level:g}")
+                if series.versus and arm != series.versus and (arm, series.versus) not in ratios:
+                    raise _Bad(
+                        f"{at}.arms: {arm} / {series.versus} is not a ratio of the study (add it to ratios)"
+                    )
+            for env in p.envs:
+                levels = [level for level, arm in series.arms if arm in p.methods_for(env)]
+                if len(set(levels)) < len(levels):
+                    twice = next(level for level in levels if levels.count(level) > 1)
+                    raise _Bad(f"{at}.arms: {env} runs two arms at level {twice:g} (one per env and level)")
+
+
+def _same_level(text: str, level: float) -> bool:
+    try:
+        return float(text) == level
+    except ValueError:
+        return False
