@@ -37,6 +37,7 @@ A class path is imported as ``python -m`` would import it (the current folder is
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -143,12 +144,44 @@ class RewardEntry:
     @classmethod
     def from_class_path(cls, key: str, name: str) -> RewardEntry:
         shaper = resolve(key, "reward redistribution", name)
+        _check_shaper_factory(key, name, shaper)
         model = (
             getattr(shaper, "reward_model", DEFAULT_REWARD_MODEL)
             if getattr(shaper, "needs_model", False)
             else None
         )
         return cls(name, shaper, model)
+
+
+SHAPER_KEYWORDS = ("sparse_channel", "model", "seed")
+"""The keywords a run builds each member's shaper with."""
+
+
+def _check_shaper_factory(key: str, name: str, shaper: Any) -> None:
+    """Refuse, at config load, a class path that cannot build a shaper: not callable, a class without
+    ``push``/``reset`` (a reward model's class, say), or one that does not take :data:`SHAPER_KEYWORDS`."""
+    usage = (
+        "give a registered reward method (prism list) or a shaper's class path (a class with push() and "
+        f"reset(), built with {', '.join(f'{k}=' for k in SHAPER_KEYWORDS)})"
+    )
+    if not callable(shaper):
+        raise ConfigError(f"{key}: {name!r} is a {type(shaper).__name__}, not a reward shaper; {usage}")
+    if isinstance(shaper, type):
+        missing = [method for method in ("push", "reset") if not callable(getattr(shaper, method, None))]
+        if missing and callable(getattr(shaper, "predict", None)):
+            raise ConfigError(
+                f"{key}: {name!r} is a reward model, not a reward shaper; give the name the model is "
+                "registered under (prism list), which shapes with it (docs/add_a_reward_model.md)"
+            )
+        if missing:
+            lacks = " or ".join(f"{method}()" for method in missing)
+            raise ConfigError(f"{key}: {name!r} is not a reward shaper (it has no {lacks}); {usage}")
+    try:
+        inspect.signature(shaper).bind(**dict.fromkeys(SHAPER_KEYWORDS))
+    except TypeError as err:
+        raise ConfigError(f"{key}: {name!r} cannot be built as a reward shaper ({err}); {usage}") from None
+    except ValueError:  # no signature to read (a builtin): left to the call
+        pass
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +28,34 @@ from prism.registry import AGENTS
 
 _LOG = logging.getLogger("prism.config")
 _WARNED: set[str] = set()
+_HELD: list[list[str]] = []  # one list per open warnings_held() block, innermost last
 
 
 def warn_once(message: str) -> None:
     """Log a one-line config warning (starting with the key) once per process: a config that runs, but
-    probably not as its author expects. With no logging set up it reaches stderr as the bare line."""
-    if message not in _WARNED:
-        _WARNED.add(message)
-        _LOG.warning(message)
+    probably not as its author expects. With no logging set up it reaches stderr as the bare line. Inside
+    :func:`warnings_held` it is held back instead."""
+    if message in _WARNED:
+        return
+    if _HELD:
+        if message not in _HELD[-1]:
+            _HELD[-1].append(message)
+        return
+    _WARNED.add(message)
+    _LOG.warning(message)
+
+
+@contextmanager
+def warnings_held() -> Iterator[list[str]]:
+    """Hold back the config warnings of the block, in the list yielded: a caller that loads a config only to
+    compare it (``--resume`` with --config) says them (:func:`warn_once`) only if the config is used, not
+    before the error that refuses it."""
+    held: list[str] = []
+    _HELD.append(held)
+    try:
+        yield held
+    finally:
+        _HELD.remove(held)
 
 
 def _fields(config_class: type) -> set[str]:

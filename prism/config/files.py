@@ -48,6 +48,18 @@ def _yaml_error(path: Path, err: Exception) -> str:
     return f"--config: {str(path)!r} is not valid YAML{where}: {problem}"
 
 
+def _folder_hint(folder: Path) -> str:
+    """The config files a folder given as ``--config`` holds (the first few), to pick from."""
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    except OSError:
+        return ""
+    if not names:
+        return ""
+    shown = ", ".join(str(folder / name) for name in names[:4]) + (", ..." if len(names) > 4 else "")
+    return f"; give one of its files: {shown}"
+
+
 def _conf_hint(path: Path) -> str:
     """For a missing ``conf/…`` path: conf/ ships in the repository (the clone), not in the installed package,
     so run from the clone; with an editable install the clone is known, and the line names the file there."""
@@ -66,6 +78,8 @@ def load_layer(path: Path) -> DictConfig:
     """One config file as a DictConfig; a missing, unreadable, invalid, empty or non-mapping file is a
     :class:`ConfigError`. (An empty file is refused: a config file that sets nothing is almost always the
     wrong file.)"""
+    if path.is_dir():
+        raise ConfigError(f"--config: {str(path)!r} is a folder, not a config file{_folder_hint(path)}")
     if not path.is_file():
         raise ConfigError(f"--config: file {str(path)!r} does not exist{_conf_hint(path)}")
     _check_mapping(path)

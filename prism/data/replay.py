@@ -7,6 +7,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from prism.errors import ConfigError
+
 
 class ReplayBatch(NamedTuple):
     """A replay sample; every field is a float32 tensor with leading dimension B."""
@@ -18,6 +20,25 @@ class ReplayBatch(NamedTuple):
     # 1.0 only where the episode *terminated* at this step; a truncated step stores 0 and bootstraps.
     done: torch.Tensor  # [B]
     weight: torch.Tensor  # [B, L] the preference the transition was collected with
+
+
+def _allocation_failed(err: BaseException) -> bool:
+    """Whether ``err`` is an allocator's refusal (out of memory, or over a process memory limit)."""
+    if isinstance(err, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    text = str(err).lower()
+    return "allocate" in text or "out of memory" in text
+
+
+def _too_large(key: str, capacity: int, members: int, row_bytes: int, device: torch.device) -> str:
+    """The one line for a buffer the machine cannot hold: the key, the bytes asked, what to lower."""
+    needed = members * capacity * row_bytes
+    rows = f"{members} members x {capacity}" if members > 1 else f"{capacity}"
+    return (
+        f"{key}: a replay buffer of {rows} transitions needs {needed} bytes ({needed / 2**30:.1f} GiB, "
+        f"{row_bytes} per transition) on {device}, more than could be allocated; lower {key}"
+        + (" or run fewer seeds" if members > 1 else "")
+    )
 
 
 class ReplayBuffer:
@@ -38,16 +59,25 @@ class ReplayBuffer:
         n_objectives: int,
         device: torch.device | str = "cpu",
         members: int = 1,
+        key: str = "agent.buffer_size",
     ):
+        """``key``: the config key that sets ``capacity``, named by the one-line error when the buffer cannot
+        be allocated."""
         if capacity <= 0:
-            raise ValueError(f"agent.buffer_size: must be positive, got {capacity}")
+            raise ValueError(f"{key}: must be positive, got {capacity}")
         self.capacity = capacity
         self.members = members
         self.device = torch.device(device)
         self._sizes = (obs_dim, act_dim, n_objectives, obs_dim, 1, n_objectives)
         self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).tolist()
         self.width = int(self._offsets[-1])
-        self.storage = torch.zeros(members, capacity, self.width, dtype=torch.float32, device=self.device)
+        # torch's CPU allocator refuses with a RuntimeError ("can't allocate memory"), CUDA's with a subclass.
+        try:
+            self.storage = torch.zeros(members, capacity, self.width, dtype=torch.float32, device=self.device)
+        except (MemoryError, RuntimeError) as err:
+            if not _allocation_failed(err):
+                raise
+            raise ConfigError(_too_large(key, capacity, members, self.width * 4, self.device)) from None
         self.positions = np.zeros(members, dtype=np.int64)  # next row to write, per member
         self.sizes = np.zeros(members, dtype=np.int64)
 

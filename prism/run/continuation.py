@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from prism.config import ConfigError, RunConfig, load_config, load_run_config, same_run
+from prism.config.agent_keys import warn_once, warnings_held
 from prism.run.layout import run_config_file
 
 BUDGET_KEYS = ("loop.cycles",)
@@ -55,14 +56,19 @@ def resume_request(run_dir: Path, files: list[str], overrides: list[str]) -> Res
     ``config.yaml``, and the given config files and overrides (if any) are that config or it with more
     cycles (:func:`budget_growth`); otherwise a one-line :class:`ConfigError`."""
     config_path = run_config_file(run_dir, key="--resume")
-    saved = load_run_config(config_path)
-    cycles, given = None, ""
-    if files or overrides:
-        requested = load_config(files, overrides) if files else load_run_config(config_path, overrides)
-        cycles = budget_growth(saved, requested, config_path)
-        if cycles is None:
-            # Said, not silently dropped: the arguments were checked against the run and change nothing.
-            given = f" (the --config/overrides given match {config_path}; --resume always uses that file)"
+    # Loading warns about what a config would run (SymReg off on an env without a symmetry table, …): said
+    # only once the request is accepted, never before the line that refuses it.
+    with warnings_held() as held:
+        saved = load_run_config(config_path)
+        cycles, given = None, ""
+        if files or overrides:
+            requested = load_config(files, overrides) if files else load_run_config(config_path, overrides)
+            cycles = budget_growth(saved, requested, config_path)
+            if cycles is None:
+                # Said, not silently dropped: the arguments were checked against the run and change nothing.
+                given = f" (the --config/overrides given match {config_path}; --resume always uses that file)"
+    for message in held:
+        warn_once(message)
     return ResumeRequest(config_path, saved, cycles, given)
 
 

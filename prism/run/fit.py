@@ -55,7 +55,7 @@ from prism.run.continuation import (
     resume_request,
     with_cycles,
 )
-from prism.run.layout import CONFIG_FILE, SUMMARY_CSV, SUMMARY_JSON
+from prism.run.layout import CHECKPOINT_DIR, CONFIG_FILE, SUMMARY_CSV, SUMMARY_JSON
 from prism.run.lock import run_dir_lock
 from prism.run.members import Member, Run, member_config, member_run_dirs
 from prism.run.outputs import closing_summary, write_final_outputs
@@ -222,11 +222,53 @@ def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
                 child.unlink()
 
 
-def make_run_dir(run_dir: Path) -> None:
-    """Create ``run_dir`` (and its parents) unless it exists; refuse a path that is not a folder."""
+def make_run_dir(run_dir: Path, created: Path | None = None) -> None:
+    """Create ``run_dir`` (and its parents) unless it exists; refuse a path that is not a folder, or one that
+    cannot be made (a read-only or missing parent), in one line. ``created``: the topmost folder this call
+    makes (:func:`_first_missing`); the ones made before a failure go again."""
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"run_dir: {str(run_dir)!r} exists and is not a folder")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        _remove_empty(run_dir, created)
+        raise ConfigError(
+            f"run_dir: cannot create {str(run_dir)!r} ({_reason(err)}); choose a run_dir you can write to"
+        ) from None
+
+
+def _reason(err: OSError) -> str:
+    """An OS error in a few words: what failed, on which path (``Permission denied: '/data'``)."""
+    where = f": {str(err.filename)!r}" if err.filename is not None else ""
+    return f"{err.strerror or type(err).__name__}{where}"
+
+
+def _write_run_config(run_dir: Path, text: str) -> None:
+    """The run's first file; a folder it cannot be written in (read-only) is a one-line error."""
+    try:
+        (run_dir / CONFIG_FILE).write_text(text)
+    except OSError as err:
+        raise ConfigError(
+            f"run_dir: cannot write in {str(run_dir)!r} ({_reason(err)}); choose a run_dir you can write to"
+        ) from None
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    """Whether the run saved a checkpoint (``--resume`` would continue from it rather than start over)."""
+    folder = run_dir / CHECKPOINT_DIR
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _discard_failed_start(run_dir: Path, created: Path | None) -> None:
+    """Remove what a run that stopped on bad input before its first checkpoint wrote (``run_dir`` was empty
+    when it began, so all of it is the run's), and the folders it made. Its config.yaml would make the
+    corrected command refuse the folder ("not empty") while ``--resume`` could only repeat the failure."""
+    for child in run_dir.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+    _remove_empty(run_dir, created)
 
 
 def _quiet() -> None:
@@ -250,19 +292,27 @@ def fit_run(
 
     ``config.yaml`` gets every key and a ``resolved:`` block (:func:`prism.config.resolved_values`).
     ``None`` when ``resume`` names a finished run (nothing is done). ``progress``: what stderr shows
-    (:data:`prism.display.progress_lines.PROGRESS_MODES`; ``auto``: bars in a terminal, plain lines elsewhere)."""
+    (:data:`prism.display.progress_lines.PROGRESS_MODES`; ``auto``: bars in a terminal, plain lines elsewhere).
+    A run stopped by bad input (:class:`ConfigError`) before its first checkpoint leaves no trace: what it wrote
+    and the folders it made are removed; a folder that was there before stays, empty as it was."""
     _quiet()
     if resume is not None:
         return resume_run(Path(resume), files, overrides, checked=resume_checked, progress=progress)
     config = config if config is not None else load_config(files, overrides)
     run_dir = Path(config.run_dir)
     created = _first_missing(run_dir)
-    make_run_dir(run_dir)
+    make_run_dir(run_dir, created)
     try:
         # Locked before anything in it is deleted or written: --overwrite must not empty a live run's folder.
         with run_dir_lock(run_dir, key="run_dir"):
             prepare_run_dir(run_dir, overwrite=overwrite)
-            return _train_new(config, run_dir, progress)
+            try:
+                return _train_new(config, run_dir, progress)
+            except ConfigError:
+                # Bad input met once the run had begun (a replay buffer the machine cannot hold).
+                if not _has_checkpoint(run_dir):
+                    _discard_failed_start(run_dir, created)
+                raise
     except BaseException as err:
         # A Ctrl-C, or an error raised because of one (during `import mujoco` it becomes "MuJoCo is not
         # installed"): said as an interrupt, the folder left resumable or removed, never an empty one.
@@ -293,7 +343,8 @@ def _remove_empty(run_dir: Path, created: Path | None) -> bool:
     folder = run_dir
     try:
         while True:
-            folder.rmdir()  # only an empty folder: never a file of anyone's
+            if folder.exists():  # a failed mkdir may have made only the upper ones
+                folder.rmdir()  # only an empty folder: never a file of anyone's
             if folder == created:
                 return True
             folder = folder.parent
@@ -304,7 +355,7 @@ def _remove_empty(run_dir: Path, created: Path | None) -> bool:
 def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
     spec = resolve_env_spec(config)
     # First thing in the folder: with config.yaml there, `--resume` continues the run whenever it stops.
-    (run_dir / CONFIG_FILE).write_text(to_yaml(config, resolved_values(config, spec)))
+    _write_run_config(run_dir, to_yaml(config, resolved_values(config, spec)))
     seeds = ", ".join(map(str, member_seeds(config)))
     plural = "s" if config.seeds is not None else ""
     # The backbone is named on every run: a method's name (prism, baseline, …) says nothing about it.

@@ -25,7 +25,12 @@ class DynaMixin:
         if self.model_buffer is None or self.model_buffer.device != self.device:
             spec = self.spec
             self.model_buffer = ReplayBuffer(
-                self.config.dynamics_buffer_size, spec.obs_dim, spec.act_dim, spec.n_objectives, self.device
+                self.config.dynamics_buffer_size,
+                spec.obs_dim,
+                spec.act_dim,
+                spec.n_objectives,
+                self.device,
+                key="agent.dynamics_buffer_size",
             )
             self._dyna_generator = self.member_generator(0, "dyna")
             self._model_replay_generator = self.member_generator(0, "model_replay")
