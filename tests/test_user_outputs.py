@@ -162,7 +162,8 @@ def test_the_closing_block_shows_the_hv_curve_and_says_what_to_look_at(tmp_path)
     # 8 periodic rows, at most 6 shown: the first and the last always, the final row never
     assert "1.5 @ 100 → " in curve and "→ 8.5 @ 800   (the learning curve" in curve and "9 @" not in curve
     assert curve.count(" @ ") == 6 and "…" in curve
-    (look,) = [line for line in lines if line.startswith("  look at")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("  look at"))
+    look = " ".join(lines[start:-1])  # the lines up to the TensorBoard command
     for what in (
         "eval/hv against env steps",
         "eval/front",

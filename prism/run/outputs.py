@@ -236,7 +236,8 @@ def closing_summary(run: Run, times: RunTimes, *, resumed: bool = False) -> str:
                 for k in METRICS
             ]
             lines.append(f"  mean ± SE    final  {'   '.join(parts)}   ({run.run_dir / SUMMARY_CSV})")
-    lines.append(f"  look at      {what_to_look_at(run)}")
+    first, *more = what_to_look_at(run)
+    lines += [f"  look at      {first}", *(f"{'':15}{line}" for line in more)]
     logdir = run.run_dir if run.population else run.run_dir / "tb"
     lines.append(f"  TensorBoard  tensorboard --logdir {logdir}")
     return "\n".join(lines)
@@ -260,14 +261,14 @@ def hv_curve(periodic: list[dict[str, str]], most: int = 6) -> str:
     return " → ".join(parts)
 
 
-def what_to_look_at(run: Run) -> str:
-    """The closing block's pointer for someone who has just run their first fit: which TensorBoard scalars
-    and figures show the loop working, and where the final front is."""
-    looks = ["eval/hv against env steps (the HV curve above: rising as the policy learns)"]
+def what_to_look_at(run: Run) -> list[str]:
+    """The closing block's pointer for someone who has just run their first fit, one line each: which
+    TensorBoard scalars and figures show the loop at work, and where the final front is."""
+    looks = ["in TensorBoard: eval/hv against env steps (the HV curve above)"]
     if run.config.figures:
         looks.append("eval/front (the Pareto front at each evaluation)")
     if any((member.run_dir / "tb" / "reward_fit").is_dir() for member in run.members):
         looks.append("reward/val_correlation (how well each reward fit predicts the hidden reward)")
     fronts = [member.run_dir / "front.csv" for member in run.members]
     where = fronts[0] if len(fronts) == 1 else run.run_dir / "seed<N>" / "front.csv"
-    return f"in TensorBoard {', '.join(looks)}; the final Pareto front: {where}"
+    return [*(f"{look}," for look in looks[:-1]), f"{looks[-1]};", f"the final Pareto front: {where}"]
