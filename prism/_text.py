@@ -20,3 +20,15 @@ def did_you_mean(value: object, known: Iterable[str], cutoff: float = 0.6) -> st
         return ""
     close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=cutoff)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits: ``0.00442``, ``1.53``, ``21.3``, ``4.4e-05`` (a fixed count
+    of decimals prints a small ratio as ``0.00``); whole numbers from ``10**digits`` up, ``1234``."""
+    import math
+
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if abs(value) >= 10**digits:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"

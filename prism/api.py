@@ -13,8 +13,8 @@ run.shaped_reward(transitions)               # the reward model's per-step predi
 
 :func:`load_run` rebuilds the run from its folder's ``config.yaml`` and loads its last good checkpoint (the
 same files ``prism evaluate`` reads; nothing is written). A population folder loads every member; ``member=``
-picks whose policy, evaluation and reward model the methods use (default: the first), and a member's own
-``seed<N>/`` folder loads that member.
+(required there) picks whose policy, evaluation and reward model the methods use by default, and a member's
+own ``seed<N>/`` folder loads that member.
 """
 
 from __future__ import annotations
@@ -236,11 +236,28 @@ def _fields(transitions: Any, extra: tuple[str, ...] = ()) -> tuple[np.ndarray, 
     return tuple(np.stack([np.asarray(r[k], dtype=np.float32) for r in records]) for k in keys)
 
 
-def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:
+def _check_member(member: int | None, seeds: Sequence[int], run_dir: Path) -> None:
+    """A population's member must be named, and be one of its members (a one-line ConfigError otherwise)."""
+    members = ", ".join(
+        f"member={i} (seed {seed}, {run_dir / f'seed{seed}'})" for i, seed in enumerate(seeds)
+    )
+    if member is None:
+        raise ConfigError(
+            f"run_dir: {run_dir} is a population of {len(seeds)} members; choose one with load_run(..., "
+            f"member=N) or load its folder: {members}"
+        )
+    if not 0 <= member < len(seeds):
+        raise ConfigError(f"member: {member} is not a member of {run_dir}; its members: {members}")
+
+
+def load_run(run_dir: str | Path, *, member: int | None = None) -> LoadedRun:
     """Load a trained run (its ``config.yaml`` and last good checkpoint) for acting, evaluating and its reward
-    model; see :class:`LoadedRun`. ``run_dir`` is a run folder, a population folder or one member's
-    ``seed<N>/`` folder (then ``member`` is that member). Raises :class:`~prism.config.ConfigError` naming
-    the folder when it is not a run, or has no usable checkpoint. Nothing is written."""
+    model; see :class:`LoadedRun`. ``run_dir`` is a run folder, a population folder (then ``member``, the
+    index of a seed in its ``seeds``, says which member the methods use by default; each method's
+    ``member=`` can name another) or one member's ``seed<N>/`` folder (then ``member`` is that member).
+    Raises :class:`~prism.config.ConfigError` naming the folder when it is not a run, has no usable
+    checkpoint, or is a population loaded without ``member`` (the line lists its members). Nothing is
+    written."""
     from prism._warnings import silence_library_noise
     from prism.registry import REWARD_MODELS
     from prism.run.checkpoint_files import checkpoint_path, load_checkpoint
@@ -249,7 +266,11 @@ def load_run(run_dir: str | Path, *, member: int = 0) -> LoadedRun:
 
     silence_library_noise()
     config, population_member, run_dir = trained_run_folder(Path(run_dir), key="run_dir")
-    member = member if population_member is None else population_member
+    if population_member is not None:
+        member = population_member
+    elif config.seeds is not None:
+        _check_member(member, config.seeds, run_dir)
+    member = 0 if member is None else member
     config.run_dir = str(run_dir)  # the folder may have moved since training: read what is here
     run = build_run(config, progress_bar=False)
     loaded = load_checkpoint(

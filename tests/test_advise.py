@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from prism._text import significant
 from prism.cli import main
 from prism.config import load_config
 from prism.data.datamodule import sample_segment_steps
@@ -217,6 +218,19 @@ def test_evidence_lines_name_the_file_where_the_results_are_absent(tmp_path):
 # ---- the command ----------------------------------------------------------------------------------------------
 
 
+def test_a_small_variance_ratio_is_printed_with_its_significant_digits_not_as_zero():
+    """A ratio of 0.0044 printed as 0.00 (and 0.0x in the advice) read as no sampling noise at all."""
+    from prism.experiments.advise_cli import report_lines
+
+    small = _advice(eta=0.05, ratio=0.0044)
+    lines = report_lines("mo-hopper-v5", "forward", 1, small, 1.0)
+    assert lines[3].startswith("randomized fit's variance ratio: 0.0044 = "), lines[3]
+    assert any("the sampled sum's variance is 0.0044x the returns'" in r for r in recommend(small).reasons)
+    large = recommend(_advice(eta=0.02, ratio=21.34)).reasons
+    assert any("the sampled sum's variance is 21.3x the returns'" in r for r in large)
+    assert [significant(x) for x in (4.4e-5, 1.0, 1234.5, 0.0)] == ["4.4e-05", "1", "1234", "0"]
+
+
 def test_prism_advise_prints_one_line_per_number_and_the_advice(capsys):
     """20 hopper episodes (a few seconds): each number line carries what the functions give on the same
     episodes, then the recommendation and its evidence."""
@@ -247,7 +261,7 @@ def test_prism_advise_prints_one_line_per_number_and_the_advice(capsys):
     assert ratio, lines[3]
     sampling = want.sampling
     assert ratio.groups() == (
-        f"{sampling.ratio:.2f}",
+        significant(sampling.ratio),
         f"{sampling.estimate_variance:.4g}",
         f"{sampling.return_variance:.4g}",
     )

@@ -133,6 +133,29 @@ def test_load_run_of_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path):
         prism.load_run(tmp_path)
 
 
+def test_load_run_of_a_population_folder_asks_which_member_and_lists_them(tmp_path):
+    """A population folder used to load as member 0 without a word; now the member is named or the call is
+    refused, listing the members (the refusal comes before anything is built)."""
+    from prism.config import load_config, to_yaml
+
+    pop = tmp_path / "pop"
+    pop.mkdir()
+    overrides = [*toy_run({"seeds": "[3,5]", "seed": None}), f"run_dir={pop}"]
+    (pop / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"], overrides)))
+    with pytest.raises(ConfigError) as refused:
+        prism.load_run(pop)
+    line = str(refused.value)
+    assert line.startswith(
+        f"run_dir: {pop} is a population of 2 members; choose one with load_run(..., member=N)"
+    )
+    assert f"member=0 (seed 3, {pop / 'seed3'}), member=1 (seed 5, {pop / 'seed5'})" in line
+    assert "\n" not in line
+    with pytest.raises(
+        ConfigError, match=r"^member: 2 is not a member of .*; its members: member=0 \(seed 3"
+    ):
+        prism.load_run(pop, member=2)
+
+
 @pytest.fixture(scope="module")
 def population_dir(tmp_path_factory) -> Path:
     """A finished toy PRISM population of seeds 0 and 1, final protocol 3 weights x 2 episodes."""
@@ -151,9 +174,9 @@ def population_dir(tmp_path_factory) -> Path:
 
 
 def test_a_population_members_evaluation_is_its_member_folders_and_not_member_0s(population_dir):
-    """``load_run(pop).evaluate(member=1)`` is ``load_run(pop/seed1).evaluate()`` (the same episodes, the same
+    """``load_run(pop, member=0).evaluate(member=1)`` is ``load_run(pop/seed1).evaluate()`` (the same episodes, the same
     numbers), is member 1's own final evaluation from training (its eval.csv), and is not member 0's."""
-    pop = prism.load_run(population_dir)
+    pop = prism.load_run(population_dir, member=0)
     assert pop.seeds == [0, 1]
     member_1 = pop.evaluate(member=1)
     folder = prism.load_run(population_dir / "seed1")
@@ -189,7 +212,7 @@ def test_a_population_members_evaluation_is_its_member_folders_and_not_member_0s
 def test_a_sampled_action_is_drawn_from_its_own_members_policy(population_dir):
     """``act(..., deterministic=False, member=m)`` keeps member m's draw of the population's joint sample: with
     the same torch seed, members 0 and 1 draw different actions (the same action would be one member's twice)."""
-    pop = prism.load_run(population_dir)
+    pop = prism.load_run(population_dir, member=0)
     obs = np.full((4, pop.spec.obs_dim), 0.1, dtype=np.float32)
     weight = [1.0 / pop.spec.n_objectives] * pop.spec.n_objectives
     draws = {}
@@ -206,7 +229,8 @@ def test_a_sampled_action_is_drawn_from_its_own_members_policy(population_dir):
 def test_a_population_members_reward_model_is_its_own(population_dir):
     """``load_run(pop, member=1).reward_model`` is member 1's fitted model (the one its ``seed1/`` folder
     loads), not member 0's, and ``shaped_reward(member=m)`` scores with member m's model."""
-    pop_0, pop_1 = prism.load_run(population_dir), prism.load_run(population_dir, member=1)
+    pop_0, pop_1 = prism.load_run(population_dir, member=0), prism.load_run(population_dir, member=1)
+    assert (pop_0.member, pop_1.member) == (0, 1)
     folder_1 = prism.load_run(population_dir / "seed1")
 
     def weights(run):

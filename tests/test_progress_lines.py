@@ -161,6 +161,7 @@ def _drive_fit(monkeypatch, *, first_epoch: int, epochs: int, seconds: float) ->
         }
         callback.on_train_epoch_end(trainer, None)
     callback.on_fit_end(trainer, None)
+    callback.report([1.0], [0.75])  # the kept model's scores, once the fit has returned
     return log.getvalue().splitlines()
 
 
@@ -173,7 +174,11 @@ def test_a_long_fit_writes_its_epoch_and_numbers_about_once_a_minute(monkeypatch
     # the bar's numbers (mean of the members' validation losses at that epoch) and the pace
     assert "val_sum_mse 3, val_corr 0.5, 25.0 s/epoch" in epochs[0]
     assert "val_sum_mse 6, val_corr 0.5" in epochs[1]
-    assert lines[-1].split("] ", 1)[1].startswith("reward fit (cycle 2/2): 10 epochs")
+    assert (
+        lines[-1]
+        .split("] ", 1)[1]
+        .startswith("reward fit (cycle 2/2): 10 epochs  val_sum_mse 1  val_corr 0.75 (kept model)  250.0s")
+    )
 
 
 def test_a_resumed_fit_counts_on_from_its_snapshots_epoch(monkeypatch):

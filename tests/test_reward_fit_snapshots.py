@@ -196,7 +196,13 @@ def test_a_resumed_fits_progress_counts_on_from_the_snapshots_epoch():
     log = io.StringIO()
     progress = LineProgress(log, fit_every_s=0.0)
     bar = RewardFitProgress(progress, "reward fit", max_epochs=CONFIG["max_epochs"])
-    _fit("ragged", resume=snapshots[2], callbacks=[bar])  # snapshot taken at the end of epoch index 2
+    resumed = _fit(
+        "ragged", resume=snapshots[2], callbacks=[bar]
+    )  # snapshot taken at the end of epoch index 2
+    bar.report(
+        [sum(resumed.summary.best_val_loss) / len(resumed.summary.best_val_loss)],
+        [resumed.summary.val_correlation],
+    )
     shown = [
         int(line.split("epoch ")[1].split("/")[0])
         for line in log.getvalue().splitlines()

@@ -116,7 +116,7 @@ def test_best_means_the_same_in_the_closing_block_and_summary_csv(tmp_path):
         members.append(SimpleNamespace(seed=seed, run_dir=member_dir, evaluation=evaluation))
     write_population_summary(tmp_path, [m.run_dir for m in members])
     run = SimpleNamespace(
-        config=SimpleNamespace(method="prism", method_label="lr-sweep"),
+        config=SimpleNamespace(method="prism", method_label="lr-sweep", figures=True),
         spec=SimpleNamespace(id="prism/Toy-v0"),
         population=True,
         members=members,
@@ -130,3 +130,45 @@ def test_best_means_the_same_in_the_closing_block_and_summary_csv(tmp_path):
     assert "best         HV 3 @ 200" in text and "final        HV 5 " in text
     assert "HV 5 @" not in text  # the final row is not a candidate for best
     assert text.startswith("prism fit: done: lr-sweep on prism/Toy-v0")  # the label, not the method
+
+
+def test_the_closing_block_shows_the_hv_curve_and_says_what_to_look_at(tmp_path):
+    """A first run ends by saying where to see the loop work: the periodic HV against env steps (printed, and
+    eval/hv in TensorBoard), each evaluation's front figure, the reward fits' quality and the final front."""
+    from types import SimpleNamespace
+
+    from prism.evaluation.config import EvalConfig
+    from prism.run.clock import RunTimes
+    from prism.run.outputs import closing_summary
+
+    rows = (
+        ["env_steps,hv,eum,vo,final"] + [f"{100 * k},{k}.5,0.1,0.5,0" for k in range(1, 9)] + ["800,9,1,1,1"]
+    )
+    (tmp_path / "eval.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "tb" / "reward_fit").mkdir(parents=True)
+    member = SimpleNamespace(
+        seed=0, run_dir=tmp_path, evaluation=SimpleNamespace(config=EvalConfig().resolved(0))
+    )
+    run = SimpleNamespace(
+        config=SimpleNamespace(method="prism", method_label=None, figures=True),
+        spec=SimpleNamespace(id="prism/Toy-v0"),
+        population=False,
+        members=[member],
+        agent=SimpleNamespace(env_step_count=800),
+        run_dir=tmp_path,
+    )
+    lines = closing_summary(run, RunTimes(wall_s_this_process=1.0, wall_s=1.0, cpu_s=1.0)).splitlines()
+    (curve,) = [line for line in lines if line.startswith("  HV curve")]
+    # 8 periodic rows, at most 6 shown: the first and the last always, the final row never
+    assert "1.5 @ 100 → " in curve and "→ 8.5 @ 800   (the learning curve" in curve and "9 @" not in curve
+    assert curve.count(" @ ") == 6 and "…" in curve
+    start = next(i for i, line in enumerate(lines) if line.startswith("  look at"))
+    look = " ".join(lines[start:-1])  # the lines up to the TensorBoard command
+    for what in (
+        "eval/hv against env steps",
+        "eval/front",
+        "reward/val_correlation",
+        str(tmp_path / "front.csv"),
+    ):
+        assert what in look, what
+    assert lines[-1].startswith("  TensorBoard  tensorboard --logdir")

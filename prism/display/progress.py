@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from typing import IO, Any
 
 from lightning.pytorch.callbacks import Callback
@@ -185,7 +186,12 @@ looked like two losses' scales; they are one quantity, and its size is the fit's
 
 class RewardFitProgress(Callback):
     """A reward fit's bar: one tick per epoch, the ensemble's mean validation loss (labelled
-    :data:`VAL_LOSS_LABEL`) and correlation."""
+    :data:`VAL_LOSS_LABEL`) and correlation of the epoch just run.
+
+    Its closing line scores the model the fit keeps (each network's best epoch), not the last epoch, so it
+    agrees with ``summary.json`` and ``reward/val_correlation``: those scores exist only once the fit has
+    returned, so the bar stays until whoever ran the fit hands them to :meth:`report`. A fit that fails or
+    is interrupted closes its bar at once."""
 
     def __init__(self, progress: Progress, desc: str, max_epochs: int, log_prefix: str = "reward_fit"):
         self.progress = progress
@@ -196,6 +202,7 @@ class RewardFitProgress(Callback):
         self._start = 0.0
         self._last: dict[str, float] = {}
         self._in_epoch = False  # between an epoch-start hook and its epoch-end hook
+        self._took: float | None = None  # the fit's wall seconds, once it has ended normally
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self._start = time.perf_counter()
@@ -231,17 +238,35 @@ class RewardFitProgress(Callback):
         self._bar.set_postfix({k: f"{v:.4g}" for k, v in self._last.items()}, refresh=False)
         self._bar.update(1)
 
-    def _finish(self, trainer, note: str = "") -> None:
+    def _finish(self, values: str, took: float, note: str = "") -> None:
         if self._bar is None:
             return
         epochs = int(self._bar.n)
-        values = "  ".join(f"{k} {v:.4g}" for k, v in self._last.items())
-        took = time.perf_counter() - self._start
         self.progress.close(self._bar, f"{self.desc}: {epochs} epochs  {values}  {took:.1f}s{note}")
         self._bar = None
 
+    def _last_epoch_values(self) -> str:
+        return "  ".join(f"{k} {v:.4g}" for k, v in self._last.items())
+
     def on_fit_end(self, trainer, pl_module) -> None:
-        self._finish(trainer)
+        # The line waits for the kept model's scores (report), computed after the Trainer is done.
+        self._took = time.perf_counter() - self._start
+
+    def report(self, val_sum_mse: Sequence[float] | None, val_corr: Sequence[float] | None) -> None:
+        """Close the bar of a fit that has ended with its line: the kept model's validation loss (the mean over
+        the ensemble of each network's best, :data:`VAL_LOSS_LABEL`) and correlation, one value per model
+        (a population's stacked fit keeps one per member, shown ``a/b/…``). ``None``: the fit reported no
+        scores (a plug-in's), and the line shows the last epoch's, saying so."""
+        if self._bar is None:
+            return
+        took = self._took if self._took is not None else time.perf_counter() - self._start
+        if val_sum_mse is None or val_corr is None:
+            values = f"{self._last_epoch_values()} (last epoch)" if self._last else ""
+        else:
+            kept = {VAL_LOSS_LABEL: val_sum_mse, "val_corr": val_corr}
+            values = "  ".join(f"{k} {'/'.join(f'{v:.4g}' for v in vs)}" for k, vs in kept.items())
+            values += " (kept model)"
+        self._finish(values, took)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         # Not "(stopped)": that reads like early stopping, which ends a fit normally (on_fit_end).
@@ -249,4 +274,4 @@ class RewardFitProgress(Callback):
             note = "  (interrupted)"
         else:
             note = f"  (failed: {type(exception).__name__})"
-        self._finish(trainer, note=note)
+        self._finish(self._last_epoch_values(), time.perf_counter() - self._start, note=note)

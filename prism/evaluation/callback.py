@@ -42,7 +42,8 @@ class EvaluationCallback(Callback):
     policy, and its pre-tanh mean for the equivariance error). Each evaluation appends a row to
     ``<run_dir>/eval.csv`` (``run_dir`` defaults to the trainer's log dir) and logs its metrics to every
     logger against env steps: periodic ones as ``eval/hv``, ``eval/eum``, ``eval/vo``, ``eval/cardinality``,
-    ``eval/equivariance_error`` and ``time/eval_s``, the final one as ``eval_final/…`` and
+    ``eval/equivariance_error``, per objective ``eval/return_<name>`` and ``eval/undiscounted_return_<name>``
+    (``eval.csv``'s columns of those names) and ``time/eval_s``, the final one as ``eval_final/…`` and
     ``time/eval_final_s``. With ``figures`` a Pareto-front figure (``eval/front``, ``eval_final/front``) goes
     to loggers that take figures (TensorBoard).
 
@@ -275,9 +276,16 @@ class EvaluationCallback(Callback):
             if self.csv_path is not None:
                 append_csv(self.csv_path, record)
             prefix = "eval_final" if final else "eval_cycle_end" if cycle_end else "eval"
-            self._log(trainer, result, env_steps, prefix=prefix)
+            self._log(trainer, result, record, env_steps, prefix=prefix)
 
-    def _log(self, trainer: Trainer, result: EvalResult, env_steps: int, prefix: str = "eval") -> None:
+    def _log(
+        self,
+        trainer: Trainer,
+        result: EvalResult,
+        record: dict[str, Any],
+        env_steps: int,
+        prefix: str = "eval",
+    ) -> None:
         metrics = {
             f"{prefix}/hv": result.hv,
             f"{prefix}/eum": result.eum,
@@ -287,6 +295,10 @@ class EvaluationCallback(Callback):
         }
         if result.equivariance_error is not None:
             metrics[f"{prefix}/equivariance_error"] = result.equivariance_error
+        # eval.csv's per-objective columns: each objective's mean return over the evaluated policies
+        for key, value in record.items():
+            if key.startswith(("return_", "undiscounted_return_")):
+                metrics[f"{prefix}/{key}"] = float(value)
         metrics = {k: v for k, v in metrics.items() if not math.isnan(v)}
         for logger in [self.logger] if self.logger is not None else trainer.loggers:
             logger.log_metrics(metrics, step=env_steps)

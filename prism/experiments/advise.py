@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prism._text import significant
 from prism.experiments.uniform_credit import RandomEpisode, uniform_pearson
 
 DEFAULT_EPISODES = 300
@@ -292,14 +293,14 @@ def recommend(advice: Advice) -> Recommendation:
         return Recommendation("eq1", tuple(reasons), RESYMNET_WHERE_FIXED)
     if sampling.ratio <= RATIO_CHEAP:
         reasons.append(
-            f"the sampled sum's variance is {sampling.ratio:.1f}x the returns' (<= {RATIO_CHEAP}): at 1.0 "
+            f"the sampled sum's variance is {significant(sampling.ratio)}x the returns' (<= {RATIO_CHEAP}): at 1.0 "
             "(halfcheetah) the randomized loss lost 0.04 of per-step Pearson for a 16x cheaper fit "
             "(docs/benchmarks.md)"
         )
         return Recommendation("fast", tuple(reasons), RESYMNET_WHERE_FIXED + FAST_FIT_ROWS)
     needed = f"; K = {sampling.k_for_ratio_one} would bring it to 1"
     reasons.append(
-        f"the sampled sum's variance is {sampling.ratio:.1f}x the returns' (> {RATIO_CHEAP}): a randomized batch "
+        f"the sampled sum's variance is {significant(sampling.ratio)}x the returns' (> {RATIO_CHEAP}): a randomized batch "
         f"is mostly sampling noise{needed}. At 21x (swimmer) its per-step Pearson was 0.83 against eq. 1's 0.95 "
         "at equal N (docs/benchmarks.md); use the fast fit only where eq. 1's fit time is not affordable, and "
         "then with more random episodes: on swimmer, the randomized loss at N = 1000 against eq. 1 at N = 250 "

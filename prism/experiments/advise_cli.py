@@ -8,6 +8,7 @@ import sys
 import time
 import warnings
 
+from prism._text import significant
 from prism.experiments.advise import (
     CHOICES,
     DEFAULT_EPISODES,
@@ -112,7 +113,7 @@ def report_lines(env_id: str, channel_name: str, seed: int, advice: Advice, wall
             if advice.constant
             else "(Pearson of R/T with the hidden r_t over all steps; prism uniform-credit)"
         ),
-        f"randomized fit's variance ratio: {sampling.ratio:.2f} = mean T²(1-K/T)σ²/K {sampling.estimate_variance:.4g}"
+        f"randomized fit's variance ratio: {significant(sampling.ratio)} = mean T²(1-K/T)σ²/K {sampling.estimate_variance:.4g}"
         f" / Var(R) {sampling.return_variance:.4g}, K = {k} steps drawn uniformly without replacement (the fast "
         f"fit's), {sampling.long_share:.0%} of segments longer than K (mean T {sampling.mean_length:.1f}){one}",
         f"recommendation: {CHOICES[recommendation.choice]}",

@@ -11,8 +11,12 @@ from prism.reward.conservation import conserve_one_segment
 from prism.reward.model import RewardModel
 
 
-def shaped_vs_true_figure(model: RewardModel, spec: EnvSpec, sparse_channel: int, policy=None, seed: int = 0):
-    """Plot the model's per-step prediction against the true sparse reward over one episode."""
+def shaped_vs_true_figure(
+    model: RewardModel, spec: EnvSpec, sparse_channel: int, policy=None, seed: int = 0, caption: str = ""
+):
+    """Plot the model's per-step prediction against the true sparse reward over one episode of ``policy``
+    (default: uniform random actions) from reset seed ``seed``. The title is ``caption`` (which model and
+    policy, the caller knows) over the episode's own line: its seed, length, true and predicted sums."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -36,7 +40,12 @@ def shaped_vs_true_figure(model: RewardModel, spec: EnvSpec, sparse_channel: int
     if getattr(model, "conserves_return", False):
         # What the agent is given: the episode (one segment at p_rel = 0) shifted to sum to its return.
         predicted = conserve_one_segment(predicted, float(episode.emitted[-1, sparse_channel]))
-    figure, axis = plt.subplots(figsize=(7, 3.2))
+    figure, axis = plt.subplots(figsize=(7, 3.6))
+    episode_line = (
+        f"one episode of its own (reset seed {seed}), {len(true_l)} steps: "
+        f"true sum {float(true_l.sum()):.4g}, predicted sum {float(predicted.sum()):.4g}"
+    )
+    axis.set_title("\n".join(line for line in (caption, episode_line) if line), fontsize=9)
     axis.plot(true_l, label="true", linewidth=1.2)
     axis.plot(predicted, label="predicted", linewidth=1.2, alpha=0.8)
     axis.set_xlabel("step")

@@ -129,11 +129,12 @@ def fit_members(
         fit_loggers = _stacked_fit_loggers(s, state, fit_progress[0]) if fit_curves else None
         versions = None if fit_loggers is None else [logger.version for logger in fit_loggers]
         who = f"seeds {', '.join(str(seed) for seed in s.member_seeds)}, stacked"
+        bars = _progress_bar(progress, s, state, who)
         stacked = fit_together(
-            stores, s.reward, seeds, device=device, loggers=fit_loggers,
-            callbacks=_progress_bar(progress, s, state, who),
+            stores, s.reward, seeds, device=device, loggers=fit_loggers, callbacks=bars,
             **snapshots.arguments(member=0, stacked=True, tb_versions=versions),
         )  # fmt: skip
+        _report(bars, stacked)
     models: list[RewardModel] = []
     for m, (seed, logger) in enumerate(zip(s.member_seeds, loggers)):
         member_progress = fit_progress[m]
@@ -152,11 +153,12 @@ def fit_members(
             # A refit under reward.warm_start goes on from the last cycle's members (their best weights).
             start = previous[m] if s.reward.warm_start and m < len(previous) else None
             # The fit runs on the run's device (the agent's); its CPU threads come from reward.threads.
+            bars = _progress_bar(progress, s, state, f"seed {seed}" if len(s.member_seeds) > 1 else None)
             fitted = fit(
                 stores[m], s.reward, logger=fit_logger, seed=seed * 1_000 + state.fits, device=device,
-                callbacks=_progress_bar(progress, s, state, f"seed {seed}" if len(s.member_seeds) > 1 else None),
-                init=start, **snapshots.arguments(member=m, tb_version=version),
+                callbacks=bars, init=start, **snapshots.arguments(member=m, tb_version=version),
             )  # fmt: skip
+            _report(bars, [fitted])
         else:
             fitted = stacked[m]
         models.append(fitted.model)
@@ -175,13 +177,28 @@ def fit_members(
     return models
 
 
-def _progress_bar(progress: Progress | None, s: LoopSettings, state: LoopState, who: str | None) -> list[Any]:
+def _progress_bar(
+    progress: Progress | None, s: LoopSettings, state: LoopState, who: str | None
+) -> list[RewardFitProgress]:
     """The fit's Lightning callbacks: the progress bar of its epochs (none without a display)."""
     if progress is None:
         return []
     tag = f" ({who})" if who else ""
     desc = f"reward fit{tag} (cycle {state.cycle + 1}/{s.cycles}, {s.reward.fit_loss_label()})"
     return [RewardFitProgress(progress, desc, s.reward.max_epochs)]
+
+
+def _report(bars: list[RewardFitProgress], fitted: Sequence[FittedReward]) -> None:
+    """End the fit's progress line with the kept models' validation scores (those of ``summary.json``)."""
+    summaries = [f.summary for f in fitted]
+    scores: tuple[list[float] | None, list[float] | None] = (None, None)
+    if all(summary is not None for summary in summaries):
+        scores = (
+            [float(np.mean(summary.best_val_loss)) for summary in summaries if summary is not None],
+            [summary.val_correlation for summary in summaries if summary is not None],
+        )
+    for bar in bars:
+        bar.report(*scores)
 
 
 def _stacked_fit_loggers(

@@ -216,10 +216,12 @@ class PrismLoopCallback(Callback):
             agent.relabel_fn = make_relabel_fn(self.models, self.settings.sparse_channel)
 
     def _log_shaped_vs_true(self, agent: PopulationAgent, logger, member: int) -> None:
-        """The paper's Figure 5: shaped vs true per-step sparse reward over one episode of the current policy.
+        """The paper's Figure 5: shaped vs true per-step sparse reward over one episode of the current policy
+        (uniform random actions before any RL), titled with the fit, the cycle it shapes and the policy.
 
-        The episode's env, actions and preferences come from the ``diagnostics`` seed streams: drawing the
-        figure (or not, ``figures: false``) leaves every training RNG untouched.
+        The episode is one of the figure's own, not one of a collection: its env, actions and preferences come
+        from the ``diagnostics`` seed streams, so drawing the figure (or not, ``figures: false``) leaves every
+        training RNG untouched.
         """
         experiment = tensorboard_writer(logger)
         if experiment is None:
@@ -231,14 +233,25 @@ class PrismLoopCallback(Callback):
             if untrained
             else agent.expert_policy(seed=derive_seed(seed, "diagnostics/preferences", index), member=member)
         )
+        steps = agent.env_step_count
+        who = f"seed {seed}, " if len(self.settings.member_seeds) > 1 else ""
+        caption = (
+            f"{who}reward model of fit {index} (shapes cycle {self.state.cycle + 1}/{self.settings.cycles}); "
+            + (
+                "policy: uniform random actions (no RL yet)"
+                if policy is None
+                else f"policy: the agent at {steps} env steps, deterministic, a random preference per step"
+            )
+        )
         figure = shaped_vs_true_figure(
             self.models[member],
             self.spec,
             self.settings.sparse_channel,
             policy=policy,
             seed=derive_seed(seed, "diagnostics/episode", index),
+            caption=caption,
         )
-        experiment.add_figure("reward/shaped_vs_true", figure, global_step=agent.env_step_count)
+        experiment.add_figure("reward/shaped_vs_true", figure, global_step=steps)
 
     # ---- the loop's state, for the run's checkpoint (Lightning's Callback.state_dict / load_state_dict) ----
     def state_dict(self) -> dict[str, Any]:

@@ -222,6 +222,8 @@ def closing_summary(run: Run, times: RunTimes, *, resumed: bool = False) -> str:
                 f"{prefix}best         HV {best('hv')}   EUM {best('eum')}   VO {best('vo')}   "
                 "(periodic evaluations, value @ env steps)"
             )
+            if periodic:
+                lines.append(f"{prefix}HV curve     {hv_curve(periodic)}   (the learning curve: eval/hv)")
         else:
             lines.append(f"{prefix}no evaluation was recorded")
     if run.population and (run.run_dir / SUMMARY_CSV).is_file():
@@ -234,6 +236,39 @@ def closing_summary(run: Run, times: RunTimes, *, resumed: bool = False) -> str:
                 for k in METRICS
             ]
             lines.append(f"  mean ± SE    final  {'   '.join(parts)}   ({run.run_dir / SUMMARY_CSV})")
+    first, *more = what_to_look_at(run)
+    lines += [f"  look at      {first}", *(f"{'':15}{line}" for line in more)]
     logdir = run.run_dir if run.population else run.run_dir / "tb"
     lines.append(f"  TensorBoard  tensorboard --logdir {logdir}")
     return "\n".join(lines)
+
+
+def hv_curve(periodic: list[dict[str, str]], most: int = 6) -> str:
+    """``4.5e+06 @ 2500 → 5.1e+06 @ 5000 → …``: the periodic evaluations' HV against env steps, at most
+    ``most`` of them (the first, the last and evenly spaced ones between, ``…`` marking the gaps)."""
+    picked = (
+        sorted({round(i * (len(periodic) - 1) / (most - 1)) for i in range(most)})
+        if len(periodic) > most
+        else range(len(periodic))
+    )
+    parts, last = [], -1
+    for i in picked:
+        if i > last + 1:
+            parts.append("…")
+        row = periodic[i]
+        parts.append(f"{float(row['hv']):.3g} @ {row['env_steps']}")
+        last = i
+    return " → ".join(parts)
+
+
+def what_to_look_at(run: Run) -> list[str]:
+    """The closing block's pointer for someone who has just run their first fit, one line each: which
+    TensorBoard scalars and figures show the loop at work, and where the final front is."""
+    looks = ["in TensorBoard: eval/hv against env steps (the HV curve above)"]
+    if run.config.figures:
+        looks.append("eval/front (the Pareto front at each evaluation)")
+    if any((member.run_dir / "tb" / "reward_fit").is_dir() for member in run.members):
+        looks.append("reward/val_correlation (how well each reward fit predicts the hidden reward)")
+    fronts = [member.run_dir / "front.csv" for member in run.members]
+    where = fronts[0] if len(fronts) == 1 else run.run_dir / "seed<N>" / "front.csv"
+    return [*(f"{look}," for look in looks[:-1]), f"{looks[-1]};", f"the final Pareto front: {where}"]
