@@ -3,7 +3,7 @@
 ``prism.load_run(run_dir)`` loads a trained run for use from Python (:mod:`prism.api`); it is imported on
 first use, so ``import prism`` stays light."""
 
-from prism._lazy import lazy_exports
+from prism.core._lazy import lazy_exports
 
 __version__ = "0.1.0"
 

@@ -258,8 +258,8 @@ def load_run(run_dir: str | Path, *, member: int | None = None) -> LoadedRun:
     Raises :class:`~prism.config.ConfigError` naming the folder when it is not a run, has no usable
     checkpoint, or is a population loaded without ``member`` (the line lists its members). Nothing is
     written."""
-    from prism._warnings import silence_library_noise
-    from prism.registry import REWARD_MODELS
+    from prism.core._warnings import silence_library_noise
+    from prism.plugins.registry import REWARD_MODELS
     from prism.run.checkpoint_files import checkpoint_path, load_checkpoint
     from prism.run.fit import build_run
     from prism.run.layout import trained_run_folder

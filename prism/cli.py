@@ -30,8 +30,8 @@ import sys
 from collections.abc import Sequence
 
 from prism import __version__
-from prism._warnings import silence_library_noise
-from prism.errors import ConfigError, caused_by_interrupt
+from prism.core._warnings import silence_library_noise
+from prism.core.errors import ConfigError, caused_by_interrupt
 
 USAGE_ERROR = 2
 NON_FINITE = 3
@@ -239,7 +239,7 @@ def _files_and_overrides(items: list[str], overrides: list[str]) -> tuple[list[s
 def _interrupted_line(err: KeyboardInterrupt) -> str:
     """What Ctrl-C prints: for a ``prism fit``, the exact command that continues the run (or, stopped before
     the run wrote anything, that the same command starts it again)."""
-    from prism.errors import RunInterrupted
+    from prism.core.errors import RunInterrupted
 
     if not isinstance(err, RunInterrupted):
         return "prism: interrupted"
@@ -287,11 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR
     debug = args.debug or bool(os.environ.get("PRISM_DEBUG"))
 
-    from prism.errors import NonFiniteError
+    from prism.core.errors import NonFiniteError
 
     try:
         if args.command in ("fit", "render", "evaluate"):
-            from prism.gl_backend import check_mujoco_gl
+            from prism.core.gl_backend import check_mujoco_gl
 
             # Before any run folder is made: MuJoCo reads MUJOCO_GL only at a run's first MuJoCo env.
             check_mujoco_gl()
@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "render":
             _render(args)
         elif args.command == "list":
-            from prism.catalogue import catalogue
+            from prism.plugins.catalogue import catalogue
 
             print(catalogue(), end="")
         elif args.command == "evaluate":

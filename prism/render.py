@@ -2,7 +2,7 @@
 through imageio) and a contact-sheet PNG (a row per rollout, frames evenly spaced over its episode).
 
 Frames come from the env's own renderer (``render_mode="rgb_array"``; MuJoCo envs through gymnasium's
-offscreen renderer, with the headless OpenGL backend :func:`prism.gl_backend.choose_gl_backend` picks).
+offscreen renderer, with the headless OpenGL backend :func:`prism.core.gl_backend.choose_gl_backend` picks).
 
 The default preferences are the final front's extreme ones (per objective, the weight whose policy had the
 best mean return on it, read from ``front.csv``; the corners of the simplex when the run has no front)
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from prism.errors import ConfigError
-from prism.gl_backend import choose_gl_backend, gl_error, is_gl_failure
+from prism.core.errors import ConfigError
+from prism.core.gl_backend import choose_gl_backend, gl_error, is_gl_failure
 
 __all__ = ["Clip", "RenderResult", "choose_gl_backend", "default_weights", "parse_weights", "render_run"]
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from prism._text import significant
 from prism.cli import main
 from prism.config import load_config
+from prism.core._text import significant
 from prism.data.datamodule import sample_segment_steps
 from prism.envs.registry import get_env_spec
 from prism.experiments import advise, advise_cli, uniform_credit

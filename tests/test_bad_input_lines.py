@@ -149,7 +149,7 @@ def test_a_run_folder_a_previous_run_filled_is_not_touched_by_a_failed_start(tmp
             "prism.reward.shapers:UniformShaper",
             "cannot be built as a reward shaper (got an unexpected keyword argument 'model')",
         ),
-        ("prism.registry:DEFAULT_REWARD_MODEL", "is a str, not a reward shaper"),
+        ("prism.plugins.registry:DEFAULT_REWARD_MODEL", "is a str, not a reward shaper"),
     ],
 )
 def test_a_reward_class_path_that_is_no_shaper_is_refused_before_any_folder(

@@ -310,7 +310,7 @@ def test_ctrl_c_inside_import_mujoco_is_an_interrupt_too(tmp_path, monkeypatch, 
 
 
 def test_caused_by_interrupt_follows_the_exception_chain():
-    from prism.errors import caused_by_interrupt
+    from prism.core.errors import caused_by_interrupt
 
     def chained(outer: Exception) -> Exception:
         try:

@@ -15,7 +15,7 @@ import torch
 from toy_runs import toy_run
 
 from prism.config import ConfigError, load_config
-from prism.devices import CUBLAS_DETERMINISTIC_WORKSPACE
+from prism.core.devices import CUBLAS_DETERMINISTIC_WORKSPACE
 from prism.run.fit import build_run, fit_run
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")

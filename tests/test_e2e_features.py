@@ -24,10 +24,10 @@ from toy_runs import toy_run
 
 from prism.cli import main
 from prism.config import load_config, resolve_env_spec
+from prism.core.seeding import derive_seed
 from prism.envs import TOY_SPEC, EnvSpec, SparseRewardWrapper
 from prism.run import checkpoint as checkpoint_module
 from prism.run.fit import fit_run
-from prism.seeding import derive_seed
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 QUICKSTART = str(CONF / "quickstart.yaml")

@@ -1,4 +1,4 @@
-"""Where a seed's time goes (issue 61): the run's phase times (prism.phase_clock), a fit's training/validation
+"""Where a seed's time goes (issue 61): the run's phase times (prism.core.phase_clock), a fit's training/validation
 split (prism.reward.fitting.fit_timer), and validating every k-th epoch (reward.val_every) with early stopping kept on
 validated epochs."""
 
@@ -14,7 +14,7 @@ from segment_stores import synthetic_store
 from toy_runs import toy_run
 
 from prism.cli import main
-from prism.phase_clock import PHASES, REMAINDER, PhaseClock, fit_split, phase_breakdown
+from prism.core.phase_clock import PHASES, REMAINDER, PhaseClock, fit_split, phase_breakdown
 from prism.reward.config import ReSymNetConfig
 from prism.reward.models.resymnet_fit import fit_resymnet_model
 

@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from prism.config import load_config
+from prism.core.phase_clock import phase_breakdown
 from prism.experiments.costs import cost_section, gate_line, run_cost
 from prism.experiments.grid import CostGate
 from prism.experiments.runner import Job, fit_command
 from prism.experiments.studies import load_preset
-from prism.phase_clock import phase_breakdown
 
 ROOT = Path(__file__).resolve().parents[1]
 FIT_COST = load_preset("fit-cost")

@@ -1,4 +1,4 @@
-"""Ctrl-C during ``trainer.fit`` (``prism.interrupt``): the interrupt is never lost.
+"""Ctrl-C during ``trainer.fit`` (``prism.core.interrupt``): the interrupt is never lost.
 
 CI stop 58 saw ``prism fit`` run to its end and exit 0 after a SIGINT: the handler's ``KeyboardInterrupt`` was
 raised inside a weakref callback (run by the garbage collector), where Python prints "Exception ignored" and
@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from prism import interrupt
+from prism.core import interrupt
 
 
 class _Box:

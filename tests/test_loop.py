@@ -16,7 +16,7 @@ from prism.agents.capql import CAPQLModule
 from prism.config import load_config
 from prism.loop import fit_phase
 from prism.loop.phases import PrismLoopCallback
-from prism.registry import AGENTS
+from prism.plugins.registry import AGENTS
 from prism.run.fit import build_run, fit_run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

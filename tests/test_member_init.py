@@ -1,5 +1,5 @@
 """One member's slice of a stacked linear layer starts as a lone ``nn.Linear`` drawn from the same generator
-would (prism/stacked_linear.py), for the agents' stacked MLPs and the reward models' stacked layers alike, and
+would (prism/core/stacked_linear.py), for the agents' stacked MLPs and the reward models' stacked layers alike, and
 both run the layer the same way."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from prism.agents.networks import StackedMLP
-from prism.stacked_linear import INITS, StackedLinear, init_member_
+from prism.core.stacked_linear import INITS, StackedLinear, init_member_
 
 DRAWS = {
     "orthogonal": lambda w, g: nn.init.orthogonal_(w, generator=g),

@@ -1,4 +1,4 @@
-"""prism.memory: freed heap pages go back to the system, and a run does it after every reward fit."""
+"""prism.core.memory: freed heap pages go back to the system, and a run does it after every reward fit."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from toy_runs import toy_run
 
+from prism.core.memory import release_freed_memory
 from prism.loop import phases
-from prism.memory import release_freed_memory
 from prism.run.fit import fit_run
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "conf" / "quickstart.yaml")

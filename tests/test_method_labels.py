@@ -17,7 +17,7 @@ from prism.config import BUILTIN_METHODS, ConfigError, load_config, load_run_con
 from prism.experiments.grid import CONF
 from prism.experiments.runner import Job, fit_command
 from prism.experiments.studies import load_preset, shipped
-from prism.registry import REWARD_MODELS, REWARDS, register_reward_model
+from prism.plugins.registry import REWARD_MODELS, REWARDS, register_reward_model
 
 QUICKSTART = CONF / "quickstart.yaml"
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"

@@ -18,7 +18,7 @@ from subprocess_runs import subprocess_env
 from toy_runs import toy_run
 
 from prism.config import load_config
-from prism.registry import PLUGIN_GROUP, PLUGINS_ENV, REWARDS
+from prism.plugins.registry import PLUGIN_GROUP, PLUGINS_ENV, REWARDS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -30,8 +30,11 @@ def test_the_builtins_are_registered_by_prisms_own_entry_point():
     assert own.value == "prism.plugins:register"
     assert "none" in REWARDS and "resymnet" in REWARDS  # loaded through it
     # the registry names no plug-in module: it only reads the group
-    source = (ROOT / "prism" / "registry.py").read_text()
-    assert 'import_module("prism.plugins")' not in source and "from prism import plugins" not in source
+    source = (ROOT / "prism" / "plugins" / "registry.py").read_text()
+    assert (
+        'import_module("prism.plugins.builtin")' not in source
+        and "from prism.plugins import builtin" not in source
+    )
 
 
 def _install_fake_package(site: Path) -> None:
@@ -46,7 +49,7 @@ def _install_fake_package(site: Path) -> None:
             """
 
             def register():
-                from prism.registry import register_reward_model
+                from prism.plugins.registry import register_reward_model
 
                 register_reward_model(
                     "linear", fit="ext_linear:fit_linear_reward", load="ext_linear:LinearRewardModel.from_dict"
@@ -65,7 +68,7 @@ def test_an_installed_package_adds_a_reward_model_without_editing_prism(tmp_path
     code = textwrap.dedent(
         f"""
         from prism.config import load_config
-        from prism.registry import REWARD_MODELS, REWARDS
+        from prism.plugins.registry import REWARD_MODELS, REWARDS
         config = load_config([{str(CONF / "quickstart.yaml")!r}], ["env.id=prism/Toy-v0", "reward.name=linear"])
         entry = REWARD_MODELS.entry("reward.name", "linear")
         print(config.reward.name, REWARDS.entry("reward.name", "linear").model, entry.fit_fn().__name__)
@@ -83,7 +86,7 @@ def test_a_broken_entry_point_is_one_line_naming_it(tmp_path):
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\nbroken = no_such_module_xyz:register\n")
-    code = "from prism.registry import AGENTS\nAGENTS.names()"
+    code = "from prism.plugins.registry import AGENTS\nAGENTS.names()"
     env = {**os.environ, "PYTHONPATH": str(site), PLUGINS_ENV: "prism-morl,broken"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
@@ -164,7 +167,7 @@ def fake_plugin_group(tmp_path, monkeypatch):
     """Empty registries and a plug-in group made only of fake distributions built here (nothing installed
     counts): prism's own (``prism-morl``, registering ``shared``) and a third party's (``aaa-ext``, sorting
     before it by name, registering ``shared`` as well); both record when they run."""
-    from prism import registry
+    from prism.plugins import registry
 
     site = tmp_path / "site"
     site.mkdir()
@@ -172,7 +175,7 @@ def fake_plugin_group(tmp_path, monkeypatch):
     calls: list[str] = []
     monkeypatch.setattr(registry, "_PLUGIN_CALLS", calls, raising=False)
     register = """
-        from prism import registry
+        from prism.plugins import registry
 
         def register():
             registry._PLUGIN_CALLS.append({who!r})
@@ -199,7 +202,7 @@ def fake_plugin_group(tmp_path, monkeypatch):
 
 
 def test_prisms_own_entry_point_wins_over_a_third_party_one(fake_plugin_group):
-    """The documented precedence (docs/ARCHITECTURE.md, "Plug-ins"; prism/registry.py): prism's own entry
+    """The documented precedence (docs/ARCHITECTURE.md, "Plug-ins"; prism/plugins/registry.py): prism's own entry
     point is loaded first, whatever the distributions' names, and a name is registered once, so a third-party
     distribution cannot replace a built-in: its registration of a taken name stops the lookup with one line
     naming both distributions, prism's first, and the built-in's entry stays."""
@@ -222,7 +225,7 @@ def _fake_distribution(site: Path, dist: str, module: str, reward_name: str) -> 
     """A distribution ``dist`` whose entry point registers a reward method ``reward_name`` (as pip leaves it)."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(
-        "def register():\n    from prism.registry import REWARDS\n\n"
+        "def register():\n    from prism.plugins.registry import REWARDS\n\n"
         f"    REWARDS.register({reward_name!r}, shaper='prism.reward.shapers:uniform_shaper')\n"
     )
     info = site / f"{dist}-0.1.dist-info"
@@ -234,7 +237,7 @@ def _fake_distribution(site: Path, dist: str, module: str, reward_name: str) -> 
 def test_the_tests_load_only_prisms_own_plugins(tmp_path, monkeypatch):
     """Issue 29 item 10: an installed plug-in named `linear` made test_registry's doc example fail (the name
     was taken); the tests now load prism's entry point only, whatever else is installed."""
-    from prism.registry import _dist_name, _entry_points
+    from prism.plugins.registry import _dist_name, _entry_points
 
     _fake_distribution(tmp_path / "site", "ext-linear", "ext_linear_installed", "linear")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
@@ -282,7 +285,7 @@ def test_the_from_outside_prism_examples_are_complete_and_run(tmp_path, monkeypa
     (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\n{name} = {value}\n")
     code = textwrap.dedent(
         """
-        from prism.registry import REWARD_MODELS, REWARDS
+        from prism.plugins.registry import REWARD_MODELS, REWARDS
         entry = REWARD_MODELS.entry("reward.name", "linear")
         print(REWARDS.entry("reward.name", "linear").model, entry.fit_fn().__module__, entry.load_fn().__name__)
         """

@@ -17,7 +17,7 @@ from prism.agents.config import CAPQLConfig, OffPolicyConfig
 from prism.config import ConfigError, RunConfig, load_config, load_run_config, validate
 from prism.data.segments import SegmentStore
 from prism.envs import TOY_SPEC
-from prism.registry import AGENTS, REWARD_MODELS, REWARDS, register_reward_model
+from prism.plugins.registry import AGENTS, REWARD_MODELS, REWARDS, register_reward_model
 from prism.reward.config import ReSymNetConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def _doc_module(first_line: str) -> types.ModuleType:
 
 
 def _doc_registration(pattern: str) -> str:
-    """The registration line(s) the doc puts in prism/plugins.py (checked to name the example's objects)."""
+    """The registration line(s) the doc puts in prism/plugins/builtin.py (checked to name the example's objects)."""
     blocks = re.findall(r"```python\n(.*?)```", ARCHITECTURE.read_text(), flags=re.S)
     (block,) = [b for b in blocks if pattern in b and not b.startswith("#")]
     return block
@@ -88,7 +88,7 @@ def test_every_builtin_is_registered_once_with_its_config_and_model():
 
 
 def test_plugin_code_does_not_name_capql_or_resymnet():
-    """The run, the loop and the checkpointer look plug-ins up; only prism/plugins.py names the built-ins."""
+    """The run, the loop and the checkpointer look plug-ins up; only prism/plugins/builtin.py names the built-ins."""
     for path in (
         "prism/run/fit.py",
         "prism/loop/phases.py",

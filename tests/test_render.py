@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import prism.gl_backend as gl_backend
+import prism.core.gl_backend as gl_backend
 import prism.render as render
 from prism.cli import USAGE_ERROR, main
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 HOPPER_TINY = [

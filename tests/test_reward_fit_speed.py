@@ -13,6 +13,7 @@ import torch
 from segment_stores import set_dtype, synthetic_store
 
 from prism.config import ConfigError, load_config
+from prism.core.stacked_linear import onednn_linear_available
 from prism.data.datamodule import MemberBatch, TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import ReSymNetConfig
@@ -20,7 +21,6 @@ from prism.reward.fitting.fit import ensemble_seeds as member_seeds
 from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
 from prism.reward.models.resymnet import DropoutNoiseStream, ReSymNetEnsemble
 from prism.reward.models.resymnet_fit import fit_resymnet_model, resymnet_recipe
-from prism.stacked_linear import onednn_linear_available
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -189,7 +189,7 @@ def test_loop_fits_on_the_agents_device(monkeypatch):
         calls.append(kwargs)
         return SimpleNamespace()
 
-    from prism.registry import REWARD_MODELS
+    from prism.plugins.registry import REWARD_MODELS
 
     settings = phases.LoopSettings(
         cycles=1, steps_per_cycle=10, initial_episodes=1, expert_episodes=0, sparse_channel=0, p_rel=0.0,
@@ -228,7 +228,7 @@ def test_device_cuda_without_cuda_is_a_one_line_config_error(monkeypatch, capsys
 
 def test_device_cuda_n_must_be_one_of_this_machines_devices(monkeypatch):
     """cuda:0 .. cuda:<count - 1> are this machine's GPUs; cuda:<count> and beyond are refused in one line."""
-    from prism.devices import check_cuda_device
+    from prism.core.devices import check_cuda_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

@@ -16,12 +16,12 @@ import torch
 from toy_runs import toy_run
 
 import prism
-from prism import checks
 from prism.cli import main
 from prism.config import ConfigError, load_config
+from prism.core import checks
 from prism.data.features import FeatureLayout
 from prism.data.segments import SegmentStore
-from prism.registry import REWARD_MODELS, REWARDS, register_reward_model
+from prism.plugins.registry import REWARD_MODELS, REWARDS, register_reward_model
 from prism.reward.config import RewardConfig
 from prism.reward.model import RewardModelBase
 from prism.reward.shapers import Transition, make_shaper

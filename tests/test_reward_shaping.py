@@ -10,7 +10,7 @@ import torch
 
 from prism.data.features import FeatureLayout
 from prism.envs import TOY_SPEC, make_env
-from prism.registry import REWARDS
+from prism.plugins.registry import REWARDS
 from prism.reward import (
     PassThroughShaper,
     PredictedRewardShaper,

@@ -16,8 +16,8 @@ import prism.run.fit
 from prism.agents.config import CAPQLConfig
 from prism.agents.gpi_pd.config import GPIPDConfig
 from prism.cli import main
+from prism.core.errors import ConfigError
 from prism.display.progress import PhaseProgressBar, Progress
-from prism.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -106,7 +106,7 @@ def test_after_an_evaluation_the_rl_bar_shows_the_phase_and_steps_of_now(monkeyp
 
 
 def test_counted_nouns():
-    from prism._text import counted
+    from prism.core._text import counted
 
     assert [counted(n, "episode") for n in (0, 1, 2)] == ["0 episodes", "1 episode", "2 episodes"]
 
@@ -209,7 +209,7 @@ def test_fit_resume_checks_the_request_once(tmp_path, monkeypatch, capsys):
 # ---- item 17: prism list ------------------------------------------------------------------------------
 def test_prism_list_names_every_env_overlay_reward_method_and_backbone(capsys):
     from prism.envs import registered_env_ids
-    from prism.registry import AGENTS, REWARD_MODELS, REWARDS
+    from prism.plugins.registry import AGENTS, REWARD_MODELS, REWARDS
 
     assert main(["list"]) == 0
     text = capsys.readouterr().out

@@ -16,13 +16,13 @@ import torch
 from toy_runs import toy_run
 
 import prism
-from prism.catalogue import catalogue
 from prism.config import ConfigError, load_config
 from prism.config.describe import describe
 from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.features import build_features
 from prism.data.segments import SegmentStore
-from prism.registry import REWARD_MODELS, REWARDS
+from prism.plugins.catalogue import catalogue
+from prism.plugins.registry import REWARD_MODELS, REWARDS
 from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
 from prism.reward.fitting.trajectory_sum_module import TrajectorySumModule
 from prism.reward.losses import LossTargets

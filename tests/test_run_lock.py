@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from prism.config import load_config, to_yaml
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 from prism.run.fit import fit_run
 from prism.run.lock import run_dir_lock
 

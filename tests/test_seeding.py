@@ -1,4 +1,4 @@
-"""Seed streams (prism.seeding): collection, diagnostics and evaluation never touch the training RNGs, and
+"""Seed streams (prism.core.seeding): collection, diagnostics and evaluation never touch the training RNGs, and
 evaluation start states follow the run seed."""
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ import torch
 from toy_runs import toy_run
 
 from prism.config import load_config
+from prism.core.seeding import derive_seed, population_seed
 from prism.loop import EvalEnvPool, evaluate_agent, pair_seeds
 from prism.run.fit import build_run, fit_run
-from prism.seeding import derive_seed, population_seed
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 TOY = toy_run()
 
 
 def test_derive_seed_is_stable_across_processes_and_separates_streams():
-    code = "from prism.seeding import derive_seed; print(derive_seed(3, 'collect/reset', 2))"
+    code = "from prism.core.seeding import derive_seed; print(derive_seed(3, 'collect/reset', 2))"
     outputs = set()
     for hash_seed in ("1", "2"):  # Python's str hash() differs between these two interpreters
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}

@@ -16,8 +16,8 @@ from tool_modules import load_tool
 from prism.agents.capql import TRAIN_KEYS, CAPQLModule
 from prism.agents.config import CAPQLConfig
 from prism.agents.losses import capql_actor_loss, capql_critic_loss
+from prism.core.seeding import derive_seed, population_seed
 from prism.data.replay import ReplayBatch
-from prism.seeding import derive_seed, population_seed
 
 SMALL = dict(actor_hidden=[32, 32], critic_hidden=[32, 32], batch_size=16, buffer_size=300, learning_starts=0)
 

@@ -4,7 +4,7 @@
 (gymnasium seeds an env with ``PCG64(SeedSequence(s))``). So two consumers seeded with the raw run seed draw the
 same numbers, and a consumer seeded with ``seed + k`` draws what another run's raw-seeded consumer draws (run
 ``seed + k``): the members of a grid would share draws. Every consumer must instead take a named stream of the
-run seed (``prism.seeding.derive_seed``), which lands anywhere in ``[0, 2**32)``.
+run seed (``prism.core.seeding.derive_seed``), which lands anywhere in ``[0, 2**32)``.
 
 Each test records the initial state of every numpy generator a run creates and every seed an env is reset
 with (except the evaluation weight sets, fixed on purpose: :data:`FIXED_ON_PURPOSE`), while the run is built, started and (GPI-PD) runs one GPI-LS evaluation, then checks by brute force
@@ -138,7 +138,7 @@ def test_gpi_pd_run_streams_are_named_streams_of_the_seed(tmp_path, monkeypatch,
 
 def test_the_brute_force_check_catches_a_raw_seed_and_an_offset(small_integer_streams):
     """The check itself can fail: the streams of seed 4 and of 4 + 7919 are found, a derived seed is not."""
-    from prism.seeding import derive_seed
+    from prism.core.seeding import derive_seed
 
     assert small_integer_streams[_state_key(np.random.default_rng(4))] == 4
     assert small_integer_streams[_state_key(seeding.np_random(4 + 7919)[0])] == 4 + 7919

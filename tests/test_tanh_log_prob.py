@@ -10,7 +10,7 @@ import torch
 
 from prism.agents.networks import sample_tanh_gaussian
 from prism.config import load_config
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 
 def _by_hand(

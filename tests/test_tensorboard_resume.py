@@ -47,7 +47,7 @@ def _resume(run_dir: Path) -> int:
 def _ctrl_c() -> None:
     signal.raise_signal(
         signal.SIGINT
-    )  # the handler prism.interrupt installs for the fit raises the interrupt
+    )  # the handler prism.core.interrupt installs for the fit raises the interrupt
 
 
 def _events(run_dir: Path) -> EventAccumulator:

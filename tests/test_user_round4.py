@@ -78,7 +78,7 @@ def test_conf_not_found_outside_the_clone_says_where_conf_ships(tmp_path, monkey
 
 
 def test_prism_list_names_the_backbone_of_baseline_and_oracle_and_lists_budgets_and_losses():
-    from prism.catalogue import catalogue
+    from prism.plugins.catalogue import catalogue
     from prism.reward.config import FIT_LOSSES
 
     listed = catalogue()

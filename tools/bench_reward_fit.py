@@ -34,7 +34,7 @@ medians over rounds, ``epoch_speedup: <x>x``.
 environment setting: ``default`` (glibc's dynamic mmap threshold), and ``MALLOC_MMAP_THRESHOLD_`` fixed at
 1, 8 and 32 MiB (a fixed threshold sends every larger block to ``mmap``, returned to the system on free,
 and turns the dynamic threshold off). Each line gives the child's peak and final RSS (``VmHWM``, ``VmRSS``),
-its RSS once :func:`prism.memory.release_freed_memory` has run (as a run does after each fit) and its median
+its RSS once :func:`prism.core.memory.release_freed_memory` has run (as a run does after each fit) and its median
 seconds per epoch; the last line is ``peak_rss_default_over_1MiB: <x>x``. Why: glibc raises
 its mmap threshold to the size of each large block freed (up to 32 MiB), after which the fit's activations
 of varying sizes (ragged batches) come from the heap and fragment it; a run's RSS then stays at its peak.
@@ -83,10 +83,10 @@ from pathlib import Path
 
 import torch
 
+from prism.core.memory import release_freed_memory
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.envs import get_env_spec, make_env
-from prism.memory import release_freed_memory
 from prism.reward.config import ReSymNetConfig, RRDConfig, RRDRewardConfig
 from prism.reward.models.resymnet_fit import fit_resymnet_model
 from prism.reward.models.resymnet_fit import fit_resymnet_population as fit_reward_models_stacked
@@ -168,7 +168,7 @@ MEMORY_ARMS = {
 
 def _memory_child(args: argparse.Namespace) -> None:
     """One ``--memory`` arm (in a child process): the fit, then ``peak_mib final_mib released_mib s_per_epoch``
-    (``released``: the RSS once :func:`prism.memory.release_freed_memory` has run, as a run does after a fit)."""
+    (``released``: the RSS once :func:`prism.core.memory.release_freed_memory` has run, as a run does after a fit)."""
     torch.set_num_threads(1)
     store = synthetic_hopper_store(args.long_segments, args.short_segments, seed=args.seed)
     epochs = args.epochs or 2

@@ -4,7 +4,7 @@ Runs, one after the other in this process's core(s), an oracle seed and a PRISM 
 (table1-study's: 2 × 25 000 RL steps, N = 1000 random and E = 50 expert episodes, ≤ 100 fit epochs, the
 randomized loss: its ``e-oracle`` and ``e-prism-fast`` arms), plus one PRISM seed per ``--variant`` (the same
 with more overrides, e.g. a cheaper fit), then prints each run's CPU time per phase (``summary.json``'s
-``phase_times`` and each fit's ``reward_fits`` split; prism.phase_clock) and its total over the oracle's:
+``phase_times`` and each fit's ``reward_fits`` split; prism.core.phase_clock) and its total over the oracle's:
 
     taskset -c 1 python tools/bench_seed_cost.py --env swimmer --out /tmp/seed-cost \\
         --variant fast=conf/fit/fast.yaml [--steps-per-cycle 5000]
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # (run from a checkout: prism itself, for the study's commands)
 
-from prism.phase_clock import REMAINDER, fit_split  # noqa: E402
+from prism.core.phase_clock import REMAINDER, fit_split  # noqa: E402
 
 PHASE_LABELS = (
     ("collect_random", "random collection"),

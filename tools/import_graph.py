@@ -29,20 +29,20 @@ LAYERS: list[tuple[str, ...]] = [
     # bottom: environments, data, metrics, the evaluation protocol's config and the small shared modules
     (
         "prism",
-        "prism._lazy",
-        "prism._text",
-        "prism._warnings",
-        "prism.checks",
-        "prism.devices",
+        "prism.core._lazy",
+        "prism.core._text",
+        "prism.core._warnings",
+        "prism.core.checks",
+        "prism.core.devices",
         "prism.display",
-        "prism.errors",
-        "prism.interrupt",
-        "prism.memory",
-        "prism.phase_clock",
-        "prism.registry",
-        "prism.seeding",
-        "prism.stacked_linear",
-        "prism.tb_writer",
+        "prism.core.errors",
+        "prism.core.interrupt",
+        "prism.core.memory",
+        "prism.core.phase_clock",
+        "prism.plugins.registry",
+        "prism.core.seeding",
+        "prism.core.stacked_linear",
+        "prism.core.tb_writer",
         "prism.envs",
         "prism.data",
         "prism.metrics",
@@ -51,10 +51,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.reward",),
     ("prism.agents",),
     ("prism.evaluation",),
-    ("prism.config", "prism.plugins", "prism.catalogue"),
+    ("prism.config", "prism.plugins", "prism.plugins.catalogue"),
     ("prism.loop",),  # the PRISM loop: phases, the fit phase, loop state, diagnostics
     ("prism.run",),  # a run's plumbing: build/fit/resume/evaluate, checkpoints, folders, lock, clock, outputs
-    ("prism.api", "prism.render", "prism.gl_backend"),  # using a trained run from Python, and watching it
+    (
+        "prism.api",
+        "prism.render",
+        "prism.core.gl_backend",
+    ),  # using a trained run from Python, and watching it
     ("prism.experiments",),
     ("prism.cli",),
 ]

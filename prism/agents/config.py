@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from prism import checks
+from prism.core import checks
 
 TANH_LOG_PROB_FORMS = ("exact", "epsilon")
 """The forms of ``agent.tanh_log_prob`` (:func:`prism.agents.networks.sample_tanh_gaussian`)."""

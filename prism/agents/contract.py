@@ -80,7 +80,7 @@ class PopulationAgent(Protocol):
         ...
 
     def check_finite(self) -> None:
-        """Raise :class:`~prism.errors.NonFiniteError` if a logged loss or a weight is NaN/inf (the run calls it
+        """Raise :class:`~prism.core.errors.NonFiniteError` if a logged loss or a weight is NaN/inf (the run calls it
         before every checkpoint, so a good checkpoint is never replaced by a broken state)."""
         ...
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from prism.agents.divergence import warn
-from prism.errors import NonFiniteError, first_non_finite
+from prism.core.errors import NonFiniteError, first_non_finite
 
 CRITIC_KEY = "train/critic"
 """The logged training term the divergence watch reads (every built-in backbone logs its critic's TD loss so)."""
@@ -60,7 +60,7 @@ class LogWindowMixin:
         return err if bad is None else NonFiniteError(*bad, env_step=self._steps)
 
     def check_finite(self) -> None:
-        """Raise :class:`~prism.errors.NonFiniteError` if a training term of the current log window or a
+        """Raise :class:`~prism.core.errors.NonFiniteError` if a training term of the current log window or a
         parameter is NaN/inf (one host sync: the checkpointer calls it before every save)."""
         bad = self._non_finite_train_term()
         if bad is None:

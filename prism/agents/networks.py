@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from prism.agents.config import TANH_LOG_PROB_FORMS
-from prism.stacked_linear import init_member_, stacked_linear, stacked_linear_parameters
+from prism.core.stacked_linear import init_member_, stacked_linear, stacked_linear_parameters
 
 LOG_STD_MIN = -20.0
 LOG_STD_MAX = 2.0
@@ -45,7 +45,7 @@ class StackedMLP(nn.Module):
         super().__init__()
         self.n = n
         self.dims = tuple(dims)
-        # Each layer is prism's stacked linear layer (prism.stacked_linear), kept as two parameter lists: the
+        # Each layer is prism's stacked linear layer (prism.core.stacked_linear), kept as two parameter lists: the
         # state-dict keys (weights.j, biases.j) and parameter order every checkpoint so far was written with.
         layers = [stacked_linear_parameters(n, d_in, d_out) for d_in, d_out in zip(dims[:-1], dims[1:])]
         self.weights = nn.ParameterList([weight for weight, _ in layers])
@@ -59,7 +59,7 @@ class StackedMLP(nn.Module):
     def init_slice(self, index: int, generator: torch.Generator | None) -> None:
         """Orthogonal weights (on the ``[d_out, d_in]`` view, as ``nn.Linear``) and zero biases for slice
         ``index``, layer by layer, drawn from ``generator`` (the global RNG when None): the reward models'
-        member init (:func:`prism.stacked_linear.init_member_`)."""
+        member init (:func:`prism.core.stacked_linear.init_member_`)."""
         for w, b in zip(self.weights, self.biases):
             init_member_(w[index], b[index], "orthogonal", generator)
         for gain, bias in zip(self.norm_gains, self.norm_biases):

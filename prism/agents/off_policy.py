@@ -14,7 +14,7 @@ part), so a backbone (:class:`prism.agents.capql.CAPQLModule`) brings only its n
   checks and critic-divergence watch (:class:`~prism.agents.log_window.LogWindowMixin`) and the step's
   host↔device traffic (:class:`~prism.agents.transfer.StepTransferMixin`) are ideas of their own.
 
-Randomness, per member s with seed ``seeds[s]`` (streams from :func:`prism.seeding.derive_seed`): the env's
+Randomness, per member s with seed ``seeds[s]`` (streams from :func:`prism.core.seeding.derive_seed`): the env's
 resets, the random actions before ``learning_starts``, the release draws of its sparse wrapper (built by the
 env factory), its preference draws and its replay indices. The networks' initial weights come from the member's
 own ``init`` stream too. Only the update's policy noise is drawn for all members at once (one generator seeded
@@ -44,12 +44,12 @@ from prism.agents.divergence import DivergenceWatch
 from prism.agents.log_window import LogWindowMixin
 from prism.agents.preferences import cone_weights
 from prism.agents.transfer import StepTransferMixin
+from prism.core.errors import NonFiniteError
+from prism.core.seeding import derive_seed, population_seed
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
 from prism.envs.state import get_env_state, set_env_state
-from prism.errors import NonFiniteError
 from prism.reward.shapers import PassThroughShaper, RewardShaper
-from prism.seeding import derive_seed, population_seed
 
 _WEIGHT_BLOCK = 1024  # preference weights drawn per sampler call (one draw per env step, amortised)
 

@@ -13,7 +13,7 @@ One concern per module, bottom to top (each imports only modules above it in thi
 - :mod:`~prism.config.loader` — :func:`load_config`, which merges, applies the protocol and validates.
 
 Validation happens once per rule: every dataclass checks its own fields in ``__post_init__`` (helpers in
-:mod:`prism.checks`), and :func:`validate` checks only the rules between parts. Every failure is a
+:mod:`prism.core.checks`), and :func:`validate` checks only the rules between parts. Every failure is a
 :class:`ConfigError` with a one-line message starting with the offending key. The names below are the public
 API: ``from prism.config import load_config, RunConfig, ...``.
 """
@@ -25,8 +25,8 @@ from prism.config.protocols import apply_protocol, is_model_free_arm
 from prism.config.resolved import resolved_values
 from prism.config.schema import DEFAULT_AGENT, PROTOCOLS, EnvConfig, LoopConfig, RunConfig, member_seeds
 from prism.config.validation import resolve_env_spec, sparse_channel, validate
-from prism.devices import accelerator, torch_device
-from prism.errors import ConfigError  # the config's error type
+from prism.core.devices import accelerator, torch_device
+from prism.core.errors import ConfigError  # the config's error type
 
 __all__ = [
     "BUILTIN_METHODS",

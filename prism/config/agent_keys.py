@@ -24,7 +24,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from prism.config.methods import SYMREG_KEY, derive_method
-from prism.registry import AGENTS
+from prism.plugins.registry import AGENTS
 
 _LOG = logging.getLogger("prism.config")
 _WARNED: set[str] = set()

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from prism.config.methods import label_resolver
 from prism.config.schema import RunConfig
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 
 def _seed_dir(seed: int, seeds: Any) -> str:

@@ -4,7 +4,7 @@ A run's config is built from one or more YAML files (later files override earlie
 ablation or backbone overlay such as ``conf/agent/capql.yaml`` composes with any env file) and ``key=value``
 dot-list overrides, merged onto the structured schema (:mod:`prism.config.schema`) — so unknown keys and wrong
 types are caught by OmegaConf. The ``agent:`` node is typed by the backbone ``agent.name`` selects (its
-registered config dataclass, :mod:`prism.registry`), so each backbone brings its own keys. The protocol is
+registered config dataclass, :mod:`prism.plugins.registry`), so each backbone brings its own keys. The protocol is
 applied (:mod:`prism.config.protocols`) and the cross-part rules checked (:mod:`prism.config.validation`)
 before the config is returned.
 """
@@ -32,7 +32,7 @@ from prism.config.reward_keys import (
 )
 from prism.config.schema import DEFAULT_AGENT, RunConfig
 from prism.config.validation import resolve_env_spec, resolve_spec_defaults, validate
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from prism.envs import EnvSpec
@@ -188,7 +188,7 @@ def _selected_agent(layers: Sequence[DictConfig]) -> str:
 
 def agent_config_class(name: str, key: str = "agent.name") -> type:
     """The config dataclass of the backbone ``name`` (registered, or a class path's ``config_class``)."""
-    from prism.registry import AGENTS
+    from prism.plugins.registry import AGENTS
 
     config_class = AGENTS.entry(key, name).config_class(key)
     if not (isinstance(config_class, type) and dataclasses.is_dataclass(config_class)):

@@ -33,7 +33,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 SYMREG_KEY = "symreg_lambda"
 """The key that makes a backbone one with SymReg (its λ)."""
@@ -236,7 +236,7 @@ def check_method(config: Any, *, record: bool = False, n_objectives: int | None 
                 f"out (it is derived) or set the keys {name} needs, and name a variant with method_label=<label>"
             )
     elif not known_method(name, config):
-        from prism._text import did_you_mean
+        from prism.core._text import did_you_mean
 
         raise ConfigError(
             f"method: unknown method {name!r} (built-in: {', '.join(BUILTIN_METHODS)}; or a plug-in reward "

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from prism.config.schema import PROTOCOLS as PROTOCOLS  # re-exported: the accepted values of ``protocol``
 from prism.config.schema import RunConfig
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from prism.envs import EnvSpec

@@ -7,7 +7,7 @@ from typing import Any
 
 from prism.config.schema import RunConfig, member_seeds
 from prism.config.validation import resolve_env_spec, resolve_spec_defaults, sparse_channel
-from prism.devices import torch_device
+from prism.core.devices import torch_device
 
 
 def resolved_values(config: RunConfig, spec=None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from prism.config.agent_keys import warn_once
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 DEFAULT_REWARD = "resymnet"
 """The reward method of a config that does not set ``reward.name``."""
@@ -48,7 +48,7 @@ def selected_reward(layers: list[DictConfig]) -> str:
 
 def reward_config_class(name: str, key: str = "reward.name") -> type:
     """The dataclass of ``reward:`` for the reward method ``name`` (its model's registered ``config``)."""
-    from prism.registry import REWARD_MODELS, REWARDS
+    from prism.plugins.registry import REWARD_MODELS, REWARDS
     from prism.reward.config import RewardConfig
 
     model = REWARDS.entry(key, name).model
@@ -64,7 +64,7 @@ def reward_config_class(name: str, key: str = "reward.name") -> type:
 
 def _other_models_keys(reward_class: type) -> dict[str, list[str]]:
     """key → the registered reward models (other than ``reward_class``'s) whose config has it."""
-    from prism.registry import REWARD_MODELS
+    from prism.plugins.registry import REWARD_MODELS
 
     owners: dict[str, list[str]] = {}
     for entry in REWARD_MODELS:

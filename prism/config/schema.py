@@ -1,6 +1,6 @@
 """The typed config tree: one dataclass per part, composed into :class:`RunConfig`.
 
-Every dataclass checks its own fields in ``__post_init__`` (helpers in :mod:`prism.checks`); the rules that
+Every dataclass checks its own fields in ``__post_init__`` (helpers in :mod:`prism.core.checks`); the rules that
 tie parts together are :func:`prism.config.validation.validate`'s. The parts' own dataclasses live with their
 parts (:class:`~prism.agents.config.CAPQLConfig`, :class:`~prism.reward.config.RewardConfig`,
 :class:`~prism.evaluation.config.EvalConfig`); this module holds the run-level ones.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from prism import checks
 from prism.agents.config import CAPQLConfig, OffPolicyConfig
 from prism.config.methods import DEFAULT_BACKBONE
+from prism.core import checks
 from prism.evaluation.config import EvalConfig
 from prism.reward.config import ReSymNetConfig, RewardConfig
 
@@ -109,7 +109,7 @@ class RunConfig:
     deterministic: bool = False
     """Make a CUDA run repeat bit for bit: when the run is built, ``torch.use_deterministic_algorithms(True)``
     with cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless already set) and cuDNN autotuning
-    off (:func:`prism.devices.make_deterministic`). Off by default: CUDA's fastest kernels (atomic adds in
+    off (:func:`prism.core.devices.make_deterministic`). Off by default: CUDA's fastest kernels (atomic adds in
     ``index_add``/scatter, cuBLAS's workspace-dependent reductions) sum in a varying order, so two CUDA runs of
     one config drift apart; the key pins them at some cost in wall time (docs/benchmarks.md has both
     measured). A CPU run repeats bit for bit either way, and the key

@@ -3,7 +3,7 @@
 Each part's dataclass checked its own fields when it was built (:mod:`prism.config.schema`); :func:`validate`
 checks the env spec vs ``env.sparse_channel``, SymReg and the eval weight counts; the dense env vs the reward
 method; the agent config vs the chosen backbone; a CUDA device vs this machine. Every failure is a
-:class:`~prism.errors.ConfigError` with a one-line message starting with the offending key.
+:class:`~prism.core.errors.ConfigError` with a one-line message starting with the offending key.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import warnings
 from prism.config.agent_keys import check_method_label, warn_once
 from prism.config.methods import SYMREG_KEY, check_method, derive_method, run_label
 from prism.config.schema import RunConfig
-from prism.devices import check_cuda_device, torch_device
-from prism.errors import ConfigError
+from prism.core.devices import check_cuda_device, torch_device
+from prism.core.errors import ConfigError
 
 
 def resolve_env_spec(config: RunConfig):
@@ -102,7 +102,7 @@ def validate(config: RunConfig, *, record: bool = False) -> None:
     """Check the rules that tie parts of the config together (each part checked its own fields when it was
     built); raise :class:`ConfigError` naming the key. ``record``: the config is a run folder's own, whose
     ``method_label`` may be a built-in name from before labels were split (never refused there)."""
-    from prism.registry import AGENTS, REWARDS
+    from prism.plugins.registry import AGENTS, REWARDS
 
     spec = resolve_env_spec(config)
     channel, n = config.env.sparse_channel, spec.n_objectives

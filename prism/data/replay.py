@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 
 class ReplayBatch(NamedTuple):

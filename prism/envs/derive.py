@@ -46,7 +46,7 @@ def did_you_mean(env_id: str) -> str:
     import gymnasium as gym
     import mo_gymnasium  # noqa: F401  (registers the mo- ids)
 
-    from prism._text import did_you_mean as nearest
+    from prism.core._text import did_you_mean as nearest
 
     # 0.8: among gymnasium's hundreds of ids a looser match suggests an unrelated env.
     return nearest(env_id, {*REGISTRY, *gym.registry}, cutoff=0.8)

@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from prism.seeding import derive_seed
+from prism.core.seeding import derive_seed
 
 RELEASE_STREAM = "sparse_wrapper/release"
 """The stream name under which ``reset(seed=s)`` derives the release draws' seed from ``s``."""

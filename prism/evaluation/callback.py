@@ -17,8 +17,10 @@ import gymnasium as gym
 import torch
 from lightning.pytorch import Callback, Trainer
 
-from prism._text import counted
 from prism.agents.contract import PopulationAgent
+from prism.core._text import counted
+from prism.core.phase_clock import PhaseClock
+from prism.core.tb_writer import tensorboard_writer
 from prism.envs.spec import EnvSpec
 from prism.evaluation.config import EvalConfig
 from prism.evaluation.figure import front_figure
@@ -27,8 +29,6 @@ from prism.evaluation.records import append_csv, eval_row
 from prism.evaluation.result import EvalResult
 from prism.evaluation.rollout import evaluate_agent
 from prism.metrics.classes import evaluation_metrics
-from prism.phase_clock import PhaseClock
-from prism.tb_writer import tensorboard_writer
 
 __all__ = ["EvaluationCallback"]
 
@@ -114,7 +114,7 @@ class EvaluationCallback(Callback):
             spec.ref_point, spec.n_objectives, cfg.eum_weights, cfg.vo_preferences, cfg.preference_seed
         )
         self.phase_clock = PhaseClock()
-        """Times the evaluations (the run shares its own, :mod:`prism.phase_clock`)."""
+        """Times the evaluations (the run shares its own, :mod:`prism.core.phase_clock`)."""
         self.progress: Any | None = None
         """The run's terminal display (``prism.display.progress.Progress``): a bar over each evaluation's
         episodes; None shows nothing."""

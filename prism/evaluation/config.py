@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from prism import checks
-from prism.seeding import derive_seed
+from prism.core import checks
+from prism.core.seeding import derive_seed
 
 __all__ = ["EvalConfig", "FinalEvalConfig"]
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prism._text import significant
+from prism.core._text import significant
 from prism.experiments.uniform_credit import RandomEpisode, uniform_pearson
 
 DEFAULT_EPISODES = 300

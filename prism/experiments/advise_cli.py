@@ -8,7 +8,7 @@ import sys
 import time
 import warnings
 
-from prism._text import significant
+from prism.core._text import significant
 from prism.experiments.advise import (
     CHOICES,
     DEFAULT_EPISODES,
@@ -31,7 +31,7 @@ class AdviceError(ValueError):
 def _config(env_id: str, sparse_channel: int | None, overrides: list[str]):
     """The run config the fast fit would have on this env: its K and sampling, the env and its hidden channel."""
     from prism.config import load_config
-    from prism.errors import ConfigError
+    from prism.core.errors import ConfigError
 
     for item in overrides:
         key = item.split("=", 1)[0]

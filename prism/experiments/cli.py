@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from prism.config import PROTOCOLS  # equal budget, or the authors' released code's arms
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 from prism.experiments import studies
 from prism.experiments.grid import BACKBONES, ENV_FILES, METHODS, ROOT
 

@@ -1,5 +1,5 @@
 """What each arm's seeds cost, for a report: CPU minutes per phase (``summary.json``'s
-``phase_times`` and its fits' training/validation split, :mod:`prism.phase_clock`) as medians over seeds, each
+``phase_times`` and its fits' training/validation split, :mod:`prism.core.phase_clock`) as medians over seeds, each
 arm's median total over a reference arm's (the oracle), and a preset's cost gates (:class:`CostGate`).
 
 Medians, not means: one seed that shared its core, or resumed and redid a phase, should not move an arm's
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import statistics
 
+from prism.core.phase_clock import REMAINDER, fit_split
 from prism.experiments.grid import ENV_FILES, CostGate, Preset
-from prism.phase_clock import REMAINDER, fit_split
 
 Table = dict[tuple[str, str], dict[str, list]]
 

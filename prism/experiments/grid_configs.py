@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 from prism.experiments.grid import Cell, Preset
 from prism.experiments.runner import Job, fresh_arguments
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 from prism.experiments.grid import Aggregate
 
 AGGREGATE_RESAMPLES = 2_000

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from prism.config import PROTOCOLS
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 from prism.experiments.grid import BACKBONES, CONF, ENV_FILES, METHODS, METRICS, Aggregate, Arm, Preset
 
 STUDIES = CONF / "studies"

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 from prism.experiments.grid import Cell, Preset
 from prism.experiments.grid_configs import PER_RUN_KEYS, flat_config
 from prism.experiments.runner import Job, fresh_arguments

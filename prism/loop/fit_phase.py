@@ -37,7 +37,7 @@ from prism.agents.contract import PopulationAgent
 from prism.data.segments import SegmentStore
 from prism.display.progress import Progress, RewardFitProgress
 from prism.loop.loop_state import LoopSettings, LoopState
-from prism.registry import REWARD_MODELS
+from prism.plugins.registry import REWARD_MODELS
 from prism.reward.fitting.fit import snapshot_epoch
 from prism.reward.fitting.fitter import FittedReward, RewardModel, population_fitter, reward_fitter
 from prism.reward.quality import (
@@ -338,7 +338,7 @@ def fit_record(
         "epochs_run": [int(e) for e in summary.epochs_run],
         "best_epoch": [int(e) for e in summary.best_epoch],
         "wall_time_s": float(summary.wall_time_s),
-        # Where its CPU time went (prism.phase_clock.fit_split): training epochs, validation passes, the rest.
+        # Where its CPU time went (prism.core.phase_clock.fit_split): training epochs, validation passes, the rest.
         "cpu_time_s": summary.cpu_time_s,
         "train_cpu_s": summary.train_cpu_s,
         "validation_cpu_s": summary.validation_cpu_s,

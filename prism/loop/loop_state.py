@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prism.registry import DEFAULT_REWARD_MODEL
+from prism.plugins.registry import DEFAULT_REWARD_MODEL
 from prism.reward.config import RewardConfig
 
 PHASES = ("init", "collect_random", "fit", "rl", "collect_expert", "done")
@@ -102,7 +102,7 @@ class LoopSettings:
     needs_model: bool
     seed: int
     reward_model: str | None = DEFAULT_REWARD_MODEL
-    """The :data:`prism.registry.REWARD_MODELS` entry fitted (when ``needs_model``) and loaded on resume."""
+    """The :data:`prism.plugins.registry.REWARD_MODELS` entry fitted (when ``needs_model``) and loaded on resume."""
     run_dir: Path | None = None
     figures: bool = True
     """Draw the shaped-vs-true TensorBoard figure after each fit (its episode has its own seed stream, so

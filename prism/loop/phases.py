@@ -24,8 +24,12 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from prism._text import counted
 from prism.agents.contract import PopulationAgent
+from prism.core._text import counted
+from prism.core.memory import release_freed_memory
+from prism.core.phase_clock import PhaseClock
+from prism.core.seeding import derive_seed
+from prism.core.tb_writer import tensorboard_writer
 from prism.data.collect import collect_episodes, uniform_random_policy
 from prism.data.segments import SegmentStore
 from prism.display.progress import Progress
@@ -33,12 +37,8 @@ from prism.envs import EnvSpec, make_env
 from prism.loop.diagnostics import shaped_vs_true_figure
 from prism.loop.fit_phase import FitProgress, MemberFitProgress, fit_members, score_new_episodes
 from prism.loop.loop_state import PHASES, LoopSettings, LoopState
-from prism.memory import release_freed_memory
-from prism.phase_clock import PhaseClock
-from prism.registry import REWARD_MODELS
+from prism.plugins.registry import REWARD_MODELS
 from prism.reward.fitting.fitter import RewardModel
-from prism.seeding import derive_seed
-from prism.tb_writer import tensorboard_writer
 
 
 class PrismLoopCallback(Callback):
@@ -72,7 +72,7 @@ class PrismLoopCallback(Callback):
         self.progress: Progress | None = None
         """The run's terminal display (:mod:`prism.display.progress`), None: nothing shown."""
         self.phase_clock = PhaseClock()
-        """Times the collections and fits (the run shares its own, :mod:`prism.phase_clock`)."""
+        """Times the collections and fits (the run shares its own, :mod:`prism.core.phase_clock`)."""
 
     @property
     def store(self) -> SegmentStore | None:

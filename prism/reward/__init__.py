@@ -7,7 +7,7 @@ does) pulls in neither torch nor Lightning.
 
 from __future__ import annotations
 
-from prism._lazy import lazy_exports
+from prism.core._lazy import lazy_exports
 
 _LAZY = {
     "build_features": "prism.data.features",

@@ -1,7 +1,7 @@
 """Typed configuration of the reward package (``reward:`` in a run config), one dataclass per reward model.
 
 As ``agent:`` is typed by the chosen backbone's dataclass, ``reward:`` is typed by the dataclass of the model
-``reward.name`` selects (registered with the model, :func:`prism.registry.register_reward_model` ``config=``):
+``reward.name`` selects (registered with the model, :func:`prism.plugins.registry.register_reward_model` ``config=``):
 
 - :class:`RewardConfig`, the keys every method shares: ``name`` and ``relabel``, and the fit's own keys
   (epochs, patience, validation, the loss and its sampling, precision, threads, warm start) that any learned
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from prism import checks
+from prism.core import checks
 
 if TYPE_CHECKING:
     from prism.reward.losses import FitLoss
@@ -56,7 +56,7 @@ class RewardConfig:
     (learned per-step prediction), ``rrd`` (randomized return decomposition's learned ``r̂(s, a, s')``, its own
     keys under ``reward.rrd``), ``uniform`` (R/T), ``random`` (R·α_t/Σα, α_t ~ U(−1, 1)), ``none`` (the
     channel as emitted: the baseline); or a class path ``package.module:Name`` of a user shaper (one with
-    ``needs_model = True`` gets a fitted reward model; see :mod:`prism.registry`)."""
+    ``needs_model = True`` gets a fitted reward model; see :mod:`prism.plugins.registry`)."""
     max_epochs: int = 1000
     """Upper bound on training epochs."""
     patience: int = 20
@@ -164,7 +164,7 @@ class RewardConfig:
     def check_own_keys(self) -> None:
         """The hook for a reward model's own keys: override it in your model's config subclass to check them.
 
-        Raise ``ValueError("reward.<key>: ...")`` for a bad value, e.g. with :mod:`prism.checks`
+        Raise ``ValueError("reward.<key>: ...")`` for a bad value, e.g. with :mod:`prism.core.checks`
         (``checks.non_negative("reward.ridge", self.ridge)``). :meth:`validate` runs it after the shared keys'
         checks, on construction, so a plug-in need not call ``super()``; ``prism fit`` then stops with that one line, exit code 2,
         before the run folder is made. The built-in models check their keys in :meth:`validate`."""
@@ -183,7 +183,7 @@ class RewardConfig:
         """Raise ``ValueError`` (one line, starting with the ``reward.*`` key) when a value is out of range;
         run on construction, so a config loaded from YAML and one built in Python are checked alike. A
         plug-in's own keys go in :meth:`check_own_keys` instead."""
-        from prism.registry import REWARDS
+        from prism.plugins.registry import REWARDS
 
         # A registered method or an importable class path (``package.module:Name``, a user shaper).
         REWARDS.check("reward.name", self.name)
@@ -219,7 +219,7 @@ class RewardConfig:
             "reward.warm_start", isinstance(self.warm_start, bool), "be true or false", self.warm_start
         )
         if self.warm_start:
-            from prism.registry import REWARD_MODELS
+            from prism.plugins.registry import REWARD_MODELS
 
             # A plain plug-in fit (fit=, not fitter=) is handed no previous model to start from.
             model = REWARDS.entry("reward.name", self.name).model
@@ -231,7 +231,7 @@ class RewardConfig:
                 self.warm_start,
             )
         if self.stacked_fit:
-            from prism.registry import REWARD_MODELS
+            from prism.plugins.registry import REWARD_MODELS
 
             # Only a model registered with a population fit has one (ReSymNet's; RRD fits per member).
             model = REWARDS.entry("reward.name", self.name).model

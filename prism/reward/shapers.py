@@ -13,7 +13,7 @@ to be stored, with the sparse channel replaced by the redistribution it implemen
 :func:`make_shaper` builds one by name (the reward methods are registered by :mod:`prism.plugins` with the
 factories below); :func:`relabel_rewards` re-predicts the sparse channel of a replay batch
 and :func:`make_relabel_fn` wraps it as the agent's ``relabel_fn`` hook.
-The shaped values are checked on the host (a NaN/inf raises :class:`~prism.errors.NonFiniteError` naming
+The shaped values are checked on the host (a NaN/inf raises :class:`~prism.core.errors.NonFiniteError` naming
 ``reward/shaped``; the agent fills in the env step).
 """
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import numpy as np
 import torch
 
-from prism.errors import NonFiniteError
+from prism.core.errors import NonFiniteError
 from prism.reward.conservation import conserve_one_segment
 
 if TYPE_CHECKING:
@@ -355,7 +355,7 @@ def make_shaper(
     Unlike the run (which builds shapers before the first fit and installs models later), a method that
     needs a learned model must be given a fitted ``model`` here.
     """
-    from prism.registry import REWARDS
+    from prism.plugins.registry import REWARDS
 
     entry = REWARDS.entry("reward.name", name)
     if entry.needs_model and model is None:

@@ -5,7 +5,7 @@ A checkpoint (``<run_dir>/checkpoints/last.pt``; files, atomic writes and the da
 runtime state (current observation, env state mid-episode, preference sampler), the loop's phase / cycle /
 segment store / reward ensemble, the shaper's pending segment, the evaluation schedule and the global RNGs.
 A state with a NaN/inf loss term or parameter is never saved (the agent's ``check_finite`` raises
-:class:`~prism.errors.NonFiniteError` first), so the checkpoints on disk are always good ones.
+:class:`~prism.core.errors.NonFiniteError` first), so the checkpoints on disk are always good ones.
 
 Checkpoints are taken every ``loop.checkpoint_every`` env steps, at every phase change, and at the end.
 Resuming (:func:`prism.run.fit.resume_run`) builds the run, hands the loaded state to
@@ -27,7 +27,7 @@ from lightning.pytorch.callbacks import Callback
 
 from prism.agents.contract import PopulationAgent
 from prism.config import ConfigError
-from prism.errors import NonFiniteError
+from prism.core.errors import NonFiniteError
 from prism.loop.loop_state import LoopState
 from prism.run.checkpoint_files import FORMAT_VERSION, checkpoint_path, previous_checkpoint_path, save_atomic
 from prism.run.tensorboard_resume import event_file_position
@@ -117,7 +117,7 @@ class RunCheckpointer(Callback):
     Must come *after* the evaluation and loop callbacks (so a checkpoint taken at step t includes the
     evaluation and phase work done at t); restoring happens in ``on_fit_start``, before the agent's own
     ``on_fit_start`` and before any ``on_train_start``. ``last_good`` is the newest checkpoint on disk
-    (the one resumed from, then each one saved); a :class:`~prism.errors.NonFiniteError` leaving
+    (the one resumed from, then each one saved); a :class:`~prism.core.errors.NonFiniteError` leaving
     ``trainer.fit`` is given it, for the error message.
     """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from prism.config import RunConfig
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 from prism.run.layout import run_config_file, trained_run_folder
 
 EVALUATION_PROTOCOLS = ("final", "periodic")

@@ -21,8 +21,6 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from prism import interrupt
-from prism._warnings import silence_library_noise
 from prism.config import (
     ConfigError,
     RunConfig,
@@ -35,17 +33,20 @@ from prism.config import (
     to_yaml,
 )
 from prism.config.methods import run_label
-from prism.devices import make_deterministic
+from prism.core import interrupt
+from prism.core._warnings import silence_library_noise
+from prism.core.devices import make_deterministic
+from prism.core.errors import RunInterrupted, caused_by_interrupt
+from prism.core.phase_clock import PhaseClock
+from prism.core.seeding import derive_seed
 from prism.display.progress import PhaseProgressBar, Progress
 from prism.display.progress_lines import make_progress
 from prism.envs import make_env
-from prism.errors import RunInterrupted, caused_by_interrupt
 from prism.evaluation.callback import EvaluationCallback
 from prism.evaluation.pool import EvalEnvPool
 from prism.evaluation.records import truncate_eval_csv
 from prism.loop.phases import LoopSettings, PrismLoopCallback
-from prism.phase_clock import PhaseClock
-from prism.registry import AGENTS, REWARDS, RewardEntry
+from prism.plugins.registry import AGENTS, REWARDS, RewardEntry
 from prism.run.checkpoint import attach_checkpointing
 from prism.run.checkpoint_files import load_checkpoint, resume_line, set_aside
 from prism.run.continuation import (
@@ -60,7 +61,6 @@ from prism.run.lock import run_dir_lock
 from prism.run.members import Member, Run, member_config, member_run_dirs
 from prism.run.outputs import closing_summary, write_final_outputs
 from prism.run.tensorboard_resume import carry_events_at_step
-from prism.seeding import derive_seed
 
 
 def reward_entry(config: RunConfig) -> RewardEntry:

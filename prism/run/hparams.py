@@ -56,7 +56,7 @@ def log_hparams(logger: Any, config: Any, spec: Any = None) -> None:
     ``TensorBoardLogger``); a logger without a TensorBoard writer is skipped."""
     from torch.utils.tensorboard.summary import hparams
 
-    from prism.tb_writer import tensorboard_writer
+    from prism.core.tb_writer import tensorboard_writer
 
     experiment = tensorboard_writer(logger)
     if experiment is None:

@@ -21,10 +21,10 @@ SUMMARY_CSV = "summary.csv"
 
 
 def run_config_file(run_dir: Path, *, key: str) -> Path:
-    """``run_dir``'s ``config.yaml``; a :class:`~prism.errors.ConfigError` naming ``key`` when there is none."""
+    """``run_dir``'s ``config.yaml``; a :class:`~prism.core.errors.ConfigError` naming ``key`` when there is none."""
     path = run_dir / CONFIG_FILE
     if not path.is_file():
-        from prism.errors import ConfigError
+        from prism.core.errors import ConfigError
 
         raise ConfigError(f"{key}: {str(run_dir)!r} has no {CONFIG_FILE} (is it a prism run folder?)")
     return path
@@ -37,7 +37,7 @@ def trained_run_folder(
     population's folder (``member`` None) or one member's ``seed<N>/`` folder, which holds its own
     ``config.yaml`` but no checkpoints: its weights are in the population's checkpoint one level up, so the
     population's config, the member's index in its seeds and the population's folder are returned. ``overrides``
-    apply to the config returned. Raises :class:`~prism.errors.ConfigError` naming ``key`` when ``run_dir`` has
+    apply to the config returned. Raises :class:`~prism.core.errors.ConfigError` naming ``key`` when ``run_dir`` has
     no ``config.yaml``."""
     from prism.config import load_run_config
 

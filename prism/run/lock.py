@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 try:
     import fcntl

@@ -15,10 +15,10 @@ import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 
 from prism.config import RunConfig
+from prism.core.phase_clock import PhaseClock
 from prism.envs import EnvSpec
 from prism.evaluation.callback import EvaluationCallback
 from prism.loop.phases import PrismLoopCallback
-from prism.phase_clock import PhaseClock
 from prism.run.clock import RunClock
 
 __all__ = ["Member", "Run", "member_config", "member_run_dirs"]
@@ -51,7 +51,7 @@ class Run:
     clock: RunClock = field(default_factory=RunClock)
     """The run's training time, this process's and across its processes (:mod:`prism.run.clock`)."""
     phases: PhaseClock = field(default_factory=PhaseClock)
-    """The run's time per phase (:mod:`prism.phase_clock`), shared with the loop and the evaluations."""
+    """The run's time per phase (:mod:`prism.core.phase_clock`), shared with the loop and the evaluations."""
 
     @property
     def population(self) -> bool:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from prism._text import counted
 from prism.config.methods import run_label
+from prism.core._text import counted
+from prism.core.phase_clock import phase_breakdown
 from prism.evaluation.records import eval_row
 from prism.evaluation.result import EvalResult
-from prism.phase_clock import phase_breakdown
 from prism.run.clock import RunTimes
 from prism.run.hparams import log_hparams
 from prism.run.layout import SUMMARY_CSV, SUMMARY_JSON
@@ -82,7 +82,7 @@ def _write_member_outputs(run: Run, member: Member, times: RunTimes) -> None:
         "wall_time_s": times.wall_s,
         "cpu_time_s": times.cpu_s,
         "wall_time_s_last_process": times.wall_s_this_process,
-        # Where that time went (prism.phase_clock): collections, fits, evaluations, and the rest (RL).
+        # Where that time went (prism.core.phase_clock): collections, fits, evaluations, and the rest (RL).
         "phase_times": phase_breakdown(run.phases.state_dict(), times.cpu_s, times.wall_s),
         "final_protocol": final_protocol(member),
         "final": {k: v for k, v in final.items() if isinstance(v, (int, float))},

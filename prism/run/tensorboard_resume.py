@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from prism.tb_writer import tensorboard_writer
+from prism.core.tb_writer import tensorboard_writer
 
 _LENGTH = struct.Struct("<Q")
 _HEADER_BYTES = _LENGTH.size + 4  # a record: length, its CRC, the data, the data's CRC

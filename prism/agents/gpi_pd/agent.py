@@ -64,10 +64,10 @@ from prism.agents.gpi_pd.weight_support import GPILinearSupport, unique_rows
 from prism.agents.off_policy import MemberEnvFactory, OffPolicyAgent
 from prism.agents.symmetry import check_symmetry_table, reflection_from_spec
 from prism.agents.symmetry import symreg_lambda as resolve_symreg_lambda
+from prism.core.seeding import derive_seed
 from prism.data.replay import ReplayBatch, ReplayBuffer
 from prism.envs.spec import EnvSpec
 from prism.reward.shapers import RewardShaper
-from prism.seeding import derive_seed
 
 TRAIN_KEYS = ("train/critic", "train/actor", "train/symreg", "train/q_mean", "train/priority")
 """Start states per model-rollout call (morl-baselines' chunk size; bounds the rollout's memory)."""
@@ -135,7 +135,7 @@ class GPIPDAgent(GPIPDRuntimeStateMixin, DynaMixin, OffPolicyAgent):
 
         self._eval_env = None
         self.per: PrioritySampler | None = None
-        # Named streams of the run seed (prism.seeding), so GPI-LS's tie-breaking, the training preferences
+        # Named streams of the run seed (prism.core.seeding), so GPI-LS's tie-breaking, the training preferences
         # and the GPI-LS eval env never replay another consumer's draws (or another seed's).
         self.linear_support = GPILinearSupport(
             n_obj, rng=np.random.default_rng(derive_seed(self.seeds[0], "gpi_pd/linear_support"))

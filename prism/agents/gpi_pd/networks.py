@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from prism.agents.networks import Generators, StackedCritics, StackedMLP, StackedPolicyNet
-from prism.stacked_linear import stacked_linear
+from prism.core.stacked_linear import stacked_linear
 
 
 def dropped_positions(n: int, p: float, generator: torch.Generator | None = None) -> torch.Tensor:

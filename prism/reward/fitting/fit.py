@@ -24,8 +24,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import Logger
 
-from prism import interrupt
-from prism._warnings import quiet_lightning
+from prism.core import interrupt
+from prism.core._warnings import quiet_lightning
 from prism.data.datamodule import TrajectorySumDataModule, member_shuffle_seeds
 from prism.data.segments import SegmentStore
 from prism.reward.config import RewardConfig

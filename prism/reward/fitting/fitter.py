@@ -2,7 +2,7 @@
 
 A fit returns :class:`FittedReward`, the model and its :class:`FitSummary` together (``None`` for a plug-in
 that reports nothing); the loop builds a fit's record from that pair alone. Two kinds of fit are registered
-(:func:`prism.registry.register_reward_model`):
+(:func:`prism.plugins.registry.register_reward_model`):
 
 - a :class:`RewardFitter` (``fitter=``, the built-ins): every keyword the loop hands a fit — its logger,
   callbacks (the run's progress bar), snapshots inside the fit and their resume, the previous cycle's model
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from lightning.pytorch.callbacks import Callback
     from lightning.pytorch.loggers import Logger
 
-    from prism.registry import RewardModelEntry
+    from prism.plugins.registry import RewardModelEntry
 
 
 class NetworkRewardModel(RewardModel, Protocol):

@@ -1,5 +1,5 @@
 """The stacked LayerNorm of :class:`~prism.reward.models.resymnet.ReSymNetEnsemble` (its linear layers are
-:class:`prism.stacked_linear.StackedLinear`, shared with every stacked network), and the per-member seeds of the
+:class:`prism.core.stacked_linear.StackedLinear`, shared with every stacked network), and the per-member seeds of the
 reward models' stacked networks."""
 
 from __future__ import annotations

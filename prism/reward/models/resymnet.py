@@ -31,10 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from prism.core.stacked_linear import StackedLinear
 from prism.data.features import FeatureLayout
 from prism.reward.model import NetworkRewardModelBase
 from prism.reward.models.batched import BatchedLayerNorm, member_seed_list
-from prism.stacked_linear import StackedLinear
 
 
 class ReSymNetEnsemble(nn.Module):

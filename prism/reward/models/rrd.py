@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from lightning.pytorch.loggers import Logger
 from torch import Tensor, nn
 
+from prism.core.stacked_linear import StackedLinear
 from prism.data.datamodule import TrajectorySumDataModule
 from prism.data.features import FeatureLayout
 from prism.data.segments import SegmentStore
@@ -37,7 +38,6 @@ from prism.reward.fitting.fitter import FittedReward
 from prism.reward.fitting.recipe import FitRecipe, Optimisers
 from prism.reward.model import NetworkRewardModelBase
 from prism.reward.models.batched import member_seed_list
-from prism.stacked_linear import StackedLinear
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 """The shipped config files (present in a source checkout or an editable install)."""
 
 
@@ -30,7 +30,7 @@ def _overlay_lines(folder: Path) -> list[str]:
 def catalogue(conf_dir: Path = CONF_DIR) -> str:
     """The text ``prism list`` prints."""
     from prism.envs import get_env_spec, registered_env_ids
-    from prism.registry import AGENTS, REWARD_MODELS, REWARDS
+    from prism.plugins.registry import AGENTS, REWARD_MODELS, REWARDS
     from prism.reward.config import FIT_LOSS_SUMMARIES, FIT_LOSSES
 
     out = ["envs (env.id; any gymnasium multi-objective env id works too, docs/custom_env.md):"]

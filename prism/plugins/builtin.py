@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from prism.agents.config import CAPQLConfig
 from prism.agents.gpi_pd.config import GPIPDConfig
-from prism.registry import AGENTS, REWARDS, register_reward_model
+from prism.plugins.registry import AGENTS, REWARDS, register_reward_model
 
 
 def register() -> None:

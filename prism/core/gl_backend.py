@@ -14,7 +14,7 @@ import platform
 import subprocess
 import sys
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 __all__ = [
     "GL_BACKENDS",
@@ -91,7 +91,7 @@ def choose_gl_backend() -> str:
     """The OpenGL backend MuJoCo renders with, set in ``MUJOCO_GL`` (and ``PYOPENGL_PLATFORM``) for this process.
 
     A backend already named in ``MUJOCO_GL`` is kept (and checked); otherwise EGL, then OSMesa. Raises
-    :class:`~prism.errors.ConfigError` naming what to install when none renders; when the backend the user
+    :class:`~prism.core.errors.ConfigError` naming what to install when none renders; when the backend the user
     named fails, the line also says which other backend renders here (``try MUJOCO_GL=egl``). A value MuJoCo
     rejects (:func:`check_mujoco_gl`) or one that turns its rendering off (``disable``) is refused rather than
     silently replaced: the user asked for something rendering cannot honour."""

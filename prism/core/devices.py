@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch

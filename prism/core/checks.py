@@ -22,7 +22,7 @@ def one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
     """``value`` is one of ``choices``; else the line lists them and names the nearest
     (``reward.loss: must be one of sum, randomized, got 'randomised'; did you mean 'randomized'?``)."""
     if value not in choices:
-        from prism._text import did_you_mean
+        from prism.core._text import did_you_mean
 
         raise ValueError(
             f"{key}: must be one of {', '.join(choices)}, got {value!r}{did_you_mean(value, choices)}"

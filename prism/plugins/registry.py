@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from prism.errors import ConfigError
+from prism.core.errors import ConfigError
 
 Target = Callable[..., Any] | type | str
 """A factory or class, or its class path (imported on first use)."""
@@ -387,7 +387,7 @@ class Registry(Generic[E]):
             return self._entries[name]
         if is_class_path(name):
             return self.entry_type.from_class_path(key, name)
-        from prism._text import did_you_mean
+        from prism.core._text import did_you_mean
 
         known = self.names()
         raise ConfigError(
