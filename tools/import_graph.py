@@ -26,23 +26,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 LAYERS: list[tuple[str, ...]] = [
-    # bottom: environments, data, metrics, the evaluation protocol's config and the small shared modules
+    # bottom: environments, data, metrics, the evaluation protocol's config, the shared helpers (prism.core),
+    # the terminal display and the plug-in registries (looked up by every layer above; the built-ins that fill
+    # them sit with the config, which types its nodes by them)
     (
         "prism",
-        "prism.core._lazy",
-        "prism.core._text",
-        "prism.core._warnings",
-        "prism.core.checks",
-        "prism.core.devices",
+        "prism.core",
         "prism.display",
-        "prism.core.errors",
-        "prism.core.interrupt",
-        "prism.core.memory",
-        "prism.core.phase_clock",
         "prism.plugins.registry",
-        "prism.core.seeding",
-        "prism.core.stacked_linear",
-        "prism.core.tb_writer",
         "prism.envs",
         "prism.data",
         "prism.metrics",
@@ -51,14 +42,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("prism.reward",),
     ("prism.agents",),
     ("prism.evaluation",),
-    ("prism.config", "prism.plugins", "prism.plugins.catalogue"),
+    ("prism.config", "prism.plugins"),  # the run config, the built-in plug-ins and prism list's catalogue
     ("prism.loop",),  # the PRISM loop: phases, the fit phase, loop state, diagnostics
     ("prism.run",),  # a run's plumbing: build/fit/resume/evaluate, checkpoints, folders, lock, clock, outputs
-    (
-        "prism.api",
-        "prism.render",
-        "prism.core.gl_backend",
-    ),  # using a trained run from Python, and watching it
+    ("prism.api", "prism.render"),  # using a trained run from Python, and watching it
     ("prism.experiments",),
     ("prism.cli",),
 ]
