@@ -112,3 +112,15 @@ def test_the_changelog_has_a_dated_section_for_the_released_version():
     dated = dict(sections[1:])
     assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", dated.get(version, "")), sections
     assert len(text.encode()) <= 40_000
+
+
+def test_architecture_tree_lists_prisms_top_level_as_it_is():
+    """docs/ARCHITECTURE.md's tree names every package and module at prism/'s top level, and nothing that is
+    not there (a module moved into a package is no longer listed at the top)."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    tree = re.search(r"```\nprism/\n(.*?)```", text, flags=re.S).group(1)
+    listed = set(re.findall(r"^  ([A-Za-z_]\w*(?:/|\.py))\s", tree, flags=re.M))
+    prism = ROOT / "prism"
+    actual = {f"{path.name}/" for path in prism.iterdir() if (path / "__init__.py").is_file()}
+    actual |= {path.name for path in prism.glob("*.py") if path.name != "__init__.py"}
+    assert listed == actual
