@@ -7,9 +7,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from study_configs import planned_config
 
 from prism.config import load_config
-from prism.experiments.runner import Job, fit_command
 from prism.experiments.studies import load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,11 +19,7 @@ LABELS = ("run_dir", "method_label", "seed")
 
 def _planned(env: str, arm: str, seed: int, tmp_path: Path):
     """The config this grid's command for (env, arm, seed) would run."""
-    command = fit_command(Job(env, arm, (seed,), False), PRESET, tmp_path)
-    at = command.index("--config") + 1
-    files = [c for c in command[at:] if c.endswith(".yaml")]
-    keys = [c for c in command[at:] if "=" in c and not c.startswith(("run_dir=", "method_label="))]
-    return load_config(files, keys)
+    return planned_config(PRESET, env, arm, seed, tmp_path)
 
 
 # Values that differ in the file but not in what a CPU run does: ``agent.cuda_graph: auto`` captures a graph only
@@ -93,11 +89,8 @@ def test_control_cost_studys_oracles_differ_only_in_the_hidden_channel(tmp_path)
         join = preset.joined_source(env, "e-oracle")
         for path in sorted((join.folder() / env / "e-oracle").glob("seed*/config.yaml")):
             seed = int(path.parent.name.removeprefix("seed"))
-            command = fit_command(Job(env, "e-oracle", (seed,), False), preset, tmp_path)
-            at = command.index("--config") + 1
-            files = [c for c in command[at:] if c.endswith(".yaml")]
-            keys = [c for c in command[at:] if "=" in c and not c.startswith(("run_dir=", "method_label="))]
-            differences = _differences(load_config(files, keys), load_config([path], record=True))
+            planned = planned_config(preset, env, "e-oracle", seed, tmp_path)
+            differences = _differences(planned, load_config([path], record=True))
             allowed = {"env.sparse_channel"} | ({"loop.initial_episodes"} if env == "swimmer" else set())
             assert "env.sparse_channel" in differences and set(differences) <= allowed, (path, differences)
             checked += 1

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from study_configs import planned_config
 from test_ablation_study import _differences
 
 from prism.config import load_config
-from prism.experiments.runner import Job, fit_command
 from prism.experiments.studies import load_preset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,11 +34,7 @@ COMMITTED = {
 
 def _planned(env: str, arm: str, seed: int, tmp_path: Path):
     """The config this grid's command for (env, arm, seed) would run."""
-    command = fit_command(Job(env, arm, (seed,), False), PRESET, tmp_path)
-    at = command.index("--config") + 1
-    files = [c for c in command[at:] if c.endswith(".yaml")]
-    keys = [c for c in command[at:] if "=" in c and not c.startswith(("run_dir=", "method_label="))]
-    return load_config(files, keys)
+    return planned_config(PRESET, env, arm, seed, tmp_path)
 
 
 def _committed_configs(arm: str) -> list[tuple[int, Path]]:

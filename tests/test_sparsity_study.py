@@ -10,22 +10,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from study_configs import planned_config
 from test_ablation_study import _differences
 
 from prism.config import load_config
 from prism.experiments import cli
-from prism.experiments.runner import Job, fit_command
 from prism.experiments.studies import load_preset
 
 PRESET = load_preset("sparsity-study")
 
 
 def _planned(env: str, arm: str, seed: int, tmp_path: Path):
-    command = fit_command(Job(env, arm, (seed,), False), PRESET, tmp_path)
-    at = command.index("--config") + 1
-    files = [c for c in command[at:] if c.endswith(".yaml")]
-    keys = [c for c in command[at:] if "=" in c and not c.startswith(("run_dir=", "method_label="))]
-    return load_config(files, keys)
+    """The config this grid's command for (env, arm, seed) would run."""
+    return planned_config(PRESET, env, arm, seed, tmp_path)
 
 
 def test_every_reused_run_has_this_grids_config(tmp_path):
