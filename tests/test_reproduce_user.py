@@ -151,6 +151,27 @@ def test_the_report_header_says_briefly_when_the_runs_are_the_study_exactly(tmp_
     ]
 
 
+def test_the_header_loads_a_config_once_for_seeds_that_differ_only_in_per_run_keys(tmp_path, monkeypatch):
+    # a study has hundreds of runs and each typed load takes a noticeable time: seeds of one arm differ only in
+    # seed, run_dir and the `resolved:` record (eval.seed is derived from the seed), which the loader ignores
+    import prism.config.loader as loader
+    from prism.experiments.what_ran import what_ran_lines
+
+    out = tmp_path / "grid"
+    for seed in (0, 1, 2):
+        _finished(out, "cpu-small", "hopper", "prism", seed, ("loop.steps_per_cycle=3000",) if seed == 2 else ())
+        config = Job("hopper", "prism", (seed,), False).run_dir(out) / "config.yaml"
+        config.write_text(config.read_text() + f"resolved:\n  eval.seed: {1000 + seed}\n")
+    loads = []
+    real = loader.load_run_config
+    monkeypatch.setattr(loader, "load_run_config", lambda path, *a, **k: loads.append(path) or real(path, *a, **k))
+    study = load_preset("cpu-small")
+    cells = [cell for cell in study.cells() if cell.env == "hopper" and cell.method == "prism"]
+    lines = what_ran_lines(study, cells, out)
+    assert len(loads) == 2  # seeds 0 and 1 share one load; seed 2 ran another setting
+    assert any("`loop.steps_per_cycle` 5000 (seeds 0, 1), 3000 (seed 2)" in line for line in lines), lines
+
+
 DRIVER = """
 import sys
 from pathlib import Path

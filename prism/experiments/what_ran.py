@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import YAMLError
 
+from prism.config.files import RESOLVED_KEY
 from prism.core.errors import ConfigError
 from prism.experiments.grid import Cell, Preset
 from prism.experiments.grid_configs import PER_RUN_KEYS, flat_config
@@ -122,7 +123,9 @@ class _Loader:
             return None
         if not isinstance(raw, dict):
             return None
-        key = json.dumps({k: v for k, v in raw.items() if k not in PER_RUN_KEYS}, sort_keys=True, default=str)
+        # the loader ignores the `resolved:` record, which differs per seed (eval.seed): not part of the content
+        ignored = PER_RUN_KEYS | {RESOLVED_KEY}
+        key = json.dumps({k: v for k, v in raw.items() if k not in ignored}, sort_keys=True, default=str)
         if key not in self._saved:
             try:
                 self._saved[key] = _settings(flat_config(load_run_config(path)))
