@@ -20,6 +20,8 @@ Exit codes:
   checkpoint (the newest on disk) holds only finite values.
 - 130: interrupted (Ctrl-C); ``prism fit`` then prints ``prism: interrupted; continue the run with: prism fit
   --resume RUN_DIR``.
+- 143: terminated (SIGTERM during training: ``kill PID``, a scheduler's time limit); as 130, and the line says
+  ``prism: terminated (SIGTERM)``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from prism.core.errors import ConfigError, caused_by_interrupt
 USAGE_ERROR = 2
 NON_FINITE = 3
 INTERRUPTED = 130
+TERMINATED = 143
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -237,19 +240,20 @@ def _files_and_overrides(items: list[str], overrides: list[str]) -> tuple[list[s
 
 
 def _interrupted_line(err: KeyboardInterrupt) -> str:
-    """What Ctrl-C prints: for a ``prism fit``, the exact command that continues the run (or, stopped before
-    the run wrote anything, that the same command starts it again)."""
-    from prism.core.errors import RunInterrupted
+    """What Ctrl-C (or SIGTERM) prints: for a ``prism fit``, the exact command that continues the run (or,
+    stopped before the run wrote anything, that the same command starts it again)."""
+    from prism.core.errors import RunInterrupted, terminated
 
+    stopped = "terminated (SIGTERM)" if terminated(err) else "interrupted"
     if not isinstance(err, RunInterrupted):
-        return "prism: interrupted"
+        return f"prism: {stopped}"
     import shlex
 
     where = shlex.quote(str(err.run_dir))
     if err.resumable:
-        return f"prism: interrupted; continue the run with: prism fit --resume {where}"
+        return f"prism: {stopped}; continue the run with: prism fit --resume {where}"
     gone = f"; {where} removed" if err.removed else ""
-    return f"prism: interrupted before the run wrote anything{gone}; run the same command to start it"
+    return f"prism: {stopped} before the run wrote anything{gone}; run the same command to start it"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -358,8 +362,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"prism: error: {err}", file=sys.stderr)
         return NON_FINITE
     except KeyboardInterrupt as err:
+        from prism.core.errors import terminated
+
         print(_interrupted_line(err), file=sys.stderr)
-        return INTERRUPTED
+        return TERMINATED if terminated(err) else INTERRUPTED
     except Exception as err:
         # Ctrl-C inside an import that turns it into another error (mujoco's "initialization failed")
         if debug or not caused_by_interrupt(err):

@@ -1,4 +1,5 @@
-"""Ctrl-C during ``trainer.fit`` (``prism.core.interrupt``): the interrupt is never lost.
+"""Ctrl-C during ``trainer.fit`` (``prism.core.interrupt``): the interrupt is never lost, and a SIGTERM is no
+clean exit.
 
 CI stop 58 saw ``prism fit`` run to its end and exit 0 after a SIGINT: the handler's ``KeyboardInterrupt`` was
 raised inside a weakref callback (run by the garbage collector), where Python prints "Exception ignored" and
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import weakref
+from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
@@ -15,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from prism.core import interrupt
+from prism.core.errors import Terminated
 
 
 class _Box:
@@ -111,3 +114,58 @@ def test_a_sigint_inside_a_nested_fit_is_a_keyboard_interrupt_for_the_outer_call
     with pytest.raises(KeyboardInterrupt):
         interrupt.fit(_trainer(), outer)
     assert inner.steps_run == 4 and outer.steps_run == 2  # the outer step that ran the inner fit never ends
+
+
+class _SigtermAtStep(_SigintAtStep):
+    """A linear fit whose training step ``at`` sends this process SIGTERM (``kill PID``, a scheduler's limit)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__(at=-1, in_weakref_callback=False)
+        self.sigterm_at = at
+
+    def training_step(self, batch, batch_idx):
+        if self.global_step == self.sigterm_at:
+            signal.raise_signal(signal.SIGTERM)
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_sigterm_mid_fit_is_terminated_not_a_clean_exit():
+    """Lightning raises a SystemExit without a code at the step's end: left alone, the process exits 0 as if
+    the run had succeeded."""
+    module = _SigtermAtStep(at=5)
+    handler_before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        interrupt.fit(_trainer(), module)
+    assert module.steps_run == 6  # the step that got the signal ends, no further one starts
+    assert signal.getsignal(signal.SIGTERM) is handler_before
+
+
+def test_a_sigterm_inside_a_nested_fit_is_terminated_for_the_outer_caller():
+    inner = _SigtermAtStep(at=3)
+    outer = _FitsAnInnerModuleAtStep(at=2, inner=inner)
+    with pytest.raises(Terminated):
+        interrupt.fit(_trainer(), outer)
+    assert inner.steps_run == 4 and outer.steps_run == 2
+
+
+@pytest.mark.parametrize(
+    ("stop", "code", "line"),
+    [
+        (KeyboardInterrupt, 130, "prism: interrupted; continue the run with: prism fit --resume runs/x"),
+        (Terminated, 143, "prism: terminated (SIGTERM); continue the run with: prism fit --resume runs/x"),
+    ],
+)
+def test_prism_fit_exits_143_on_sigterm_and_130_on_ctrl_c(stop, code, line, monkeypatch, capsys):
+    import prism.run.fit
+    from prism import cli
+    from prism.core.errors import RunInterrupted
+
+    def stopped_run(*args, **kwargs):
+        try:
+            raise stop
+        except KeyboardInterrupt:  # as the run wraps what stopped it
+            raise RunInterrupted(Path("runs/x"), resumable=True) from None
+
+    monkeypatch.setattr(prism.run.fit, "fit_run", stopped_run)
+    assert cli.main(["fit", "--config", "conf/quickstart.yaml"]) == code
+    assert capsys.readouterr().err.strip() == line

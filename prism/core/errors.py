@@ -31,6 +31,31 @@ class RunInterrupted(KeyboardInterrupt):
         self.removed = removed
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM stopped a fit (``kill PID``, a scheduler ending a job): handled as a Ctrl-C (the run keeps its
+    last checkpoint and ``--resume`` continues it), but ``prism fit`` exits 143 (128 + SIGTERM), not 130.
+
+    Lightning answers a SIGTERM by raising a ``SystemExit`` without a code at its next loop step, which would
+    end the process with exit code 0, as if the run had succeeded."""
+
+
+def terminated(err: BaseException) -> bool:
+    """Whether a SIGTERM (:class:`Terminated`) lies on ``err``'s chain (``__cause__`` / ``__context__``): a
+    ``RunInterrupted`` raised ``from None`` while handling one still carries it as its context."""
+    return _on_chain(err, Terminated)
+
+
+def _on_chain(err: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def caused_by_interrupt(err: BaseException) -> bool:
     """Whether ``err`` comes from a Ctrl-C: a :class:`KeyboardInterrupt`, or an exception raised because of one.
 
@@ -38,14 +63,7 @@ def caused_by_interrupt(err: BaseException) -> bool:
     a KeyboardInterrupt: mujoco raises ``ImportError: initialization failed`` from it, and gymnasium turns that
     into ``DependencyNotInstalled: MuJoCo is not installed``. The interrupt is still on the exception's chain
     (``__cause__`` / ``__context__``)."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
+    return _on_chain(err, KeyboardInterrupt)
 
 
 class NonFiniteError(RuntimeError):

@@ -7,7 +7,9 @@ way out), so all that is missing is the right signal to the caller. :func:`fit` 
 (then raises ``KeyboardInterrupt`` exactly as Python's default handler does) and turns Lightning's
 ``SystemExit`` back into ``KeyboardInterrupt``; ``prism fit`` answers that with ``prism: interrupted`` and
 exit code 130 (128 + SIGINT, the shell's convention). This also covers a Ctrl-C during a reward fit, whose
-own Trainer exits inside the run's.
+own Trainer exits inside the run's. A SIGTERM, which Lightning turns into a ``SystemExit`` without a code (exit
+0, as if the run had succeeded), becomes :class:`~prism.core.errors.Terminated`, a ``KeyboardInterrupt`` that
+``prism fit`` answers as a Ctrl-C but with exit code 143.
 
 A ``KeyboardInterrupt`` raised by the handler can be lost: Python runs a signal handler between any two
 bytecodes of the main thread, and if those belong to a weakref callback or a ``__del__`` (run by the garbage
@@ -23,6 +25,9 @@ import threading
 from typing import Any
 
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from prism.core.errors import Terminated, terminated
 
 
 class _SigintFlag:
@@ -62,7 +67,13 @@ def fit(trainer: Any, module: Any, **kwargs: Any) -> None:
     signal.signal(signal.SIGINT, flag)
     try:
         trainer.fit(module, **kwargs)
-    except SystemExit:
+    except SIGTERMException:
+        raise Terminated from None
+    except SystemExit as exit_:
+        # An outer Trainer turns an inner fit's Terminated (a KeyboardInterrupt) into SystemExit(1) as well,
+        # raised while handling it: the SIGTERM is on its context.
+        if terminated(exit_):
+            raise Terminated from None
         if flag.seen:
             raise KeyboardInterrupt from None
         raise
