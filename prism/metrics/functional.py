@@ -120,9 +120,26 @@ def variance_objective(means: Any, stds: Any, preferences: Any) -> float:
 
 @lru_cache(maxsize=32)
 def _energy_directions(n_objectives: int, n: int, seed: int) -> np.ndarray:
-    from pymoo.util.ref_dirs import get_reference_directions
+    from importlib.metadata import version
 
-    dirs = np.asarray(get_reference_directions("energy", n_objectives, n, seed=seed), dtype=np.float64)
+    from prism.core.disk_cache import cached_array
+
+    def compute() -> np.ndarray:
+        from pymoo.util.ref_dirs import get_reference_directions
+
+        return np.asarray(get_reference_directions("energy", n_objectives, n, seed=seed), dtype=np.float64)
+
+    def valid(dirs: np.ndarray) -> bool:
+        return (
+            dirs.dtype == np.float64
+            and dirs.shape == (n, n_objectives)
+            and bool(np.all(np.isfinite(dirs)) and np.all(dirs >= 0))
+            and bool(np.allclose(dirs.sum(axis=1), 1.0, rtol=0, atol=1e-9))
+        )
+
+    # pymoo's version is in the name: another version may place the directions differently
+    name = f"energy-weights-L{n_objectives}-n{n}-seed{seed}-pymoo{version('pymoo')}"
+    dirs = cached_array(name, compute, valid)
     dirs.setflags(write=False)
     return dirs
 
@@ -131,7 +148,8 @@ def equally_spaced_weights(n_objectives: int, n: int, seed: int = 42) -> np.ndar
     """``n`` weight vectors on the simplex spread by pymoo's Riesz-energy method (``[n, L]``, rows sum to 1).
 
     The same call morl-baselines' ``equally_spaced_weights`` makes (seed 42). For ``L = 2`` this is close to
-    ``linspace`` and includes the corners. Results are cached (the energy optimisation takes a moment).
+    ``linspace`` and includes the corners. Results are cached in the process and on disk (the energy
+    optimisation takes seconds; :mod:`prism.core.disk_cache` says where, and ``PRISM_CACHE_DIR=off`` stops it).
     """
     if n_objectives < 1 or n < 1:
         raise ValueError(
