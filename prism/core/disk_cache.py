@@ -30,7 +30,12 @@ def cache_dir() -> Path | None:
     configured = os.environ.get(ENV_VAR)
     if configured is not None:
         return None if configured.strip().lower() in ("", "off") else Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):  # no home folder to be found: no cache
+            return None
     return Path(base) / "prism"
 
 
