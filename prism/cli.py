@@ -252,6 +252,10 @@ def _interrupted_line(err: KeyboardInterrupt) -> str:
     where = shlex.quote(str(err.run_dir))
     if err.resumable:
         return f"prism: {stopped}; continue the run with: prism fit --resume {where}"
+    if err.restored:
+        return (
+            f"prism: {stopped} before the run started; {where} is as it was; run the same command to start it"
+        )
     gone = f"; {where} removed" if err.removed else ""
     return f"prism: {stopped} before the run wrote anything{gone}; run the same command to start it"
 

@@ -136,6 +136,61 @@ def test_a_run_folder_a_previous_run_filled_is_not_touched_by_a_failed_start(tmp
     assert {p.name: p.read_text() for p in run_dir.iterdir()} == earlier
 
 
+def _previous_run(run_dir: Path) -> dict[str, bytes]:
+    """A folder an earlier run filled (a nested file included); its files and their bytes."""
+    (run_dir / "checkpoints").mkdir(parents=True)
+    earlier = {
+        "config.yaml": b"seed: 0\n",
+        "eval.csv": b"env_steps\n200\n",
+        "checkpoints/last.pt": b"weights",
+    }
+    for name, data in earlier.items():
+        (run_dir / name).write_bytes(data)
+    return earlier
+
+
+def _files(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_overwrite_keeps_the_previous_run_when_the_new_one_fails_to_start(tmp_path, monkeypatch, capsys):
+    # --overwrite used to empty the folder first: a start refused once built lost the run it was to replace
+    _refuse_large_allocations(monkeypatch)
+    run_dir = tmp_path / "run"
+    earlier = _previous_run(run_dir)
+    assert main([*_fit("agent.buffer_size=100000000", f"run_dir={run_dir}"), "--overwrite"]) == 2
+    assert "agent.buffer_size: a replay buffer" in _one_error_line(capsys)
+    assert _files(run_dir) == earlier and sorted(p.name for p in run_dir.iterdir()) == [
+        "checkpoints",
+        "config.yaml",
+        "eval.csv",
+    ]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError], ids=["ctrl-c", "crash"])
+def test_overwrite_stopped_during_start_up_leaves_the_folder_as_it_was(stop, tmp_path, monkeypatch, capsys):
+    import prism.run.fit as fit
+
+    def build_then_stop(*args, **kwargs):
+        raise stop("during start-up")
+
+    monkeypatch.setattr(fit, "build_run", build_then_stop)
+    run_dir = tmp_path / "run"
+    earlier = _previous_run(run_dir)
+    argv = [*_fit(f"run_dir={run_dir}"), "--overwrite"]
+    if stop is KeyboardInterrupt:
+        assert main(argv) == 130
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert (
+            err
+            == f"prism: interrupted before the run started; {run_dir} is as it was; run the same command to start it"
+        )
+    else:
+        with pytest.raises(RuntimeError, match="during start-up"):
+            main(argv)
+    assert _files(run_dir) == earlier
+
+
 # ---- reward.name naming a class that is not a shaper ---------------------------------------------------
 @pytest.mark.parametrize(
     "class_path, problem",

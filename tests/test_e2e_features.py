@@ -209,6 +209,7 @@ def test_overwrite_replaces_a_non_empty_run_folder_and_refusal_leaves_it_untouch
     after = _tree_digest(run_dir)
     assert after["checkpoints/last.pt"] != before["checkpoints/last.pt"]
     assert {"config.yaml", "eval.csv", "front.csv", "summary.json"} <= set(after)
+    assert not any(name.startswith(".prism-overwritten") for name in after)  # the set-aside run is gone
     steps = [int(r["env_steps"]) for r in _rows(run_dir / "eval.csv")]
     assert steps[0] == 125 and steps[-1] == TOTAL and 10 not in steps  # the old row is gone
     assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["env_steps"] == TOTAL

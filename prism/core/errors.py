@@ -22,13 +22,15 @@ class RunInterrupted(KeyboardInterrupt):
     ``resumable``: the folder holds the run's ``config.yaml`` (``prism fit --resume RUN_DIR`` continues it from
     its last checkpoint, or from the start when none was saved); otherwise nothing of the run was written and
     ``removed`` says whether the folder this run had created was removed again (so that neither a rerun of the
-    same command nor anything else meets an empty folder that ``--resume`` would refuse)."""
+    same command nor anything else meets an empty folder that ``--resume`` would refuse), and ``restored``
+    whether the contents an ``--overwrite`` was replacing are back in it."""
 
-    def __init__(self, run_dir: Path, *, resumable: bool, removed: bool = False):
+    def __init__(self, run_dir: Path, *, resumable: bool, removed: bool = False, restored: bool = False):
         super().__init__(str(run_dir))
         self.run_dir = Path(run_dir)
         self.resumable = resumable
         self.removed = removed
+        self.restored = restored
 
 
 class Terminated(KeyboardInterrupt):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +128,11 @@ class RunCheckpointer(Callback):
         every: int,
         resume_state: dict[str, Any] | None = None,
         resumed_from: Path | None = None,
+        on_first_save: Callable[[], None] | None = None,
     ):
         self.run = run
         self.every = every
+        self._on_first_save = on_first_save
         self.resume_state = resume_state
         self.last_good = resumed_from
         self._next = every
@@ -153,6 +156,9 @@ class RunCheckpointer(Callback):
             state["rng"] = self._rng_at_fit
         save_atomic(state, path, previous=previous_checkpoint_path(self.run.run_dir))
         self.last_good = path
+        if self._on_first_save is not None:
+            first, self._on_first_save = self._on_first_save, None
+            first()
         self.last_save_seconds = time.perf_counter() - start
         self.last_save_bytes = path.stat().st_size
         logger = self.run.trainer.logger
@@ -198,10 +204,16 @@ class RunCheckpointer(Callback):
 
 
 def attach_checkpointing(
-    run, resume_state: dict[str, Any] | None = None, resumed_from: Path | None = None
+    run,
+    resume_state: dict[str, Any] | None = None,
+    resumed_from: Path | None = None,
+    on_first_save: Callable[[], None] | None = None,
 ) -> RunCheckpointer:
-    """Add a :class:`RunCheckpointer` to the run's trainer and checkpoint at every phase change."""
-    checkpointer = RunCheckpointer(run, run.config.loop.checkpoint_every, resume_state, resumed_from)
+    """Add a :class:`RunCheckpointer` to the run's trainer and checkpoint at every phase change;
+    ``on_first_save`` is called once the first checkpoint is on disk (the run can be resumed from then on)."""
+    checkpointer = RunCheckpointer(
+        run, run.config.loop.checkpoint_every, resume_state, resumed_from, on_first_save
+    )
     run.trainer.callbacks.append(checkpointer)
     run.loop.on_phase = checkpointer.phase_changed
     run.loop.on_fit_progress = checkpointer.save

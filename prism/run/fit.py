@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
@@ -60,6 +61,7 @@ from prism.run.layout import CHECKPOINT_DIR, CONFIG_FILE, SUMMARY_CSV, SUMMARY_J
 from prism.run.lock import run_dir_lock
 from prism.run.members import Member, Run, member_config, member_run_dirs
 from prism.run.outputs import closing_summary, write_final_outputs
+from prism.run.overwrite import PreviousContents
 from prism.run.tensorboard_resume import carry_events_at_step
 
 
@@ -206,20 +208,18 @@ def write_member_configs(run: Run) -> None:
             (member.run_dir / CONFIG_FILE).write_text(to_yaml(member.config, resolved))
 
 
-def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> None:
+def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> PreviousContents | None:
     """Refuse a non-empty ``run_dir`` unless ``overwrite`` (never delete anything silently); with ``overwrite``
-    empty it. The folder itself stays: the caller holds its lock (:mod:`prism.run.lock`)."""
-    if any(run_dir.iterdir()):
-        if not overwrite:
-            raise ConfigError(
-                f"run_dir: {str(run_dir)!r} is not empty; use --resume {run_dir} to continue it, "
-                "--overwrite to replace it, or another run_dir"
-            )
-        for child in run_dir.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
+    set its contents aside (:mod:`prism.run.overwrite`): they go once the new run has started, and come back
+    if it does not. The folder itself stays: the caller holds its lock (:mod:`prism.run.lock`)."""
+    if not any(run_dir.iterdir()):
+        return None
+    if not overwrite:
+        raise ConfigError(
+            f"run_dir: {str(run_dir)!r} is not empty; use --resume {run_dir} to continue it, "
+            "--overwrite to replace it, or another run_dir"
+        )
+    return PreviousContents.set_aside(run_dir)
 
 
 def make_run_dir(run_dir: Path, created: Path | None = None) -> None:
@@ -305,18 +305,24 @@ def fit_run(
     try:
         # Locked before anything in it is deleted or written: --overwrite must not empty a live run's folder.
         with run_dir_lock(run_dir, key="run_dir"):
-            prepare_run_dir(run_dir, overwrite=overwrite)
+            previous = prepare_run_dir(run_dir, overwrite=overwrite)
+            started = previous.drop if previous is not None else lambda: None
             try:
-                return _train_new(config, run_dir, progress)
-            except ConfigError:
-                # Bad input met once the run had begun (a replay buffer the machine cannot hold).
-                if not _has_checkpoint(run_dir):
+                return _train_new(config, run_dir, progress, started)
+            except BaseException as err:
+                if previous is not None and previous.aside.is_dir():
+                    # The run never started (bad input once built, a crash, a Ctrl-C): the folder as it was.
+                    previous.restore()
+                    if caused_by_interrupt(err):
+                        raise RunInterrupted(run_dir, resumable=False, restored=True) from None
+                elif isinstance(err, ConfigError) and not _has_checkpoint(run_dir):
+                    # Bad input met once the run had begun (a replay buffer the machine cannot hold).
                     _discard_failed_start(run_dir, created)
                 raise
     except BaseException as err:
         # A Ctrl-C, or an error raised because of one (during `import mujoco` it becomes "MuJoCo is not
         # installed"): said as an interrupt, the folder left resumable or removed, never an empty one.
-        if not caused_by_interrupt(err):
+        if not caused_by_interrupt(err) or isinstance(err, RunInterrupted):
             raise
         if (run_dir / CONFIG_FILE).is_file():
             raise RunInterrupted(run_dir, resumable=True) from None
@@ -352,7 +358,9 @@ def _remove_empty(run_dir: Path, created: Path | None) -> bool:
         return not run_dir.exists()
 
 
-def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
+def _train_new(config: RunConfig, run_dir: Path, progress: str, started: Callable[[], None]) -> Run:
+    """Write the config, build the run, train (``started`` is called once its first checkpoint is on disk:
+    from then on the run can be resumed), evaluate, write the final outputs."""
     spec = resolve_env_spec(config)
     # First thing in the folder: with config.yaml there, `--resume` continues the run whenever it stops.
     _write_run_config(run_dir, to_yaml(config, resolved_values(config, spec)))
@@ -366,7 +374,7 @@ def _train_new(config: RunConfig, run_dir: Path, progress: str) -> Run:
     )
     run = build_run(config, progress_bar=make_progress(progress))
     write_member_configs(run)
-    attach_checkpointing(run)
+    attach_checkpointing(run, on_first_save=started)
     run.clock.start()
     interrupt.fit(run.trainer, run.agent)
     times = run.clock.read()

@@ -1,0 +1,58 @@
+"""``prism fit --overwrite``: the folder's previous contents are kept until the new run has started.
+
+Emptying the folder first would lose them to a start that fails: bad input that only shows once the run is
+built (a replay buffer the machine cannot hold, an env that does not make), a crash, or a Ctrl-C during
+start-up. So they are moved into a hidden folder inside the run folder (a rename on the same file system:
+instant, whatever their size) and deleted only once the new run has saved its first checkpoint (from then on
+it can be resumed); a start that fails before that removes what it wrote and moves them back, leaving the
+folder as it was.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+ASIDE = ".prism-overwritten"
+"""The hidden folder, inside the run folder, that holds the previous contents while the new run starts."""
+
+
+class PreviousContents:
+    """A run folder's previous contents, set aside while a new run starts in the folder."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.aside = run_dir / ASIDE
+
+    @classmethod
+    def set_aside(cls, run_dir: Path) -> PreviousContents:
+        """Move everything in ``run_dir`` into its hidden folder (an older one left by a killed start comes
+        along, inside it: it belongs to the previous contents)."""
+        kept = cls(run_dir)
+        holder = run_dir / f"{ASIDE}.new"  # left by a start killed while it set aside: part of the contents
+        children = [child for child in run_dir.iterdir() if child != holder]
+        holder.mkdir(exist_ok=True)
+        for child in children:
+            child.rename(holder / child.name)
+        holder.rename(kept.aside)
+        return kept
+
+    def drop(self) -> None:
+        """The new run has saved its first checkpoint: the previous contents go."""
+        if self.aside.exists():
+            shutil.rmtree(self.aside)
+
+    def restore(self) -> None:
+        """The new run did not start: remove what it wrote, and move the previous contents back."""
+        if not self.aside.is_dir():
+            return
+        for child in self.run_dir.iterdir():
+            if child == self.aside:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        for child in list(self.aside.iterdir()):
+            child.rename(self.run_dir / child.name)
+        self.aside.rmdir()
