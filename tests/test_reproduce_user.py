@@ -172,6 +172,19 @@ def test_the_header_loads_a_config_once_for_seeds_that_differ_only_in_per_run_ke
     assert any("`loop.steps_per_cycle` 5000 (seeds 0, 1), 3000 (seed 2)" in line for line in lines), lines
 
 
+def test_an_arm_read_at_an_earlier_cycles_end_is_not_reported_as_another_setting():
+    # table1-paper's r-oracle is e-oracle's runs read at the end of cycle 1 of 2: its 2 cycles, equal protocol
+    # and cycle-end evaluation are how it is read, not settings that differ from the study's released arm
+    from prism.experiments.what_ran import what_ran_lines
+
+    study = load_preset("table1-paper")
+    out = ROOT / "docs" / "results" / "table1-paper" / "runs"
+    cells = [c for c in study.cells() if c.env == "hopper" and c.method in ("r-oracle", "e-oracle")]
+    lines = what_ran_lines(study, cells, out)
+    assert any("read at the end of cycle 1 of 2 (hopper: r-oracle)" in line for line in lines), lines
+    assert not [line for line in lines if line.startswith("- Not the study's setting")], lines
+
+
 DRIVER = """
 import sys
 from pathlib import Path

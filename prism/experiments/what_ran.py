@@ -29,6 +29,11 @@ from prism.experiments.runner import Job, fresh_arguments
 LABEL_KEYS = frozenset({"method_label"})
 """Keys that name an arm rather than set it: a joined arm read from a folder of another name differs there."""
 
+CYCLE_END_KEYS = frozenset({"loop.cycles", "protocol", "eval.final.each_cycle"})
+"""What reading a run at an earlier cycle's end implies (a joined arm with ``cycle_end``): the run has more
+cycles than it is read at, an equal protocol however the arm's own reads, and the cycle-end evaluation on. The
+steps line says which cycle was read, so these are no finding."""
+
 
 @dataclass
 class _ArmRuns:
@@ -215,8 +220,9 @@ def what_ran_lines(
             unknown_study.append(entry.label)
             continue
         config = next(iter(readable.values()))
+        implied = CYCLE_END_KEYS if entry.cycle_end else frozenset()
         for key in sorted(set(keys) | set(study)):
-            if key not in varying and config.get(key) != study.get(key):
+            if key not in varying and key not in implied and config.get(key) != study.get(key):
                 text = f"`{key}={_value(config.get(key))}` (the study: {_value(study.get(key))})"
                 differ.setdefault(text, []).append(entry.label)
     exact = not differ and not among and not unread and not unknown_study
