@@ -159,12 +159,16 @@ def test_the_header_loads_a_config_once_for_seeds_that_differ_only_in_per_run_ke
 
     out = tmp_path / "grid"
     for seed in (0, 1, 2):
-        _finished(out, "cpu-small", "hopper", "prism", seed, ("loop.steps_per_cycle=3000",) if seed == 2 else ())
+        _finished(
+            out, "cpu-small", "hopper", "prism", seed, ("loop.steps_per_cycle=3000",) if seed == 2 else ()
+        )
         config = Job("hopper", "prism", (seed,), False).run_dir(out) / "config.yaml"
         config.write_text(config.read_text() + f"resolved:\n  eval.seed: {1000 + seed}\n")
     loads = []
     real = loader.load_run_config
-    monkeypatch.setattr(loader, "load_run_config", lambda path, *a, **k: loads.append(path) or real(path, *a, **k))
+    monkeypatch.setattr(
+        loader, "load_run_config", lambda path, *a, **k: loads.append(path) or real(path, *a, **k)
+    )
     study = load_preset("cpu-small")
     cells = [cell for cell in study.cells() if cell.env == "hopper" and cell.method == "prism"]
     lines = what_ran_lines(study, cells, out)
