@@ -116,7 +116,11 @@ def test_prism_config_prints_every_key_and_what_it_resolves_without_training(tmp
     assert result.returncode == 0, result.stderr
     printed = yaml.safe_load(result.stdout)
     assert not run_dir.exists()  # nothing ran
-    assert printed["eval"]["final"] == {"num_weights": 100, "episodes": 5, "each_cycle": False}  # defaults a file did not set
+    assert printed["eval"]["final"] == {
+        "num_weights": 100,
+        "episodes": 5,
+        "each_cycle": False,
+    }  # defaults a file did not set
     assert printed["agent"]["name"] == "capql" and "seed" not in printed and printed["seeds"] == [1, 2]
     resolved = printed["resolved"]
     assert resolved["prism_version"] == prism.__version__ and resolved["device"] == "cpu"

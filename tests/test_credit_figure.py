@@ -15,7 +15,11 @@ def test_the_figures_curves_are_what_each_candidate_shapes(tmp_path, monkeypatch
     pytest.importorskip("matplotlib")
     monkeypatch.syspath_prepend(str(TOOLS))  # it reuses credit_fit_gate's collection and shaping
     tool = load_tool("credit_figure")
-    args = ["--results", str(tmp_path), *"--random 4 --test 3 --max-epochs 1 --patience 1".split()]
+    args = [
+        "--results",
+        str(tmp_path),
+        *["--random", "4", "--test", "3", "--max-epochs", "1", "--patience", "1"],
+    ]
     assert tool.main(args) == 0
     assert (tmp_path / "credit_at_fall.png").stat().st_size > 10_000
     assert "Command: `python tools/credit_figure.py --results" in (tmp_path / "credit_at_fall.md").read_text()

@@ -223,7 +223,9 @@ def test_dry_run_lists_the_commands_a_run_would_start_and_comments_out_the_runs_
     for folder in (finished, interrupted, held):
         folder.mkdir(parents=True)
         job = Job("hopper", folder.parent.name, (0,), False)
-        config = load_config(*fresh_arguments(job, load_preset("smoke"), grid))  # as the run wrote it at start
+        config = load_config(
+            *fresh_arguments(job, load_preset("smoke"), grid)
+        )  # as the run wrote it at start
         (folder / "config.yaml").write_text(to_yaml(config))
     (finished / "summary.json").write_text("{}")
     argv = ["--preset", "smoke", "--per-seed-processes", "--seeds", "0", "1", "--dry-run", "--out", str(grid)]
@@ -272,7 +274,14 @@ def test_protocol_study_arms_resolve_to_the_issue_table(tmp_path):
         "d-oracle-layer": ("equal", 50_000, True, "none", [256, 256, 256], 0.0),
         "e-oracle": ("equal", 50_000, True, "none", [256, 256], 0.0),
         "e-baseline": ("equal", 50_000, False, "none", [256, 256], 0.0),
-        "e-prism": ("equal", 50_000, False, "resymnet", [256, 256], 0.01),  # null in the files: hopper's spec λ
+        "e-prism": (
+            "equal",
+            50_000,
+            False,
+            "resymnet",
+            [256, 256],
+            0.01,
+        ),  # null in the files: hopper's spec λ
         "e-uniform": ("equal", 50_000, False, "uniform", [256, 256], 0.01),
     }
     assert set(preset.methods) == set(expected)
