@@ -22,6 +22,7 @@ from prism.experiments.paper_claims import (
     check_claims,
     claim_rows,
     claim_verdict,
+    paper_ratio_in_interval,
     row_status,
 )
 from prism.experiments.ratios import RatioRow
@@ -30,10 +31,21 @@ from prism.experiments.studies import load_preset, shipped
 ABLATION = load_preset("ablation-study")
 
 
-def _row(a: str, b: str, *, ahead: bool, p: float, holm: float = math.nan, tost: float = 0.5, metric="hv"):
+def _row(
+    a: str,
+    b: str,
+    *,
+    ahead: bool,
+    p: float,
+    holm: float = math.nan,
+    tost: float = 0.5,
+    metric="hv",
+    env="mo-swimmer-v5",
+    paper_ratio=math.nan,
+):
     primary = not math.isnan(holm)
     return RatioRow(
-        env="mo-swimmer-v5",
+        env=env,
         metric=metric,
         ratio=Ratio(a, b, primary=primary),
         protocols="equal / equal",
@@ -44,6 +56,7 @@ def _row(a: str, b: str, *, ahead: bool, p: float, holm: float = math.nan, tost:
         p_holm=holm,
         paper="—",
         ahead=ahead,
+        paper_ratio=paper_ratio,
     )
 
 
@@ -103,6 +116,29 @@ def test_a_claim_is_carried_by_its_pairs_and_metrics_only():
         _row("c", "b", ahead=False, p=0.01, holm=0.02),
     ]
     assert claim_rows(LOWER, rows) == rows[:2]
+
+
+def test_a_claim_about_one_envs_row_is_carried_by_that_env_only():
+    hopper = PaperClaim("PRISM above the oracle on hopper", (("a", "b"),), "higher", envs=("hopper",))
+    rows = [_row("a", "b", ahead=True, p=0.01, env=env) for env in ("mo-hopper-v5", "mo-walker2d-v5")]
+    assert claim_rows(hopper, rows) == rows[:1]
+    assert claim_rows(dataclasses.replace(hopper, envs=()), rows) == rows
+
+
+@pytest.mark.parametrize(
+    ("paper_ratio", "inside"), [(1.215, "yes"), (1.25, "no"), (0.79, "no"), (math.nan, "—")]
+)
+def test_the_papers_ratio_is_read_against_the_rows_interval(paper_ratio, inside):
+    row = _row("a", "b", ahead=True, p=0.01, paper_ratio=paper_ratio)  # its interval: [0.8, 1.2]
+    row = dataclasses.replace(row, interval=(0.8, 1.22))
+    assert paper_ratio_in_interval(row) == inside
+
+
+def test_a_claim_naming_an_env_the_study_lacks_is_refused():
+    table1 = load_preset("table1-paper")
+    claim = PaperClaim("z", (("e-prism", "e-oracle"),), "higher", envs=("swimmer",))
+    with pytest.raises(ValueError, match="env 'swimmer' is not one of the study's"):
+        check_claims(dataclasses.replace(table1, paper_claims=(claim,)))
 
 
 def test_every_presets_claims_name_its_own_ratios_and_a_typo_is_refused():

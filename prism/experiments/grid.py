@@ -170,7 +170,8 @@ class TakeOff:
 class PaperClaim:
     """A sentence of the paper that the report judges from its own ratio rows
     (:mod:`prism.experiments.paper_claims`): each (numerator, denominator) of ``ratios`` must be one of the
-    preset's :class:`Ratio` rows, read in every env that runs both arms and each metric of ``metrics``."""
+    preset's :class:`Ratio` rows, read in every env that runs both arms (or those of ``envs``) and each metric
+    of ``metrics``."""
 
     quote: str
     """The paper's words, as quoted."""
@@ -181,6 +182,9 @@ class PaperClaim:
     metrics: tuple[str, ...] = ("hv",)
     note: str = ""
     """What the judgement leaves out (e.g. a size the words give, such as "moderately")."""
+    envs: tuple[str, ...] = ()
+    """The study's envs (``hopper``) whose rows carry the claim; empty: every env that runs both arms (a
+    sentence about one env's row of the paper's table names it)."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from prism.experiments import inference
-from prism.experiments.grid import METRICS, PaperClaim, Preset
+from prism.experiments.grid import ENV_FILES, METRICS, PaperClaim, Preset
 from prism.experiments.ratios import RatioRow
 
 HOLDS = "holds"
@@ -41,9 +41,23 @@ _SIGNIFICANT = {
 def claim_rows(claim: PaperClaim, rows: list[RatioRow]) -> list[RatioRow]:
     """The ratio rows that carry ``claim``, in the ratio table's order."""
     pairs = set(claim.ratios)
+    envs = {ENV_FILES[env] for env in claim.envs}
     return [
-        r for r in rows if (r.ratio.numerator, r.ratio.denominator) in pairs and r.metric in claim.metrics
+        r
+        for r in rows
+        if (r.ratio.numerator, r.ratio.denominator) in pairs
+        and r.metric in claim.metrics
+        and (not envs or r.env in envs)
     ]
+
+
+def paper_ratio_in_interval(row: RatioRow) -> str:
+    """Whether the paper's own ratio lies inside the row's Welch–Fieller 95 % interval: ``yes``, ``no``, or
+    ``—`` where either is missing. A ratio outside it is one the runs here make unlikely at that level."""
+    low, high = row.interval
+    if math.isnan(row.paper_ratio) or math.isnan(low):
+        return "—"
+    return "yes" if low <= row.paper_ratio <= high else "no"
 
 
 def row_status(row: RatioRow, expect: str) -> str:
@@ -101,7 +115,8 @@ def paper_claims_section(preset: Preset, rows: list[RatioRow]) -> tuple[list[str
         "p < 0.05, an exploratory row at uncorrected Welch p < 0.05, marked so — or, for a claim of no "
         f'difference, a tie at TOST p < 0.05 within ±{margin:.0%}; "contradicted" where any row is '
         'significant the other way; otherwise "in the claimed direction, not significant" or "not shown"; '
-        "`prism/experiments/paper_claims.py` has the rules):",
+        "`prism/experiments/paper_claims.py` has the rules). The last columns give the paper's own ratio of "
+        "means and whether the row's 95% CI holds it:",
         "",
     ]
     csv_rows: list[dict] = []
@@ -115,8 +130,9 @@ def paper_claims_section(preset: Preset, rows: list[RatioRow]) -> tuple[list[str
             f"   Claimed: {expect[claim.expect]}. **Verdict: {verdict}.**"
             + (f" {claim.note}" if claim.note else ""),
             "",
-            "   | env | metric | A / B | ratio | 95% CI (Welch–Fieller) | Welch p | Holm p | TOST p | row |",
-            "   |---|---|---|---|---|---|---|---|---|",
+            "   | env | metric | A / B | ratio | 95% CI (Welch–Fieller) | Welch p | Holm p | TOST p | row "
+            "| paper's ratio | in the CI |",
+            "   |---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in carried:
             ratio = "—" if math.isnan(row.boot["ratio"]) else f"{row.boot['ratio']:.2f}"
@@ -127,7 +143,7 @@ def paper_claims_section(preset: Preset, rows: list[RatioRow]) -> tuple[list[str
             lines.append(
                 f"   | {row.env} | {row.metric.upper()}{family} | {row.ratio.numerator} / "
                 f"{row.ratio.denominator} | {ratio} | {_interval(*row.interval)} | {_p(row.boot['p_welch'])} "
-                f"| {_p(row.p_holm)} | {_p(row.p_tost)} | {shown} |"
+                f"| {_p(row.p_holm)} | {_p(row.p_tost)} | {shown} | {row.paper} | {paper_ratio_in_interval(row)} |"
             )
             csv_rows.append(
                 {
@@ -148,6 +164,8 @@ def paper_claims_section(preset: Preset, rows: list[RatioRow]) -> tuple[list[str
                     "p_tost": row.p_tost,
                     "row_verdict": row.verdict,
                     "row_status": status,
+                    "paper_ratio": row.paper_ratio,
+                    "paper_ratio_in_ci": paper_ratio_in_interval(row),
                 }
             )
         lines.append("")
@@ -166,6 +184,9 @@ def check_claims(preset: Preset) -> None:
                 raise ValueError(
                     f"paper claim {claim.quote!r}: {pair[0]} / {pair[1]} is not a ratio of the preset"
                 )
+        for env in claim.envs:
+            if env not in preset.envs:
+                raise ValueError(f"paper claim {claim.quote!r}: env {env!r} is not one of the study's")
         for metric in claim.metrics:
             if metric not in METRICS:
                 raise ValueError(
@@ -179,5 +200,6 @@ __all__ = [
     "claim_rows",
     "claim_verdict",
     "paper_claims_section",
+    "paper_ratio_in_interval",
     "row_status",
 ]

@@ -42,6 +42,8 @@ class RatioRow:
     paper: str
     ahead: bool
     """A's mean final value is above B's."""
+    paper_ratio: float = math.nan
+    """The paper's own ratio of means (``paper`` prints it to 2 decimals); NaN where it has none."""
 
     @property
     def verdict(self) -> str:
@@ -72,15 +74,16 @@ def undefined_note(rows: list[RatioRow]) -> list[str]:
     ]
 
 
-def _paper_ratio(preset: Preset, paper: PaperValues, env_id: str, a: str, b: str, metric: str) -> str:
+def _paper_ratio(preset: Preset, paper: PaperValues, env_id: str, a: str, b: str, metric: str) -> float:
+    """The paper's ratio of A's mean over B's (NaN: no counterpart in the paper's tables)."""
     if preset.arm(a).method == preset.arm(b).method:
-        return "—"  # the same method of the paper under two protocols or agents: no paper counterpart
+        return math.nan  # the same method of the paper under two protocols or agents: no paper counterpart
 
     def theirs(arm: str) -> float:
         return paper.get((env_id, METHODS[preset.arm(arm).method][1], metric), (math.nan, math.nan))[0]
 
     x, y = theirs(a), theirs(b)
-    return "—" if math.isnan(x) or math.isnan(y) or y == 0 else f"{x / y:.2f}"
+    return math.nan if math.isnan(x) or math.isnan(y) or y == 0 else x / y
 
 
 def ratio_rows(preset: Preset, table: Table, paper: PaperValues) -> list[RatioRow]:
@@ -100,6 +103,7 @@ def ratio_rows(preset: Preset, table: Table, paper: PaperValues) -> list[RatioRo
                 y = b_entry[f"final_{metric}"] if b_entry else []
                 boot = compare(x, y) if a_entry and b_entry else dict(NAN_STATS)
                 sized = is_ratio_of_sizes(x, y)
+                theirs = _paper_ratio(preset, paper, env_id, a, b, metric)
                 if not sized:  # keep the difference's Welch p; drop everything that reads a ratio
                     boot = {**boot, "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan}
                 pending.append(
@@ -114,7 +118,8 @@ def ratio_rows(preset: Preset, table: Table, paper: PaperValues) -> list[RatioRo
                         primary=ratio.primary
                         and metric == PRIMARY_METRIC
                         and (not preset.primary_envs or env in preset.primary_envs),
-                        paper=_paper_ratio(preset, paper, env_id, a, b, metric),
+                        paper="—" if math.isnan(theirs) else f"{theirs:.2f}",
+                        paper_ratio=theirs,
                         ahead=bool(x and y and sum(x) / len(x) > sum(y) / len(y)),
                     )
                 )
