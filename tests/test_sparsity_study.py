@@ -120,3 +120,22 @@ def test_its_report_on_fake_runs_beside_the_committed_ones(tmp_path):
     # protocol study's hopper runs predate the records
     assert store[("mo-walker2d-v5", "0", "1")] == 1.0 and ("mo-hopper-v5", "0", "1") not in store
     assert store[("mo-hopper-v5", "0.2", "1")] == 21.0
+
+
+def test_only_arms_on_the_papers_task_get_the_papers_numbers():
+    # the paper's tables have the forward channel sparse and released at the episode's end: an arm released
+    # along the episode, or with another channel sparse, has no counterpart there (the oracle always has)
+    from prism.experiments.collect import paper_values
+    from prism.experiments.tables import arm_table
+
+    lines, rows = arm_table(PRESET, {}, paper_values())
+    paper = {(r["env"], r["method"], r["metric"]): r["paper_mean"] for r in rows}
+    hopper = "mo-hopper-v5"
+    assert paper[hopper, "e-baseline", "hv"] == pytest.approx(8.40e6)
+    assert paper[hopper, "e-oracle", "hv"] == pytest.approx(1.30e7)
+    for arm in ("b-p001", "b-p020", "p-p050", "c-baseline", "b-ch1"):
+        assert paper[hopper, arm, "hv"] != paper[hopper, arm, "hv"], arm  # NaN: "—" in the table
+    # the control-cost study reads the paper's control-cost table: its control-sparse arms are on its task
+    control = load_preset("control-cost-study")
+    assert control.paper_counterpart("hopper", "c-baseline") and control.paper_counterpart("hopper", "c-prism")
+    assert not PRESET.paper_counterpart("hopper", "c-baseline")

@@ -57,6 +57,10 @@ BACKBONES = ("capql", "gpi_pd")
 tables and GPI-PD in its appendix table."""
 
 
+PAPER_SPARSE_CHANNEL = {"control_cost": ("-1",)}
+"""``env.sparse_channel`` of the paper's tables where it is not the forward channel (``null`` or ``0``)."""
+
+
 @dataclass(frozen=True)
 class Arm:
     """One column of a grid: a method overlay (a key of :data:`METHODS`) run under a protocol, plus overrides.
@@ -357,6 +361,28 @@ class Preset:
 
     def protocol_of(self, name: str) -> str:
         return self.arm(name).protocol or self.protocol
+
+    def paper_counterpart(self, env: str, name: str) -> bool:
+        """Whether the paper's tables hold arm ``name``'s counterpart in ``env`` (its method's column): always
+        for the oracle, which learns from the dense reward whichever channel the others see sparse; for
+        another method only while the task is that of the tables read (:attr:`paper_tables`): the same
+        channel sparse (the forward one, or the control cost for ``control_cost``) released at the episode's
+        end only (``env.p_rel`` = 0). A run on another task gets no paper value, so none is read as its
+        reference."""
+        arm = self.arm(name)
+        if arm.method == "oracle":
+            return True
+        values: dict[str, str] = {}
+        for item in (*self.overrides_for(env), *arm.overrides):  # later overrides win, as in the run's config
+            key, _, value = item.partition("=")
+            values[key.strip()] = value.strip()
+        channel = values.get("env.sparse_channel", "null").lower()
+        papers = PAPER_SPARSE_CHANNEL.get(self.paper_tables[0] if self.paper_tables else "", ("null", "0"))
+        try:
+            released = float(values.get("env.p_rel", "0")) != 0
+        except ValueError:
+            released = True
+        return channel in papers and not released
 
     def ratio_rows(self) -> tuple[Ratio, ...]:
         if self.ratios:

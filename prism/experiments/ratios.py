@@ -74,10 +74,14 @@ def undefined_note(rows: list[RatioRow]) -> list[str]:
     ]
 
 
-def _paper_ratio(preset: Preset, paper: PaperValues, env_id: str, a: str, b: str, metric: str) -> float:
+def _paper_ratio(
+    preset: Preset, paper: PaperValues, env: str, env_id: str, a: str, b: str, metric: str
+) -> float:
     """The paper's ratio of A's mean over B's (NaN: no counterpart in the paper's tables)."""
     if preset.arm(a).method == preset.arm(b).method:
         return math.nan  # the same method of the paper under two protocols or agents: no paper counterpart
+    if not (preset.paper_counterpart(env, a) and preset.paper_counterpart(env, b)):
+        return math.nan  # an arm on another task (another channel sparse, or released along the episode)
 
     def theirs(arm: str) -> float:
         return paper.get((env_id, METHODS[preset.arm(arm).method][1], metric), (math.nan, math.nan))[0]
@@ -103,7 +107,7 @@ def ratio_rows(preset: Preset, table: Table, paper: PaperValues) -> list[RatioRo
                 y = b_entry[f"final_{metric}"] if b_entry else []
                 boot = compare(x, y) if a_entry and b_entry else dict(NAN_STATS)
                 sized = is_ratio_of_sizes(x, y)
-                theirs = _paper_ratio(preset, paper, env_id, a, b, metric)
+                theirs = _paper_ratio(preset, paper, env, env_id, a, b, metric)
                 if not sized:  # keep the difference's Welch p; drop everything that reads a ratio
                     boot = {**boot, "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan}
                 pending.append(

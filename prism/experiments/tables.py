@@ -57,7 +57,9 @@ def arm_table(preset: Preset, table: Table, paper: PaperValues) -> tuple[list[st
             for metric in METRICS:
                 final = mean_se(entry[f"final_{metric}"]) if entry else (math.nan, math.nan)
                 best = mean_se(entry[f"best_{metric}"]) if entry else (math.nan, math.nan)
-                ref = paper.get((env_id, METHODS[preset.arm(method).method][1], metric), (math.nan, math.nan))
+                ref = (math.nan, math.nan)
+                if preset.paper_counterpart(env, method):
+                    ref = paper.get((env_id, METHODS[preset.arm(method).method][1], metric), ref)
                 n = len(entry["seeds"]) if entry else 0
                 protocol = preset.protocol_of(method)
                 lines.append(
