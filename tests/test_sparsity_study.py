@@ -137,5 +137,6 @@ def test_only_arms_on_the_papers_task_get_the_papers_numbers():
         assert paper[hopper, arm, "hv"] != paper[hopper, arm, "hv"], arm  # NaN: "—" in the table
     # the control-cost study reads the paper's control-cost table: its control-sparse arms are on its task
     control = load_preset("control-cost-study")
-    assert control.paper_counterpart("hopper", "c-baseline") and control.paper_counterpart("hopper", "c-prism")
+    assert control.paper_counterpart("hopper", "c-baseline")
+    assert control.paper_counterpart("hopper", "c-prism")
     assert not PRESET.paper_counterpart("hopper", "c-baseline")
