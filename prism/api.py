@@ -35,7 +35,7 @@ from prism.evaluation.result import EvalResult
 if TYPE_CHECKING:
     from prism.reward.model import RewardModel
 
-__all__ = ["LoadedRun", "load_run"]
+__all__ = ["LoadedRun", "PopulationFolder", "load_run"]
 
 _PROTOCOLS = ("final", "periodic")
 
@@ -236,15 +236,26 @@ def _fields(transitions: Any, extra: tuple[str, ...] = ()) -> tuple[np.ndarray, 
     return tuple(np.stack([np.asarray(r[k], dtype=np.float32) for r in records]) for k in keys)
 
 
+class PopulationFolder(ConfigError):
+    """:func:`load_run` of a population folder without ``member``: the line lists the members; ``run_dir``
+    and ``seeds`` let a caller with no ``member`` argument (``prism render``) say it its own way."""
+
+    def __init__(self, message: str, run_dir: Path, seeds: Sequence[int]) -> None:
+        super().__init__(message)
+        self.run_dir, self.seeds = run_dir, tuple(seeds)
+
+
 def _check_member(member: int | None, seeds: Sequence[int], run_dir: Path) -> None:
     """A population's member must be named, and be one of its members (a one-line ConfigError otherwise)."""
     members = ", ".join(
         f"member={i} (seed {seed}, {run_dir / f'seed{seed}'})" for i, seed in enumerate(seeds)
     )
     if member is None:
-        raise ConfigError(
+        raise PopulationFolder(
             f"run_dir: {run_dir} is a population of {len(seeds)} members; choose one with load_run(..., "
-            f"member=N) or load its folder: {members}"
+            f"member=N) or load its folder: {members}",
+            run_dir,
+            seeds,
         )
     if not 0 <= member < len(seeds):
         raise ConfigError(f"member: {member} is not a member of {run_dir}; its members: {members}")

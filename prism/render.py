@@ -297,7 +297,7 @@ def render_run(
     ``<run_dir>/render/rollouts.mp4``; ``.gif`` for a GIF) and the contact sheet beside it
     (``<stem>_sheet.png``). Episode ``e`` of weight ``k`` resets with the ``k·episodes + e``-th of
     :func:`~prism.evaluation.rollout.pair_seeds` of ``seed`` (default: the run's evaluation reset seed)."""
-    from prism.api import load_run
+    from prism.api import PopulationFolder, load_run
 
     if episodes < 1:
         raise ConfigError(f"--episodes: must be at least 1, got {episodes}")
@@ -305,7 +305,14 @@ def render_run(
     if out_path.suffix.lower() not in (".mp4", ".gif"):
         raise ConfigError(f"--out: {str(out_path)!r} must end in .mp4 or .gif")
     check_writer(out_path, width, height)  # before any work: a missing extra is one line at once
-    run = load_run(run_dir)
+    try:
+        run = load_run(run_dir)
+    except PopulationFolder as err:  # render has no member option: a member is rendered from its own folder
+        folders = ", ".join(f"{err.run_dir / f'seed{seed}'} (seed {seed})" for seed in err.seeds)
+        raise ConfigError(
+            f"run_dir: {err.run_dir} is a population of {len(err.seeds)} members; render one member's "
+            f"folder: {folders}"
+        ) from None
     n = run.spec.n_objectives
     weights = default_weights(run.run_dir, n) if weights is None else np.asarray(weights, dtype=np.float64)
     if weights.ndim != 2 or weights.shape[1] != n:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from toy_runs import toy_run
 
 import prism.core.gl_backend as gl_backend
 import prism.render as render
@@ -356,3 +357,20 @@ def test_a_clips_returns_are_its_rollouts_discounted_and_plain_sums_and_the_cli_
         printed = [float(x) for x in re.findall(r"(?:forward|jump|energy) (-?[\d.e+-]+)", line)]
         np.testing.assert_allclose(printed, clip.undiscounted_return, rtol=1e-3)
         assert not np.allclose(printed, clip.discounted_return, rtol=1e-3)
+
+
+def test_render_of_a_population_folder_names_its_members_folders(tmp_path):
+    # `prism render` has no member option: the line points at the members' own folders, not at load_run(member=)
+    from prism.config import load_config, to_yaml
+
+    pop = tmp_path / "pop"
+    pop.mkdir()
+    overrides = [*toy_run({"seeds": "[3,5]", "seed": None}), f"run_dir={pop}"]
+    (pop / "config.yaml").write_text(to_yaml(load_config([CONF / "quickstart.yaml"], overrides)))
+    with pytest.raises(ConfigError) as refused:
+        render.render_run(pop, out=tmp_path / "x.gif")
+    line = str(refused.value)
+    assert line == (
+        f"run_dir: {pop} is a population of 2 members; render one member's folder: {pop / 'seed3'} (seed 3), "
+        f"{pop / 'seed5'} (seed 5)"
+    )
