@@ -189,3 +189,23 @@ def test_a_continued_population_moves_every_members_old_outputs_aside(tmp_path):
         for name in ("eval.csv", "config.yaml"):  # copied: the continued run goes on writing them
             assert (dest / name).read_text() == (folder / name).read_text()
     assert (target / "summary.csv").read_text() == "pop" and not (run_dir / "summary.csv").exists()
+
+
+def test_archiving_a_finished_run_named_relative_while_its_config_says_absolute(tmp_path, monkeypatch):
+    # `prism fit --resume runs/x loop.cycles=3` of a run started with run_dir=/abs/runs/x: one folder under two
+    # names used to move its evaluate.csv, then crash (relative_to) half-way, leaving a half-made archive
+    from prism.run.continuation import archive_final_outputs
+
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    for name, text in (
+        ("eval.csv", "env_steps\n300\n"),
+        ("config.yaml", "seed: 0\n"),
+        ("evaluate.csv", "hv\n1\n"),
+    ):
+        (run / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    target = archive_final_outputs(Path("runs/x"), [run], 300)
+    assert target == run / "continued" / "from_300"
+    assert sorted(p.name for p in target.iterdir()) == ["config.yaml", "eval.csv", "evaluate.csv"]
+    assert not (run / "evaluate.csv").exists() and (run / "eval.csv").is_file()

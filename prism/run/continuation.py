@@ -126,6 +126,9 @@ def differing_keys(saved: RunConfig, requested: RunConfig) -> list[tuple[str, An
 def archive_final_outputs(run_dir: Path, member_dirs: list[Path], env_steps: int) -> Path:
     """Move a finished run's end-of-run outputs, ``evaluate.csv`` and ``render/`` (and copy its ``eval.csv`` /
     ``config.yaml``) to ``continued/from_<env_steps>/`` (``.1``, ``.2``… if taken); returns that folder."""
+    # One form for every path: `--resume runs/x` of a run whose config.yaml says /abs/runs/x names one folder
+    # twice, and a relative path is not "inside" an absolute one.
+    run_dir, member_dirs = run_dir.resolve(), [folder.resolve() for folder in member_dirs]
     target = run_dir / CONTINUED_DIR / f"from_{env_steps}"
     n = 0
     while target.exists():
