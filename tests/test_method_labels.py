@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prism.config import BUILTIN_METHODS, ConfigError, load_config, load_run_config, run_label
+from prism.config import BUILTIN_METHODS, ConfigError, load_config, load_run_config, run_label, to_yaml
 from prism.experiments.grid import CONF
 from prism.experiments.runner import Job, fit_command
 from prism.experiments.studies import load_preset, shipped
@@ -247,3 +247,17 @@ def test_a_built_in_reward_name_beside_the_same_reward_name_is_not_a_method(over
     with pytest.raises(ConfigError, match=rf"^method: unknown method '{name}' \(built-in: ") as err:
         load_config([QUICKSTART], overrides)
     assert "\n" not in str(err.value) and f"set method_label={name} and leave method out" in str(err.value)
+
+
+def test_a_wo_loss_record_from_an_env_without_a_symmetry_table_keeps_its_method(tmp_path, capsys):
+    """A PRISM run on an env without a symmetry table is wo_loss (its λ, left to the spec, is 0) and its
+    config.yaml says so, with λ still null as written: read back, it stays wo_loss, not prism labelled
+    wo_loss, and a resume's warning no longer says it "trains as wo_loss" as if it were another method."""
+    config = load_config([CONF / "quickstart.yaml"], ["env.id=mo-hopper-2obj-v5", f"run_dir={tmp_path}"])
+    assert config.method == "wo_loss"
+    record = tmp_path / "config.yaml"
+    record.write_text(to_yaml(config))
+    assert "symreg_lambda: null" in record.read_text()
+    loaded = load_run_config(record)
+    assert (loaded.method, loaded.method_label) == ("wo_loss", None)
+    assert "trains as" not in capsys.readouterr().err

@@ -108,7 +108,9 @@ def load_config(
     if spec is None:  # refused, naming the key, by the typed lookup (an unknown env, a bad env.spec)
         spec = resolve_env_spec(config)
     if record:
-        config = relabel_record(config, lambda: spec.n_objectives)
+        config = relabel_record(
+            config, lambda: spec.n_objectives, lambda: resolve_spec_defaults(config, spec)
+        )
     if config.protocol != "equal":
         config = apply_protocol(config, spec)
     # The spec-derived defaults are filled once, here, after the protocol (which sets its own λ): from now on

@@ -301,12 +301,18 @@ def label_resolver(
     return label + loss_suffix(reward_name, loss) + backbone_suffix(backbone)
 
 
-def relabel_record(config: Any, n_objectives: Callable[[], int] | None = None) -> Any:
+def relabel_record(
+    config: Any,
+    n_objectives: Callable[[], int] | None = None,
+    resolved: Callable[[], Any] | None = None,
+) -> Any:
     """A run folder's config as written before labels were split: an arm name in ``method`` (``e-prism``)
     or a built-in name its keys contradict moves to ``method_label`` and ``method`` is derived. Returns the
     config (a new one when anything moved). ``n_objectives()``: the env's objective count, asked for only
     when the keys seem to contradict a built-in name (``sparse_cost`` written as ``env.sparse_channel=n-1``
-    agrees once ``n`` is known, as :func:`check_method` judges it)."""
+    agrees once ``n`` is known, as :func:`check_method` judges it). ``resolved()``: the config with the env
+    spec's defaults filled in, asked for likewise: ``wo_loss`` written by a run whose λ was left to a spec
+    without a symmetry table (λ = 0) agrees with what the run was, as :func:`check_method` judges it too."""
     name = config.method
     if config.method_label is not None or name is None:
         return config
@@ -317,6 +323,8 @@ def relabel_record(config: Any, n_objectives: Callable[[], int] | None = None) -
         fits = rule.agrees(MethodFacts.of(config, as_written=True))
         if not fits and n_objectives is not None:
             fits = rule.agrees(MethodFacts.of(config, n_objectives(), as_written=True))
+        if not fits and resolved is not None:
+            fits = rule.agrees(MethodFacts.of(resolved(), n_objectives() if n_objectives else None))
     if fits:
         return config
     return dataclasses.replace(config, method=derive_method(config), method_label=name)
