@@ -79,7 +79,7 @@ def _check_symmetry(config: RunConfig, spec) -> None:
     if spec.has_symmetry or mode != "regularise" or not from_spec:
         return
     derived = derive_method(resolve_spec_defaults(config, spec))
-    if config.method == derived:  # left out, or naming what the run is: it says "without SymReg" itself
+    if derived in (config.method, run_label(config)):  # naming what the run is: "without SymReg" itself
         said = f"the run is filed as {run_label(config)}"
     else:  # e.g. method: prism from conf/method/prism.yaml: the label stays, the run is `derived`
         said = f"the run, labelled {run_label(config)}, trains as {derived} (leave method out to file it so)"
