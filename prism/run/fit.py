@@ -306,7 +306,7 @@ def fit_run(
         # Locked before anything in it is deleted or written: --overwrite must not empty a live run's folder.
         with run_dir_lock(run_dir, key="run_dir"):
             previous = prepare_run_dir(run_dir, overwrite=overwrite)
-            started = previous.drop if previous is not None else lambda: None
+            started = previous.drop if previous is not None else None
             try:
                 return _train_new(config, run_dir, progress, started)
             except BaseException as err:
@@ -358,7 +358,9 @@ def _remove_empty(run_dir: Path, created: Path | None) -> bool:
         return not run_dir.exists()
 
 
-def _train_new(config: RunConfig, run_dir: Path, progress: str, started: Callable[[], None]) -> Run:
+def _train_new(
+    config: RunConfig, run_dir: Path, progress: str, started: Callable[[], None] | None = None
+) -> Run:
     """Write the config, build the run, train (``started`` is called once its first checkpoint is on disk:
     from then on the run can be resumed), evaluate, write the final outputs."""
     spec = resolve_env_spec(config)
