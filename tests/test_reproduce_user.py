@@ -199,11 +199,13 @@ CHILD = '''
 import signal, sys, time
 from pathlib import Path
 marker = Path(sys.argv[1])
-marker.write_text("started")
 def stop(*_):
     marker.write_text("interrupted")
     sys.exit(130)
+# the handler first: the test sends the Ctrl-C once it sees the marker, and a child of a process that ignores
+# SIGINT (an xdist worker's) inherits SIG_IGN, so a signal before the handler would be lost, not fatal
 signal.signal(signal.SIGINT, stop)
+marker.write_text("started")
 time.sleep(60)
 marker.write_text("slept")
 '''
