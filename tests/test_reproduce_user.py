@@ -202,8 +202,7 @@ marker = Path(sys.argv[1])
 def stop(*_):
     marker.write_text("interrupted")
     sys.exit(130)
-# the handler first: the test sends the Ctrl-C once it sees the marker, and a child of a process that ignores
-# SIGINT (an xdist worker's) inherits SIG_IGN, so a signal before the handler would be lost, not fatal
+# the handler first, then the marker the test waits for before it sends the Ctrl-C
 signal.signal(signal.SIGINT, stop)
 marker.write_text("started")
 time.sleep(60)

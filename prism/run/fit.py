@@ -210,8 +210,8 @@ def write_member_configs(run: Run) -> None:
 
 def prepare_run_dir(run_dir: Path, *, overwrite: bool) -> PreviousContents | None:
     """Refuse a non-empty ``run_dir`` unless ``overwrite`` (never delete anything silently); with ``overwrite``
-    set its contents aside (:mod:`prism.run.overwrite`): they go once the new run has started, and come back
-    if it does not. The folder itself stays: the caller holds its lock (:mod:`prism.run.lock`)."""
+    set its contents aside (:mod:`prism.run.overwrite`): they go once the new run has saved its first
+    checkpoint, and come back if it stops before. The folder itself stays: the caller holds its lock (:mod:`prism.run.lock`)."""
     if not any(run_dir.iterdir()):
         return None
     if not overwrite:
