@@ -362,6 +362,16 @@ class Preset:
     def protocol_of(self, name: str) -> str:
         return self.arm(name).protocol or self.protocol
 
+    def value_set(self, name: str, key: str, env: str | None = None) -> str | None:
+        """The value the study's overrides (common, ``env``'s own when given, then arm ``name``'s) give
+        ``key``, the last one winning as in the run's config (None: unset)."""
+        value = None
+        for item in (*(self.overrides_for(env) if env else self.overrides), *self.arm(name).overrides):
+            found, _, text = item.partition("=")
+            if found.strip() == key:
+                value = text.strip()
+        return value
+
     def paper_counterpart(self, env: str, name: str) -> bool:
         """Whether the paper's tables hold arm ``name``'s counterpart in ``env`` (its method's column): always
         for the oracle, which learns from the dense reward whichever channel the others see sparse; for
@@ -372,14 +382,10 @@ class Preset:
         arm = self.arm(name)
         if arm.method == "oracle":
             return True
-        values: dict[str, str] = {}
-        for item in (*self.overrides_for(env), *arm.overrides):  # later overrides win, as in the run's config
-            key, _, value = item.partition("=")
-            values[key.strip()] = value.strip()
-        channel = values.get("env.sparse_channel", "null").lower()
+        channel = (self.value_set(name, "env.sparse_channel", env) or "null").lower()
         papers = PAPER_SPARSE_CHANNEL.get(self.paper_tables[0] if self.paper_tables else "", ("null", "0"))
         try:
-            released = float(values.get("env.p_rel", "0")) != 0
+            released = float(self.value_set(name, "env.p_rel", env) or "0") != 0
         except ValueError:
             released = True
         return channel in papers and not released

@@ -254,16 +254,6 @@ def _check(p: Preset, aggregates: tuple[Aggregate, ...]) -> None:
         raise _Bad(f"paper_claims: {err}") from None
 
 
-def _set_value(p: Preset, arm: str, key: str) -> str | None:
-    """The value the study's overrides (common, then the arm's own) give ``key`` for ``arm`` (None: unset)."""
-    value = None
-    for override in (*p.overrides, *p.arm(arm).overrides):
-        name, _, text = override.partition("=")
-        if name == key:
-            value = text
-    return value
-
-
 def _check_sweeps(p: Preset) -> None:
     """A sweep's arms are the study's, each set at its level (where its overrides name the key), and every
     comparison it judges is one of the study's ratio rows."""
@@ -287,7 +277,7 @@ def _check_sweeps(p: Preset) -> None:
                 raise _Bad(f"{at}.band: {list(series.band)} is not a range [low, high] with 0 ≤ low < high")
             for level, arm in series.arms:
                 _one_of(arm, p.methods, f"{at}.arms", "an arm of the study")
-                value = _set_value(p, arm, sweep.key)
+                value = p.value_set(arm, sweep.key)
                 if value is not None and not _same_level(value, level):
                     raise _Bad(f"{at}.arms: {arm} sets {sweep.key}={value}, not its level {level:g}")
                 if series.versus and arm != series.versus and (arm, series.versus) not in ratios:
