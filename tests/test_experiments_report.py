@@ -352,6 +352,29 @@ def test_every_joined_arm_is_one_of_its_envs_arms_and_reads_a_committed_folder()
     assert {c.method for c in budget.cells() if c.source is not None} == {"e-prism", "e-uniform", "e-oracle"}
 
 
+def test_a_joined_arm_with_its_own_seeds_reads_those_and_the_grids_own_arms_keep_the_grids():
+    """table1-paper reads halfcheetah-paper's oracle with the ten seeds that study's report uses, while every
+    arm it runs itself (and the other joined arms) keeps its five."""
+    preset = load_preset("table1-paper")
+    cells = preset.cells()
+    oracle = [c for c in cells if (c.env, c.method) == ("halfcheetah", "e-oracle")]
+    assert [c.seed for c in oracle] == list(range(10))
+    own_oracle = [
+        c
+        for c in load_preset("halfcheetah-paper").cells()
+        if (c.env, c.method) == ("halfcheetah", "e-oracle")
+    ]
+    assert [c.run_dir(ROOT / "unused") for c in oracle] == [
+        c.run_dir(ROOT / "docs/results/halfcheetah-paper/runs") for c in own_oracle
+    ]
+    assert all((c.run_dir(ROOT / "unused") / "summary.json").is_file() for c in oracle)
+    assert {c.seed for c in cells if c.env == "halfcheetah" and c.method != "e-oracle"} == set(range(5))
+    assert {c.seed for c in cells if c.source is None} == set(range(5))
+    # Without its seeds the join reads the grid's five.
+    plain = dataclasses.replace(preset, joined=tuple(dataclasses.replace(j, seeds=()) for j in preset.joined))
+    assert {c.seed for c in plain.cells() if c.env == "halfcheetah"} == set(range(5))
+
+
 def test_healthy_bonus_envs_are_those_whose_gymnasium_env_pays_one():
     """The objective tables' "net of survival" columns rest on this set: check it against gymnasium's own envs."""
     import mo_gymnasium

@@ -118,6 +118,12 @@ BAD = {
         "arms: [r-oracle], runs",
         "joined[0].arms: 'r-oracle' is not an arm of hopper",
     ),
+    "a negative seed": ("seeds: [0, 1, 2]", "seeds: [0, -1, 2]", "seeds: -1 is not a seed"),
+    "a joined seed twice": (
+        "label: protocol-study}",
+        "label: protocol-study, seeds: [3, 4, 3]}",
+        "joined[0].seeds: seed 3 is given twice",
+    ),
     "a key twice": ("seeds: [0, 1, 2]", "seeds: [0, 1, 2]\nseeds: [4]", "seeds: given twice (line 4)"),
     "unknown scale": ("scale: cpu-medium", "scale: cpu-huge", "scale: no scale 'cpu-huge'"),
     "missing description": (

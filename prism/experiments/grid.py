@@ -119,6 +119,9 @@ class JoinedArms:
     ``eval.final.each_cycle``) as its final evaluation, and its periodic rows up to that step as its curve;
     0 reads the run's own final row. E.g. the released protocol's oracle at M steps, read from an oracle run
     over 2 × M in this grid's own folder."""
+    seeds: tuple[int, ...] = ()
+    """The seeds read from the other grid (empty: this grid's seeds for the arm). E.g. an oracle that the other
+    study ran with more seeds than this one runs: its report's numbers are those seeds', and so are these."""
 
     def source_arm(self, arm: str) -> str:
         """The folder name of this grid's ``arm`` in the other grid."""
@@ -328,14 +331,20 @@ class Preset:
 
     def cells(self) -> list[Cell]:
         """Every (env, arm, seed) of the grid, seed-major; an arm with its own seeds keeps only those of the
-        grid's seeds it names; a joined arm's cells point at its own grid's folder."""
+        grid's seeds it names; a joined arm's cells point at its own grid's folder, with its entry's seeds when
+        it names some."""
         cells = []
-        for s in self.seeds:
+        for s in sorted({*self.seeds, *(s for j in self.joined for s in j.seeds)}):
             for e in self.envs:
                 for m in self.methods_for(e):
-                    if self.arm(m).seeds is not None and s not in self.arm(m).seeds:
-                        continue
                     join = self.joined_source(e, m)
+                    if join and join.seeds:
+                        if s not in join.seeds:
+                            continue
+                    elif s not in self.seeds or (
+                        self.arm(m).seeds is not None and s not in self.arm(m).seeds
+                    ):
+                        continue
                     source = join.source_arm(m) if join else None
                     cells.append(
                         Cell(

@@ -196,6 +196,16 @@ def _one_of(value, allowed, where: str, what: str) -> None:
         raise _Bad(f"{where}: {value!r} is not {what} (one of: {', '.join(map(str, allowed))})")
 
 
+def _check_seeds(where: str, seeds: tuple[int, ...]) -> None:
+    """Seeds name run folders (``seed<k>``) and seed the generators: whole numbers ≥ 0, each once."""
+    for seed in seeds:
+        if seed < 0:
+            raise _Bad(f"{where}: {seed} is not a seed (a whole number ≥ 0)")
+    if len(set(seeds)) < len(seeds):
+        twice = sorted({s for s in seeds if seeds.count(s) > 1})
+        raise _Bad(f"{where}: seed {twice[0]} is given twice")
+
+
 def _check(p: Preset, aggregates: tuple[Aggregate, ...]) -> None:
     """What the types leave open: names that must be envs, methods, protocols or the study's own arms."""
     from prism.experiments.paper_claims import check_claims
@@ -203,6 +213,11 @@ def _check(p: Preset, aggregates: tuple[Aggregate, ...]) -> None:
     envs, arms = p.envs, p.methods
     for i, env in enumerate(envs):
         _one_of(env, tuple(ENV_FILES), f"envs[{i}]", "an env")
+    _check_seeds("seeds", p.seeds)
+    for arm in p.arms:
+        _check_seeds(f"arms.{arm.name}.seeds", arm.seeds or ())
+    for i, join in enumerate(p.joined):
+        _check_seeds(f"joined[{i}].seeds", join.seeds)
     _one_of(p.backbone, BACKBONES, "backbone", "a backbone")
     _one_of(p.protocol, PROTOCOLS, "protocol", "a protocol")
     overrides = {"overrides": p.overrides, **{f"env_overrides.{e}": o for e, o in p.env_overrides}}
