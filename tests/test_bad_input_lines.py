@@ -115,6 +115,22 @@ def test_a_replay_buffer_too_large_to_allocate_names_the_key_and_the_bytes(tmp_p
     assert sorted(tmp_path.iterdir()) == []
 
 
+def test_gpi_pd_replay_priorities_too_large_to_allocate_name_the_key_and_the_bytes(monkeypatch):
+    # GPI-PD allocates its priorities at the first env step, after the replay buffer: a machine that just held
+    # the buffer may refuse them, and that is the same bad input, said the same way
+    from prism.agents.gpi_pd.per import PrioritySampler
+    from prism.core.errors import ConfigError
+
+    _refuse_large_allocations(monkeypatch)
+    assert PrioritySampler(1000).priorities.shape == (1, 1000)
+    with pytest.raises(ConfigError) as err:
+        PrioritySampler(200_000_000)
+    assert str(err.value) == (
+        "agent.buffer_size: replay priorities of 200000000 transitions need 1600000000 bytes (1.5 GiB, 8 per "
+        "transition) on cpu, more than could be allocated; lower agent.buffer_size"
+    )
+
+
 def test_a_failed_start_in_an_existing_empty_run_dir_empties_it_again(tmp_path, monkeypatch, capsys):
     _refuse_large_allocations(monkeypatch)
     run_dir = tmp_path / "run"

@@ -30,15 +30,41 @@ def _allocation_failed(err: BaseException) -> bool:
     return "allocate" in text or "out of memory" in text
 
 
-def _too_large(key: str, capacity: int, members: int, row_bytes: int, device: torch.device) -> str:
+def _too_large(
+    key: str, capacity: int, members: int, row_bytes: int, device: torch.device, what: str = "a replay buffer"
+) -> str:
     """The one line for a buffer the machine cannot hold: the key, the bytes asked, what to lower."""
     needed = members * capacity * row_bytes
     rows = f"{members} members x {capacity}" if members > 1 else f"{capacity}"
+    verb = "needs" if what.startswith("a ") else "need"
     return (
-        f"{key}: a replay buffer of {rows} transitions needs {needed} bytes ({needed / 2**30:.1f} GiB, "
+        f"{key}: {what} of {rows} transitions {verb} {needed} bytes ({needed / 2**30:.1f} GiB, "
         f"{row_bytes} per transition) on {device}, more than could be allocated; lower {key}"
         + (" or run fewer seeds" if members > 1 else "")
     )
+
+
+def zeros_per_transition(
+    members: int,
+    capacity: int,
+    width: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    key: str = "agent.buffer_size",
+    what: str = "a replay buffer",
+) -> torch.Tensor:
+    """``torch.zeros(members, capacity[, width])`` (no ``width`` axis when it is 0) for storage kept per
+    transition; where the allocator refuses, the one-line :class:`ConfigError` naming ``key``, the bytes asked
+    and ``what`` they were for."""
+    shape = (members, capacity, width) if width else (members, capacity)
+    # torch's CPU allocator refuses with a RuntimeError ("can't allocate memory"), CUDA's with a subclass.
+    try:
+        return torch.zeros(*shape, dtype=dtype, device=device)
+    except (MemoryError, RuntimeError) as err:
+        if not _allocation_failed(err):
+            raise
+        row_bytes = max(width, 1) * torch.empty((), dtype=dtype).element_size()
+        raise ConfigError(_too_large(key, capacity, members, row_bytes, device, what)) from None
 
 
 class ReplayBuffer:
@@ -71,13 +97,7 @@ class ReplayBuffer:
         self._sizes = (obs_dim, act_dim, n_objectives, obs_dim, 1, n_objectives)
         self._offsets = np.concatenate([[0], np.cumsum(self._sizes)]).tolist()
         self.width = int(self._offsets[-1])
-        # torch's CPU allocator refuses with a RuntimeError ("can't allocate memory"), CUDA's with a subclass.
-        try:
-            self.storage = torch.zeros(members, capacity, self.width, dtype=torch.float32, device=self.device)
-        except (MemoryError, RuntimeError) as err:
-            if not _allocation_failed(err):
-                raise
-            raise ConfigError(_too_large(key, capacity, members, self.width * 4, self.device)) from None
+        self.storage = zeros_per_transition(members, capacity, self.width, torch.float32, self.device, key)
         self.positions = np.zeros(members, dtype=np.int64)  # next row to write, per member
         self.sizes = np.zeros(members, dtype=np.int64)
 

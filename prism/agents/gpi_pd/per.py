@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from prism.data.replay import zeros_per_transition
+
 
 class PrioritySampler:
     """Priorities of ``members`` replay rings of ``capacity`` slots each, on ``device``."""
@@ -39,7 +41,9 @@ class PrioritySampler:
         self.capacity = capacity
         self.members = members
         self.device = torch.device(device)
-        self.priorities = torch.zeros(members, capacity, dtype=torch.float64, device=self.device)
+        self.priorities = zeros_per_transition(
+            members, capacity, 0, torch.float64, self.device, what="replay priorities"
+        )
         self.max_priority = torch.full(
             (members,), float(initial_priority), dtype=torch.float64, device=self.device
         )
