@@ -12,7 +12,6 @@ front.csv, summary.json, TensorBoard events).
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -61,7 +60,7 @@ from prism.run.layout import CHECKPOINT_DIR, CONFIG_FILE, SUMMARY_CSV, SUMMARY_J
 from prism.run.lock import run_dir_lock
 from prism.run.members import Member, Run, member_config, member_run_dirs
 from prism.run.outputs import closing_summary, write_final_outputs
-from prism.run.overwrite import PreviousContents
+from prism.run.overwrite import PreviousContents, remove_contents
 from prism.run.tensorboard_resume import carry_events_at_step
 
 
@@ -263,11 +262,7 @@ def _discard_failed_start(run_dir: Path, created: Path | None) -> None:
     """Remove what a run that stopped on bad input before its first checkpoint wrote (``run_dir`` was empty
     when it began, so all of it is the run's), and the folders it made. Its config.yaml would make the
     corrected command refuse the folder ("not empty") while ``--resume`` could only repeat the failure."""
-    for child in run_dir.iterdir():
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
+    remove_contents(run_dir)
     _remove_empty(run_dir, created)
 
 

@@ -17,6 +17,17 @@ ASIDE = ".prism-overwritten"
 """The hidden folder, inside the run folder, that holds the previous contents while the new run starts."""
 
 
+def remove_contents(folder: Path, keep: Path | None = None) -> None:
+    """Delete everything in ``folder`` but ``keep`` (a link is removed, never followed)."""
+    for child in folder.iterdir():
+        if child == keep:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
 class PreviousContents:
     """A run folder's previous contents, set aside while a new run starts in the folder."""
 
@@ -46,13 +57,7 @@ class PreviousContents:
         """The new run did not start: remove what it wrote, and move the previous contents back."""
         if not self.aside.is_dir():
             return
-        for child in self.run_dir.iterdir():
-            if child == self.aside:
-                continue
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
+        remove_contents(self.run_dir, keep=self.aside)
         for child in list(self.aside.iterdir()):
             child.rename(self.run_dir / child.name)
         self.aside.rmdir()
