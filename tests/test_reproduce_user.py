@@ -176,6 +176,33 @@ def test_the_header_loads_a_config_once_for_seeds_that_differ_only_in_per_run_ke
     assert any("`loop.steps_per_cycle` 5000 (seeds 0, 1), 3000 (seed 2)" in line for line in lines), lines
 
 
+def test_a_setting_written_differently_but_the_same_in_effect_is_no_finding(tmp_path):
+    # agent.cuda_graph false, true and auto all run the eager update on the CPU (a graph is CUDA's only), and
+    # env.sparse_channel names no channel on the dense oracle: the header compares what a value does on the
+    # device the run resolved, and still names a difference that acts (a graph off where the study's is on)
+    from prism.experiments.what_ran import what_ran_lines
+
+    out = tmp_path / "grid"
+    sets = ("agent.cuda_graph=false", "env.sparse_channel=0")
+    for seed, device in ((0, "cpu"), (1, "cpu"), (2, "cuda:0")):
+        _finished(out, "cpu-small", "hopper", "oracle", seed, sets)
+        config = Job("hopper", "oracle", (seed,), False).run_dir(out) / "config.yaml"
+        config.write_text(config.read_text() + f"resolved:\n  device: {device}\n")
+    study = load_preset("cpu-small")
+    cells = [c for c in study.cells() if c.env == "hopper" and c.method == "oracle"]
+    on_cpu = "\n".join(what_ran_lines(study, [c for c in cells if c.seed < 2], out))
+    assert "cuda_graph" not in on_cpu and "sparse_channel" not in on_cpu, on_cpu
+    assert "the study's settings and seeds exactly" not in on_cpu  # seeds 0, 1 of the study's 0–4
+    # seed 2 ran on CUDA, where the study's auto captures a graph and its false does not
+    with_cuda = what_ran_lines(study, cells[:3], out)
+    assert "- Not the study's setting: `agent.cuda_graph=false` (the study: auto) in every arm." in with_cuda
+    assert not any("sparse_channel" in line for line in with_cuda), with_cuda
+    # on a hidden channel the index written acts: 0 is not the study's last channel
+    _finished(out, "cpu-small", "hopper", "baseline", 0, ("env.sparse_channel=0",))
+    baseline = [c for c in study.cells() if (c.env, c.method, c.seed) == ("hopper", "baseline", 0)]
+    assert "`env.sparse_channel=0`" in "\n".join(what_ran_lines(study, baseline, out))
+
+
 def test_an_arm_read_at_an_earlier_cycles_end_is_not_reported_as_another_setting():
     # table1-paper's r-oracle is e-oracle's runs read at the end of cycle 1 of 2: its 2 cycles, equal protocol
     # and cycle-end evaluation are how it is read, not settings that differ from the study's released arm

@@ -6,7 +6,9 @@ runs differ among themselves. The study's ``description`` says what the study is
 numbers below them come from.
 
 Configs are compared key by key (:func:`~prism.experiments.grid_configs.flat_config`), leaving out the keys
-that differ between a grid's runs by design (seed, run folder) and the arm's label. No line names a path."""
+that differ between a grid's runs by design (seed, run folder) and the arm's label, and by what a value does
+rather than how it is written where a key's effect depends on the rest of the run (:func:`_in_effect`). No
+line names a path."""
 
 from __future__ import annotations
 
@@ -35,6 +37,34 @@ cycles than it is read at, an equal protocol however the arm's own reads, and th
 steps line says which cycle was read, so these are no finding."""
 
 
+def _in_effect(key: str, value: Any, config: dict[str, Any], device: str | None) -> Any:
+    """What ``value`` of ``key`` does in a run with flat ``config`` on ``device`` (the one the run resolved at
+    start; None: not recorded), for the keys whose effect depends on the rest of the run; any other key's value
+    as written. ``agent.cuda_graph`` (false, true, auto) only captures a graph on CUDA, so on the CPU every value
+    runs the same eager update; ``env.sparse_channel`` names no channel on the dense env, where none is hidden."""
+    if key == "agent.cuda_graph" and device is not None:
+        return ("cuda graph", value is not False and device.split(":")[0] == "cuda")
+    if key == "env.sparse_channel" and config.get("env.dense") is True:
+        return ("no hidden channel",)
+    return value
+
+
+def _varies(key: str, configs: dict[int, dict[str, Any]], devices: dict[int, str | None]) -> bool:
+    """Whether the seeds' values of ``key`` act differently (:func:`_in_effect`)."""
+    return len({repr(_in_effect(key, c.get(key), c, devices.get(seed))) for seed, c in configs.items()}) > 1
+
+
+def _acts_otherwise(
+    key: str, configs: dict[int, dict[str, Any]], devices: dict[int, str | None], study: dict[str, Any]
+) -> bool:
+    """Whether some seed's value of ``key`` acts unlike the study's would on the device that seed ran on."""
+    return any(
+        _in_effect(key, c.get(key), c, devices.get(seed))
+        != _in_effect(key, study.get(key), study, devices.get(seed))
+        for seed, c in configs.items()
+    )
+
+
 @dataclass
 class _ArmRuns:
     """The finished runs of one (env, arm): each seed's flat config (None: none readable)."""
@@ -44,6 +74,8 @@ class _ArmRuns:
     declared: tuple[int, ...]
     cycle_end: int = 0
     configs: dict[int, dict[str, Any] | None] = field(default_factory=dict)
+    devices: dict[int, str | None] = field(default_factory=dict)
+    """Each seed's device, as the run resolved it at start (None: not recorded)."""
     study: dict[str, Any] | None = None
     """The config the study gives this arm's runs (None: it does not load)."""
 
@@ -118,16 +150,20 @@ class _Loader:
         self._saved: dict[str, dict[str, Any] | None] = {}
         self._study: dict[tuple[str, str], dict[str, Any] | None] = {}
 
-    def saved(self, path: Path) -> dict[str, Any] | None:
-        """The run's own config (None: missing or not loadable)."""
+    def saved(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+        """The run's own config (None: missing or not loadable) and the device it resolved at start (None: not
+        recorded)."""
         from prism.config.loader import load_run_config
 
         try:
             raw = OmegaConf.to_container(OmegaConf.load(path))
         except (OSError, YAMLError, OmegaConfBaseException):
-            return None
+            return None, None
         if not isinstance(raw, dict):
-            return None
+            return None, None
+        resolved = raw.get(RESOLVED_KEY)
+        device = resolved.get("device") if isinstance(resolved, dict) else None
+        device = device if isinstance(device, str) else None
         # the loader ignores the `resolved:` record, which differs per seed (eval.seed): not part of the content
         ignored = PER_RUN_KEYS | {RESOLVED_KEY}
         key = json.dumps({k: v for k, v in raw.items() if k not in ignored}, sort_keys=True, default=str)
@@ -136,7 +172,7 @@ class _Loader:
                 self._saved[key] = _settings(flat_config(load_run_config(path)))
             except (ConfigError, OmegaConfBaseException, ValueError, TypeError):
                 self._saved[key] = None
-        return self._saved[key]
+        return self._saved[key], device
 
     def study(self, env: str, arm: str, seed: int) -> dict[str, Any] | None:
         """The config the study gives a fresh run of ``arm`` in ``env`` (None: it does not load)."""
@@ -165,11 +201,15 @@ def _read(preset: Preset, cells: list[Cell], out: Path, study_seeds: tuple[int, 
         if not (run_dir / "summary.json").is_file():
             continue
         own = preset.arm(cell.method).seeds
-        declared = tuple(s for s in study_seeds if own is None or s in own)
+        join = preset.joined_source(cell.env, cell.method)
+        if join is not None and join.seeds:
+            declared = join.seeds  # read from the other study with seeds of its own
+        else:
+            declared = tuple(s for s in study_seeds if own is None or s in own)
         entry = arms.setdefault(
             (cell.env, cell.method), _ArmRuns(cell.env, cell.method, declared, cell.cycle_end)
         )
-        entry.configs[cell.seed] = loader.saved(run_dir / "config.yaml")
+        entry.configs[cell.seed], entry.devices[cell.seed] = loader.saved(run_dir / "config.yaml")
     for entry in arms.values():
         entry.study = loader.study(entry.env, entry.arm, min(entry.configs))
     return list(arms.values())
@@ -207,7 +247,7 @@ def what_ran_lines(
             dict.fromkeys(_steps(config, entry.cycle_end) for config in readable.values())
         )
         keys = sorted(set().union(*readable.values()))
-        varying = [k for k in keys if len({repr(c.get(k)) for c in readable.values()}) > 1]
+        varying = [k for k in keys if _varies(k, readable, entry.devices)]
         study = entry.study
         for key in varying:
             by_value: dict[str, list[int]] = {}
@@ -222,7 +262,9 @@ def what_ran_lines(
         config = next(iter(readable.values()))
         implied = CYCLE_END_KEYS if entry.cycle_end else frozenset()
         for key in sorted(set(keys) | set(study)):
-            if key not in varying and key not in implied and config.get(key) != study.get(key):
+            if key in varying or key in implied or config.get(key) == study.get(key):
+                continue
+            if _acts_otherwise(key, readable, entry.devices, study):
                 text = f"`{key}={_value(config.get(key))}` (the study: {_value(study.get(key))})"
                 differ.setdefault(text, []).append(entry.label)
     exact = not differ and not among and not unread and not unknown_study
