@@ -7,6 +7,7 @@ ReSymNet with λ = 0, uniform / random = their redistributions.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from pathlib import Path
 
@@ -249,15 +250,23 @@ def test_a_built_in_reward_name_beside_the_same_reward_name_is_not_a_method(over
     assert "\n" not in str(err.value) and f"set method_label={name} and leave method out" in str(err.value)
 
 
-def test_a_wo_loss_record_from_an_env_without_a_symmetry_table_keeps_its_method(tmp_path, capsys):
+def test_a_wo_loss_record_from_an_env_without_a_symmetry_table_keeps_its_method(
+    tmp_path, caplog, monkeypatch
+):
     """A PRISM run on an env without a symmetry table is wo_loss (its λ, left to the spec, is 0) and its
     config.yaml says so, with λ still null as written: read back, it stays wo_loss, not prism labelled
-    wo_loss, and a resume's warning no longer says it "trains as wo_loss" as if it were another method."""
+    wo_loss, and a resume's warning says the run is filed as wo_loss, not that it "trains as wo_loss" as if
+    it were another method."""
     config = load_config([CONF / "quickstart.yaml"], ["env.id=mo-hopper-2obj-v5", f"run_dir={tmp_path}"])
     assert config.method == "wo_loss"
     record = tmp_path / "config.yaml"
     record.write_text(to_yaml(config))
     assert "symreg_lambda: null" in record.read_text()
-    loaded = load_run_config(record)
+    monkeypatch.setattr("prism.config.agent_keys._WARNED", set())  # each warning is logged once per process
+    caplog.clear()  # what load_config said above
+    with caplog.at_level(logging.WARNING, logger="prism.config"):
+        loaded = load_run_config(record)
     assert (loaded.method, loaded.method_label) == ("wo_loss", None)
-    assert "trains as" not in capsys.readouterr().err
+    warned = [r.message for r in caplog.records if "SymReg is off" in r.message]
+    assert len(warned) == 1 and "the run is filed as wo_loss;" in warned[0], warned
+    assert "trains as" not in warned[0]
