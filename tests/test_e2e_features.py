@@ -23,7 +23,7 @@ import yaml
 from toy_runs import toy_run
 
 from prism.cli import main
-from prism.config import load_config, resolve_env_spec
+from prism.config import load_config, resolve_env_spec, to_yaml
 from prism.core.seeding import derive_seed
 from prism.envs import TOY_SPEC, EnvSpec, SparseRewardWrapper
 from prism.run import checkpoint as checkpoint_module
@@ -214,6 +214,27 @@ def test_overwrite_replaces_a_non_empty_run_folder_and_refusal_leaves_it_untouch
     assert steps[0] == 125 and steps[-1] == TOTAL and 10 not in steps  # the old row is gone
     assert torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["env_steps"] == TOTAL
     _check_front_and_summary(run_dir, TOY_SPEC, "baseline", num_weights=3)
+
+
+def test_resuming_a_run_whose_overwrite_start_was_killed_finishes_the_overwrite(tmp_path, capsys):
+    # An --overwrite start killed (SIGKILL) before its first checkpoint leaves the new run's config.yaml beside
+    # the old contents it had set aside; `--resume` runs that new run, says where the old contents are, and
+    # drops them at its first checkpoint, as the killed start would have
+    run_dir = tmp_path / "run"
+    argv = _fit(run_dir)
+    config = load_config([QUICKSTART], [*TINY, f"run_dir={run_dir}"])
+    aside = run_dir / ".prism-overwritten"
+    aside.mkdir(parents=True)
+    (aside / "eval.csv").write_text("env_steps,hv\n10,1.0\n")
+    (run_dir / "config.yaml").write_text(to_yaml(config))
+    assert main(["fit", "--resume", str(run_dir)]) == 0
+    err = capsys.readouterr().err
+    assert f"prism: {aside} holds what {run_dir} held before an --overwrite whose start was stopped" in err
+    assert not aside.exists() and (run_dir / "summary.json").is_file()
+    assert [int(r["env_steps"]) for r in _rows(run_dir / "eval.csv")][-1] == TOTAL
+    # a resume with nothing set aside says nothing of it
+    assert main([*argv[:1], "--resume", str(run_dir), "loop.cycles=3"]) == 0
+    assert ".prism-overwritten" not in capsys.readouterr().err
 
 
 # ---- class-path plug-ins ------------------------------------------------------------------------------

@@ -326,6 +326,24 @@ def fit_run(
         raise RunInterrupted(run_dir, resumable=False, removed=_remove_empty(run_dir, created)) from None
 
 
+def _finish_interrupted_overwrite(run_dir: Path) -> Callable[[], None] | None:
+    """What a resume does about contents that an ``--overwrite`` start set aside and, killed before its first
+    checkpoint (SIGKILL, a power cut), never dropped nor restored: the resumed run is the new one (its
+    config.yaml is the folder's), so it finishes that overwrite, dropping them at its own first checkpoint,
+    and says so first, while they can still be moved out. None when nothing was left aside."""
+    previous = PreviousContents(run_dir)
+    if not previous.aside.is_dir():
+        return None
+    print(
+        f"prism: {previous.aside} holds what {run_dir} held before an --overwrite whose start was stopped; "
+        "resuming finishes that overwrite: it is deleted once this run saves its first checkpoint (move it "
+        "out now to keep it)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return previous.drop
+
+
 def _first_missing(path: Path) -> Path | None:
     """The topmost folder of ``path`` (``path`` itself included) that does not exist yet, or ``None``."""
     missing = None
@@ -456,7 +474,12 @@ def _resume_locked(
             carry_events_at_step(member.logger, position, purge_step)
     if cycles is not None:
         write_member_configs(run)
-    attach_checkpointing(run, resume_state=state, resumed_from=loaded.path if loaded is not None else None)
+    attach_checkpointing(
+        run,
+        resume_state=state,
+        resumed_from=loaded.path if loaded is not None else None,
+        on_first_save=_finish_interrupted_overwrite(run_dir),
+    )
     run.clock.start()
     interrupt.fit(run.trainer, run.agent)
     times = run.clock.read()
