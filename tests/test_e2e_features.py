@@ -221,7 +221,6 @@ def test_resuming_a_run_whose_overwrite_start_was_killed_finishes_the_overwrite(
     # the old contents it had set aside; `--resume` runs that new run, says where the old contents are, and
     # drops them at its first checkpoint, as the killed start would have
     run_dir = tmp_path / "run"
-    argv = _fit(run_dir)
     config = load_config([QUICKSTART], [*TINY, f"run_dir={run_dir}"])
     aside = run_dir / ".prism-overwritten"
     aside.mkdir(parents=True)
@@ -233,7 +232,7 @@ def test_resuming_a_run_whose_overwrite_start_was_killed_finishes_the_overwrite(
     assert not aside.exists() and (run_dir / "summary.json").is_file()
     assert [int(r["env_steps"]) for r in _rows(run_dir / "eval.csv")][-1] == TOTAL
     # a resume with nothing set aside says nothing of it
-    assert main([*argv[:1], "--resume", str(run_dir), "loop.cycles=3"]) == 0
+    assert main(["fit", "--resume", str(run_dir), "loop.cycles=3"]) == 0
     assert ".prism-overwritten" not in capsys.readouterr().err
 
 

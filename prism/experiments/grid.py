@@ -334,7 +334,8 @@ class Preset:
         grid's seeds it names; a joined arm's cells point at its own grid's folder, with its entry's seeds when
         it names some."""
         cells = []
-        for s in sorted({*self.seeds, *(s for j in self.joined for s in j.seeds)}):
+        joined_only = sorted({s for j in self.joined for s in j.seeds} - set(self.seeds))
+        for s in (*self.seeds, *joined_only):
             for e in self.envs:
                 for m in self.methods_for(e):
                     join = self.joined_source(e, m)
