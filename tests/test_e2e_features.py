@@ -236,6 +236,26 @@ def test_resuming_a_run_whose_overwrite_start_was_killed_finishes_the_overwrite(
     assert ".prism-overwritten" not in capsys.readouterr().err
 
 
+def test_resume_refuses_a_folder_whose_overwrite_was_killed_mid_move_and_moves_nothing(tmp_path, capsys):
+    # Killed while it moved the old run aside, an --overwrite leaves the old run split: config.yaml in
+    # .prism-overwritten.new, eval.csv beside it. A resume of either half would be a wrong run: one line, no write
+    run_dir = tmp_path / "run"
+    config = load_config([QUICKSTART], [*TINY, f"run_dir={run_dir}"])
+    holder = run_dir / ".prism-overwritten.new"
+    holder.mkdir(parents=True)
+    (holder / "config.yaml").write_text(to_yaml(config))
+    (run_dir / "eval.csv").write_text("env_steps,hv\n10,1.0\n")
+    before = _tree_digest(run_dir)
+    assert main(["fit", "--resume", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("prism: error: --resume: ")
+    assert f"{str(holder)!r} holds part of what {str(run_dir)!r} held" in err[0]
+    assert _tree_digest(run_dir) == before
+    # the --overwrite it names finishes the move and the run, the split old run gone with it
+    assert main(_fit(run_dir, "--overwrite")) == 0
+    assert not holder.exists() and (run_dir / "summary.json").is_file()
+
+
 # ---- class-path plug-ins ------------------------------------------------------------------------------
 PLUGIN_SOURCE = '''
 import numpy as np

@@ -27,6 +27,7 @@ from typing import Any
 from prism.config import ConfigError, RunConfig, load_config, load_run_config, same_run
 from prism.config.agent_keys import warn_once, warnings_held
 from prism.run.layout import run_config_file
+from prism.run.overwrite import check_no_split_contents
 
 BUDGET_KEYS = ("loop.cycles",)
 """The keys ``--resume`` lets grow (see the module docstring for why ``loop.steps_per_cycle`` is not one)."""
@@ -55,6 +56,7 @@ def resume_request(run_dir: Path, files: list[str], overrides: list[str]) -> Res
     """Check a ``--resume`` request before anything heavy is imported or anything is written: the folder has a
     ``config.yaml``, and the given config files and overrides (if any) are that config or it with more
     cycles (:func:`budget_growth`); otherwise a one-line :class:`ConfigError`."""
+    check_no_split_contents(run_dir, key="--resume")  # before "no config.yaml": it may be in the other half
     config_path = run_config_file(run_dir, key="--resume")
     # Loading warns about what a config would run (SymReg off on an env without a symmetry table, …): said
     # only once the request is accepted, never before the line that refuses it.

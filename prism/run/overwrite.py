@@ -16,6 +16,25 @@ from pathlib import Path
 ASIDE = ".prism-overwritten"
 """The hidden folder, inside the run folder, that holds the previous contents while the new run starts."""
 
+SETTING_ASIDE = f"{ASIDE}.new"
+"""Where the previous contents go one by one before the folder is renamed to :data:`ASIDE`: found only in a
+folder whose ``--overwrite`` was killed mid-move, some of the old run in it and the rest beside it."""
+
+
+def check_no_split_contents(run_dir: Path, *, key: str) -> None:
+    """A one-line :class:`~prism.core.errors.ConfigError` naming ``key`` when an ``--overwrite`` of ``run_dir``
+    was killed while it moved the previous contents aside: the old run is then split between the folder and
+    :data:`SETTING_ASIDE`, and neither half is a run to resume. Nothing is moved: the user chooses."""
+    holder = run_dir / SETTING_ASIDE
+    if holder.is_dir():
+        from prism.core.errors import ConfigError
+
+        raise ConfigError(
+            f"{key}: {str(holder)!r} holds part of what {str(run_dir)!r} held before an --overwrite stopped "
+            "while setting it aside; rerun that --overwrite to finish it, or move the folder's contents back "
+            "into the run folder to keep the old run"
+        )
+
 
 def remove_contents(folder: Path, keep: Path | None = None) -> None:
     """Delete everything in ``folder`` but ``keep`` (a link is removed, never followed)."""
@@ -40,7 +59,7 @@ class PreviousContents:
         """Move everything in ``run_dir`` into its hidden folder (an older one left by a killed start comes
         along, inside it: it belongs to the previous contents)."""
         kept = cls(run_dir)
-        holder = run_dir / f"{ASIDE}.new"  # left by a start killed while it set aside: part of the contents
+        holder = run_dir / SETTING_ASIDE  # left by a start killed while it set aside: part of the contents
         children = [child for child in run_dir.iterdir() if child != holder]
         holder.mkdir(exist_ok=True)
         for child in children:
